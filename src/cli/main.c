@@ -1,0 +1,65 @@
+/* dsgd — command-line entry: parse, validate, dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../comm/comm.h"
+#include "../sync/sync.h"
+#include "../train/config.h"
+#include "../train/train.h"
+#include "../util/util.h"
+
+#define DSGD_VERSION "0.1.0"
+
+static void usage(FILE *f)
+{
+    fputs("dsgd " DSGD_VERSION " - distributed SGD under many synchronization paradigms\n\n"
+          "usage:\n"
+          "  dsgd train [flags]            train a model (under mpirun for distributed paradigms)\n"
+          "  dsgd eval --checkpoint FILE   evaluate a checkpoint on a dataset's test split\n"
+          "  dsgd --help | dsgd train --help | dsgd eval --help\n"
+          "  dsgd --version\n\n"
+          "train flags:\n", f);
+    config_help(f, config_train_opts);
+    fputs("\neval flags:\n", f);
+    config_help(f, config_eval_opts);
+}
+
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    comm_t comm;
+    comm_init(&comm, &argc, &argv);
+    int rc = 0;
+    const int lead = comm.rank == 0;
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        if (lead) usage(stdout);
+        rc = argc < 2 ? 2 : 0;
+    } else if (!strcmp(argv[1], "--version")) {
+        if (lead) printf("dsgd %s\n", DSGD_VERSION);
+    } else if (!strcmp(argv[1], "train") || !strcmp(argv[1], "eval")) {
+        int is_train = !strcmp(argv[1], "train");
+        const opt_def_t *table = is_train ? config_train_opts : config_eval_opts;
+        if (wants_help(argc - 2, argv + 2)) {
+            if (lead) {
+                printf("usage: dsgd %s [flags]\n\n", argv[1]);
+                config_help(stdout, table);
+            }
+        } else {
+            config_t cfg;
+            char err[512];
+            config_defaults(&cfg, table);
+            if (config_parse(&cfg, table, argc - 2, argv + 2, err, sizeof err) != 0) die("%s", err);
+            rc = is_train ? train_main(&cfg, &comm) : eval_main(&cfg, &comm);
+        }
+    } else {
+        die("unknown command '%s'; commands: train, eval (see dsgd --help)", argv[1]);
+    }
+    comm_finalize(&comm);
+    return rc;
+}

@@ -1,0 +1,242 @@
+/* Dataset selection, synthetic data, partitions and the minibatch iterator. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data.h"
+
+#define DEBIAN_DATASETS "/usr/share/datasets"
+
+void dataset_free(dataset_t *d)
+{
+    free(d->x);
+    free(d->y);
+    memset(d, 0, sizeof *d);
+}
+
+void dataset_truncate(dataset_t *d, long n)
+{
+    if (n > 0 && n < d->n) d->n = n;
+}
+
+/* Path of NAME or NAME.gz inside dir, whichever exists. */
+static int find_idx(const char *dir, const char *name, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s/%s", dir, name);
+    if (file_exists(out)) return 0;
+    snprintf(out, outlen, "%s/%s.gz", dir, name);
+    return file_exists(out) ? 0 : -1;
+}
+
+static int load_idx_dir(const char *dir, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+{
+    static const char *names[4] = { "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                    "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte" };
+    char p[4][4096];
+    for (int i = 0; i < 4; i++)
+        if (find_idx(dir, names[i], p[i], sizeof p[i]) != 0) {
+            snprintf(err, errlen, "data directory '%s' has no %s[.gz]; it needs the four MNIST-format IDX files", dir, names[i]);
+            return -1;
+        }
+    if (idx_load_pair(p[0], p[1], train, err, errlen) != 0) return -1;
+    if (idx_load_pair(p[2], p[3], test, err, errlen) != 0) { dataset_free(train); return -1; }
+    if (train->h != test->h || train->w != test->w) {
+        snprintf(err, errlen, "training images are %dx%d but test images are %dx%d in '%s'",
+                 train->h, train->w, test->h, test->w, dir);
+        dataset_free(train); dataset_free(test);
+        return -1;
+    }
+    int k = train->classes > test->classes ? train->classes : test->classes;
+    if (k < 2) {
+        snprintf(err, errlen, "labels in '%s' name fewer than 2 classes", dir);
+        dataset_free(train); dataset_free(test);
+        return -1;
+    }
+    train->classes = test->classes = k;
+    return 0;
+}
+
+static int load_cifar_dir(const char *dir, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+{
+    char buf[6][4096];
+    const char *paths[5];
+    int n = 0;
+    for (int i = 1; i <= 5; i++) {
+        snprintf(buf[n], sizeof buf[n], "%s/data_batch_%d.bin", dir, i);
+        if (file_exists(buf[n])) { paths[n] = buf[n]; n++; }
+    }
+    snprintf(buf[5], sizeof buf[5], "%s/test_batch.bin", dir);
+    if (!file_exists(buf[5])) {
+        snprintf(err, errlen, "CIFAR-10 directory '%s' has no test_batch.bin", dir);
+        return -1;
+    }
+    if (cifar_load_files(paths, n, train, err, errlen) != 0) return -1;
+    const char *tp[1] = { buf[5] };
+    if (cifar_load_files(tp, 1, test, err, errlen) != 0) { dataset_free(train); return -1; }
+    return 0;
+}
+
+void dataset_synthetic(dataset_t *train, dataset_t *test, long n, uint64_t seed)
+{
+    enum { K = 4, S = 8 };
+    rng_t r;
+    rng_seed(&r, seed, 0x5e7);
+    float proto[K][S * S];
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < S * S; j++) proto[k][j] = (float)rng_uniform(&r);
+    dataset_t *sets[2] = { train, test };
+    long sizes[2] = { n, n / 4 > 64 ? n / 4 : 64 };
+    for (int s = 0; s < 2; s++) {
+        dataset_t *d = sets[s];
+        d->n = sizes[s]; d->c = 1; d->h = S; d->w = S; d->classes = K;
+        d->x = xalloc_floats((size_t)(d->n * S * S));
+        d->y = xmalloc((size_t)d->n);
+        for (long i = 0; i < d->n; i++) {
+            int k = (int)rng_below(&r, K);
+            d->y[i] = (uint8_t)k;
+            for (int j = 0; j < S * S; j++) {
+                float v = proto[k][j] + 0.35f * rng_normal(&r);
+                d->x[i * S * S + j] = v < 0 ? 0 : v > 1 ? 1 : v;
+            }
+        }
+    }
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+{
+    memset(train, 0, sizeof *train);
+    memset(test, 0, sizeof *test);
+    if (!strncmp(spec, "synthetic", 9) && (spec[9] == 0 || spec[9] == ':')) {
+        long n = 4096;
+        if (spec[9] == ':' && (parse_long(spec + 10, &n) != 0 || n < 16 || n > 10000000)) {
+            snprintf(err, errlen, "bad synthetic size in '%s' (want synthetic:N with 16 <= N <= 10000000)", spec);
+            return -1;
+        }
+        dataset_synthetic(train, test, n, 0xda7a);
+        return 0;
+    }
+    char dir[4096];
+    if (!strcmp(spec, "fashion-mnist") || !strcmp(spec, "mnist")) {
+        snprintf(dir, sizeof dir, "%s/%s", DEBIAN_DATASETS, spec);
+        if (!is_dir(dir)) {
+            snprintf(err, errlen, "dataset '%s' not found in %s; install it (apt-get install dataset-%s) or pass --data DIR",
+                     spec, dir, spec);
+            return -1;
+        }
+    } else {
+        snprintf(dir, sizeof dir, "%s", spec);
+        if (!is_dir(dir)) {
+            snprintf(err, errlen, "data directory '%s' does not exist; pass --data fashion-mnist, synthetic, or a directory of IDX or CIFAR-10 binary files", spec);
+            return -1;
+        }
+    }
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/data_batch_1.bin", dir);
+    if (file_exists(probe)) return load_cifar_dir(dir, train, test, err, errlen);
+    return load_idx_dir(dir, train, test, err, errlen);
+}
+
+/* ---- partitions ---- */
+
+int part_kind_parse(const char *s, part_kind_t *out)
+{
+    if (!strcmp(s, "iid") || !strcmp(s, "shard")) *out = PART_IID;
+    else if (!strcmp(s, "full") || !strcmp(s, "selsync")) *out = PART_FULL;
+    else if (!strcmp(s, "label-skew") || !strcmp(s, "noniid")) *out = PART_LABEL_SKEW;
+    else return -1;
+    return 0;
+}
+
+const char *part_kind_name(part_kind_t k)
+{
+    return k == PART_FULL ? "full" : k == PART_LABEL_SKEW ? "label-skew" : "iid";
+}
+
+int32_t *partition_indices(const dataset_t *d, part_kind_t kind, int rank, int size,
+                           uint64_t seed, long *count)
+{
+    long n = d->n;
+    int32_t *all = xmalloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    for (long i = 0; i < n; i++) all[i] = (int32_t)i;
+    if (kind == PART_FULL) { *count = n; return all; }
+    if (kind == PART_IID) {
+        rng_t r;
+        rng_seed(&r, seed, 0x9a47);  /* the same permutation on every rank */
+        rng_shuffle(&r, all, (size_t)n);
+    } else {
+        /* counting sort by label: stable, so each rank gets whole classes where possible */
+        long cnt[257] = { 0 };
+        for (long i = 0; i < n; i++) cnt[d->y[i] + 1]++;
+        for (int k = 0; k < 256; k++) cnt[k + 1] += cnt[k];
+        int32_t *sorted = xmalloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+        for (long i = 0; i < n; i++) sorted[cnt[d->y[i]]++] = (int32_t)i;
+        free(all);
+        all = sorted;
+    }
+    long lo = n * rank / size, hi = n * (rank + 1) / size;
+    int32_t *mine = xmalloc(sizeof(int32_t) * (size_t)(hi > lo ? hi - lo : 1));
+    memcpy(mine, all + lo, sizeof(int32_t) * (size_t)(hi - lo));
+    free(all);
+    *count = hi - lo;
+    return mine;
+}
+
+/* ---- iterator ---- */
+
+batch_iter_t *batch_iter_create(const dataset_t *d, const int32_t *idx, long n, int B,
+                                uint64_t seed, uint64_t stream)
+{
+    if (n < 1) die("a rank's data partition is empty; use fewer ranks or more data");
+    batch_iter_t *it = xcalloc(1, sizeof *it);
+    it->d = d; it->idx = idx; it->n = n; it->B = B;
+    it->seed = seed; it->stream = stream;
+    it->order = xmalloc(sizeof(int32_t) * (size_t)n);
+    it->x = xalloc_floats((size_t)B * (size_t)dataset_dim(d));
+    it->y = xmalloc(sizeof(int32_t) * (size_t)B);
+    batch_iter_seek(it, 0);
+    return it;
+}
+
+void batch_iter_free(batch_iter_t *it)
+{
+    if (!it) return;
+    free(it->order); free(it->x); free(it->y);
+    free(it);
+}
+
+static void iter_shuffle_pass(batch_iter_t *it)
+{
+    rng_t r;
+    rng_seed(&r, it->seed ^ (0x5bd1e995ULL * (uint64_t)(it->pass + 1)), 0xba7c0000ULL + it->stream);
+    memcpy(it->order, it->idx, sizeof(int32_t) * (size_t)it->n);
+    rng_shuffle(&r, it->order, (size_t)it->n);
+}
+
+void batch_iter_seek(batch_iter_t *it, long k)
+{
+    long at = k * it->B;
+    it->pass = at / it->n;
+    it->pos = at % it->n;
+    iter_shuffle_pass(it);
+}
+
+void batch_iter_next(batch_iter_t *it)
+{
+    const long dim = dataset_dim(it->d);
+    for (int b = 0; b < it->B; b++) {
+        if (it->pos == it->n) {
+            it->pass++;
+            it->pos = 0;
+            iter_shuffle_pass(it);
+        }
+        int32_t s = it->order[it->pos++];
+        memcpy(it->x + (long)b * dim, it->d->x + (long)s * dim, sizeof(float) * (size_t)dim);
+        it->y[b] = it->d->y[s];
+    }
+}

@@ -1,0 +1,84 @@
+/* data — datasets in memory, loaders, per-rank partitions, minibatch iterator.
+ *
+ * Every loader turns pixels into floats as x/255 and nothing else (no mean or
+ * std normalisation), so a checkpoint's user needs only that one rule.
+ *
+ * --data accepts:
+ *   fashion-mnist   Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist)
+ *   mnist           /usr/share/datasets/mnist, if present
+ *   synthetic[:N]   N (default 4096) 1x8x8 images of 4 noisy class prototypes, for tests
+ *   DIR             a directory holding MNIST-format IDX files
+ *                   (train-images-idx3-ubyte, train-labels-idx1-ubyte,
+ *                    t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte; each raw or .gz)
+ *                   or CIFAR-10 binary batches (data_batch_1.bin … data_batch_5.bin,
+ *                   test_batch.bin)
+ */
+#ifndef DSGD_DATA_H
+#define DSGD_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/util.h"
+
+typedef struct dataset {
+    long n;
+    int c, h, w;           /* per-sample shape */
+    int classes;
+    float *x;              /* (n, c·h·w) in [0, 1] */
+    uint8_t *y;            /* (n) */
+} dataset_t;
+
+static inline long dataset_dim(const dataset_t *d) { return (long)d->c * d->h * d->w; }
+
+/* Load train and test sets. On failure writes a one-line reason into err and
+ * returns -1 (nothing is left allocated). */
+int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen);
+/* Loaders, exposed for tests. */
+int idx_load_pair(const char *images, const char *labels, dataset_t *d, char *err, size_t errlen);
+int cifar_load_files(const char *const *paths, int npaths, dataset_t *d, char *err, size_t errlen);
+void dataset_synthetic(dataset_t *train, dataset_t *test, long n, uint64_t seed);
+void dataset_free(dataset_t *d);
+/* Keep the first n samples (no-op if n <= 0 or n >= d->n). */
+void dataset_truncate(dataset_t *d, long n);
+
+/* ---- per-rank partitions: index lists into a dataset ---- */
+typedef enum part_kind {
+    PART_IID,        /* seeded shuffle, then a contiguous 1/size shard per rank */
+    PART_FULL,       /* every rank sees the whole dataset (SelSync's scheme); the
+                        iterator's rank-seeded order makes the ranks differ */
+    PART_LABEL_SKEW  /* sorted by label, contiguous 1/size block: each rank owns a
+                        block of classes (non-IID) */
+} part_kind_t;
+
+int part_kind_parse(const char *s, part_kind_t *out);
+const char *part_kind_name(part_kind_t k);
+/* Returns a malloc'ed index list; *count receives its length. */
+int32_t *partition_indices(const dataset_t *d, part_kind_t kind, int rank, int size,
+                           uint64_t seed, long *count);
+
+/* ---- seeded shuffled minibatch iterator ----
+ * Walks an index list in passes; each pass is a fresh permutation drawn from
+ * (seed, stream, pass) alone, so the position after k batches is a pure
+ * function of k: batch_iter_seek restores it exactly (checkpoint resume). */
+typedef struct batch_iter {
+    const dataset_t *d;
+    const int32_t *idx;    /* (n) not owned */
+    long n;
+    int B;
+    uint64_t seed, stream;
+    long pass, pos;
+    int32_t *order;        /* (n) current pass permutation */
+    float *x;              /* (B, dim) current batch */
+    int32_t *y;            /* (B) */
+} batch_iter_t;
+
+batch_iter_t *batch_iter_create(const dataset_t *d, const int32_t *idx, long n, int B,
+                                uint64_t seed, uint64_t stream);
+void batch_iter_free(batch_iter_t *it);
+/* Position the iterator as if k batches had been drawn. */
+void batch_iter_seek(batch_iter_t *it, long k);
+/* Fill it->x / it->y with the next batch (never allocates). */
+void batch_iter_next(batch_iter_t *it);
+
+#endif

@@ -1,0 +1,80 @@
+/* nn/model — a model is an ordered list of layers over one flat parameter
+ * vector and one flat gradient vector of the same length (ARCHITECTURE
+ * principle 2). Layers hold offsets into them; every communication and the
+ * checkpoint operate on spans of these two buffers.
+ *
+ * Model specs (stored in metrics and checkpoints):
+ *   logreg                       one dense layer
+ *   mlp[:H1,H2,...][:tanh]       dense+act per hidden size (default 256,128, relu)
+ *   lenet[:tanh]                 conv5x5x6 pad2 → pool2 → conv5x5x16 → pool2 → 120 → 84 → K
+ * The input shape and the number of classes come from the dataset.
+ *
+ * The model owns every buffer it uses for batches up to max_batch, so the
+ * training step never allocates.
+ */
+#ifndef DSGD_MODEL_H
+#define DSGD_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layers.h"
+
+typedef enum layer_kind {
+    LAYER_DENSE, LAYER_CONV, LAYER_MAXPOOL, LAYER_RELU, LAYER_TANH, LAYER_FLATTEN
+} layer_kind_t;
+
+typedef struct layer {
+    layer_kind_t kind;
+    int in_c, in_h, in_w;       /* per-sample input shape (dense: in_c = IN, h = w = 1) */
+    int out_c, out_h, out_w;    /* per-sample output shape */
+    int k, stride, pad;         /* conv / pool */
+    size_t w_off, w_len;        /* weights: span of the flat vector */
+    size_t b_off, b_len;        /* bias */
+    float *out;                 /* (max_batch, out size) activations */
+    float *dout;                /* (max_batch, out size) gradient of the loss w.r.t. out */
+    int32_t *argmax;            /* maxpool only */
+} layer_t;
+
+typedef struct model {
+    char spec[128];
+    int in_c, in_h, in_w, classes;
+    int nlayers;
+    layer_t *layers;
+    size_t nparams;
+    float *params;              /* (nparams) */
+    float *grads;               /* (nparams) */
+    int max_batch;
+    float *col;                 /* im2col workspace, one per conv layer, laid end to end */
+    long *col_off;              /* (nlayers) offset of each conv layer's workspace */
+    float *tmp;                 /* (max OC·B·OH·OW) conv transpose workspace */
+    float *probs;               /* (max_batch, classes) */
+    float *dlogits;             /* (max_batch, classes) */
+    const float *input;         /* last forward input (not owned) */
+} model_t;
+
+/* Check a spec against an input shape without building; on error writes a
+ * one-line reason to err and returns -1. */
+int model_spec_check(const char *spec, int c, int h, int w, int classes, char *err, size_t errlen);
+/* Build (dies with a clear message on a bad spec). Parameters are zero until
+ * model_init_params. */
+model_t *model_create(const char *spec, int c, int h, int w, int classes, int max_batch);
+void model_free(model_t *m);
+/* He-normal for layers followed by ReLU, Xavier-uniform otherwise; zero bias. */
+void model_init_params(model_t *m, uint64_t seed);
+
+/* Forward pass on x (B, C·H·W); returns the logits (B, classes). */
+const float *model_forward(model_t *m, const float *x, int B);
+/* Mean cross-entropy of the last forward pass; fills m->probs. */
+float model_loss(model_t *m, const int32_t *labels, int B);
+/* Backward from the loss computed by model_loss; fills m->grads. */
+void model_backward(model_t *m, const int32_t *labels, int B);
+/* Number of correct argmax predictions in the last forward pass. */
+int model_correct(const model_t *m, const int32_t *labels, int B);
+/* Multiply-accumulates per sample in the forward pass (for FLOP figures). */
+double model_forward_macs(const model_t *m);
+
+/* Human-readable layer name for checkpoint tensor names ("dense", "conv"). */
+const char *layer_kind_name(layer_kind_t k);
+
+#endif

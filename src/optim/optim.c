@@ -1,0 +1,103 @@
+#include "optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+
+int optim_kind_parse(const char *s, opt_kind_t *out)
+{
+    if (!strcmp(s, "sgd")) *out = OPT_SGD;
+    else if (!strcmp(s, "nesterov")) *out = OPT_NESTEROV;
+    else if (!strcmp(s, "adagrad")) *out = OPT_ADAGRAD;
+    else return -1;
+    return 0;
+}
+
+const char *optim_kind_name(opt_kind_t k)
+{
+    return k == OPT_NESTEROV ? "nesterov" : k == OPT_ADAGRAD ? "adagrad" : "sgd";
+}
+
+optim_t *optim_create(const optim_cfg_t *cfg, size_t n)
+{
+    optim_t *o = xcalloc(1, sizeof *o);
+    o->cfg = *cfg;
+    o->n = n;
+    if (cfg->kind == OPT_ADAGRAD) o->accum = xalloc_floats(n);
+    else if (cfg->momentum != 0.0f || cfg->kind == OPT_NESTEROV) o->velocity = xalloc_floats(n);
+    return o;
+}
+
+void optim_free(optim_t *o)
+{
+    if (!o) return;
+    free(o->velocity);
+    free(o->accum);
+    free(o);
+}
+
+void optim_reset(optim_t *o)
+{
+    if (o->velocity) memset(o->velocity, 0, sizeof(float) * o->n);
+    if (o->accum) memset(o->accum, 0, sizeof(float) * o->n);
+}
+
+void optim_step(optim_t *o, float *w, const float *g, size_t off, size_t count, float lr)
+{
+    const float wd = o->cfg.weight_decay, mu = o->cfg.momentum;
+    w += off;
+    g += off;
+    switch (o->cfg.kind) {
+    case OPT_ADAGRAD: {
+        float *G = o->accum + off;
+        const float eps = o->cfg.eps;
+        for (size_t i = 0; i < count; i++) {
+            float gi = g[i] + wd * w[i];
+            G[i] += gi * gi;
+            w[i] -= lr * gi / (sqrtf(G[i]) + eps);
+        }
+        break;
+    }
+    case OPT_NESTEROV: {
+        float *v = o->velocity + off;
+        for (size_t i = 0; i < count; i++) {
+            float gi = g[i] + wd * w[i];
+            v[i] = mu * v[i] + gi;
+            w[i] -= lr * (gi + mu * v[i]);
+        }
+        break;
+    }
+    case OPT_SGD:
+        if (o->velocity) {
+            float *v = o->velocity + off;
+            for (size_t i = 0; i < count; i++) {
+                float gi = g[i] + wd * w[i];
+                v[i] = mu * v[i] + gi;
+                w[i] -= lr * v[i];
+            }
+        } else {
+            for (size_t i = 0; i < count; i++) w[i] -= lr * (g[i] + wd * w[i]);
+        }
+        break;
+    }
+}
+
+int lr_sched_parse(const char *s, lr_sched_kind_t *out)
+{
+    if (!strcmp(s, "constant")) *out = LR_CONSTANT;
+    else if (!strcmp(s, "step")) *out = LR_STEP;
+    else return -1;
+    return 0;
+}
+
+float lr_at(const lr_sched_t *s, long step)
+{
+    float lr = s->base;
+    if (s->kind == LR_STEP && s->step_every > 0)
+        lr *= powf(s->gamma, (float)(step / s->step_every));
+    if (step < s->warmup)
+        lr *= (float)(step + 1) / (float)s->warmup;
+    return lr;
+}

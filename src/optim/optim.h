@@ -1,0 +1,59 @@
+/* optim — optimizer updates on spans of the flat parameter vector.
+ *
+ * State (momentum buffer, Adagrad accumulator) is a flat vector parallel to
+ * the parameters, so a paradigm can update any span (offset, count) and the
+ * checkpoint saves the state as two more flat tensors.
+ *
+ * Conventions (those of PyTorch's SGD, so results compare directly):
+ *   g  += wd·w                          (weight decay, if wd > 0)
+ *   sgd:       v = μ·v + g;  w -= η·v   (μ = 0: plain SGD, v unused)
+ *   nesterov:  v = μ·v + g;  w -= η·(g + μ·v)
+ *   adagrad:   G += g²;      w -= η·g / (√G + ε)
+ */
+#ifndef DSGD_OPTIM_H
+#define DSGD_OPTIM_H
+
+#include <stddef.h>
+
+typedef enum opt_kind { OPT_SGD, OPT_NESTEROV, OPT_ADAGRAD } opt_kind_t;
+
+typedef struct optim_cfg {
+    opt_kind_t kind;
+    float momentum;       /* μ */
+    float weight_decay;   /* wd */
+    float eps;            /* Adagrad ε */
+} optim_cfg_t;
+
+typedef struct optim {
+    optim_cfg_t cfg;
+    size_t n;
+    float *velocity;      /* (n) or NULL when unused */
+    float *accum;         /* (n) Adagrad Σg², or NULL */
+} optim_t;
+
+/* Parse "sgd" | "nesterov" | "adagrad"; -1 if unknown. */
+int optim_kind_parse(const char *s, opt_kind_t *out);
+const char *optim_kind_name(opt_kind_t k);
+
+optim_t *optim_create(const optim_cfg_t *cfg, size_t n);
+void optim_free(optim_t *o);
+void optim_reset(optim_t *o);
+/* One update of w[off, off+count) with gradient g[off, off+count) and rate lr.
+ * g is not modified. */
+void optim_step(optim_t *o, float *w, const float *g, size_t off, size_t count, float lr);
+
+/* Learning-rate schedule: linear warm-up over `warmup` steps, then constant
+ * or step decay (×gamma every `step_every` steps). */
+typedef enum lr_sched_kind { LR_CONSTANT, LR_STEP } lr_sched_kind_t;
+typedef struct lr_sched {
+    lr_sched_kind_t kind;
+    float base;
+    long warmup;
+    long step_every;
+    float gamma;
+} lr_sched_t;
+
+int lr_sched_parse(const char *s, lr_sched_kind_t *out);
+float lr_at(const lr_sched_t *s, long step);
+
+#endif

@@ -1,0 +1,26 @@
+/* --sync none: plain single-process SGD. The reference every distributed
+ * paradigm is tested against (e.g. bsp on one rank must equal it). */
+#include "../util/util.h"
+#include "sync.h"
+
+static int none_layout(run_t *r)
+{
+    if (r->comm->size > 1)
+        die("--sync none trains in one process but %d ranks were started; run without mpirun or choose a distributed --sync",
+            r->comm->size);
+    r->is_worker = 1;
+    return 0;
+}
+
+static int none_step(run_t *r)
+{
+    optim_step(r->opt, r->model->params, r->model->grads, 0, r->model->nparams, r->lr);
+    return 0;
+}
+
+const sync_ops_t sync_none = {
+    .name = "none",
+    .help = "single process, no communication",
+    .layout = none_layout,
+    .step = none_step,
+};

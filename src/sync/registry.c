@@ -1,0 +1,26 @@
+/* The table mapping --sync names to paradigm implementations. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sync.h"
+
+extern const sync_ops_t sync_none;
+
+static const sync_ops_t *const registry[] = {
+    &sync_none,
+};
+
+const sync_ops_t *sync_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
+        if (!strcmp(registry[i]->name, name)) return registry[i];
+    return NULL;
+}
+
+void sync_names(char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof registry / sizeof registry[0] && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? " | " : "", registry[i]->name);
+}

@@ -1,0 +1,54 @@
+/* sync — the paradigm interface. A paradigm is one file that decides what to
+ * communicate after each local gradient; adding one is one file plus one row
+ * in the table in registry.c. No paradigm copies the worker loop (train.c):
+ *
+ *   next batch → forward → backward → ops->step → metrics → maybe eval/checkpoint
+ *
+ * run_t is the state a paradigm sees: the model with its flat parameter and
+ * gradient vectors, the optimizer, the MPI context and the configuration.
+ */
+#ifndef DSGD_SYNC_H
+#define DSGD_SYNC_H
+
+#include "../comm/comm.h"
+#include "../data/data.h"
+#include "../nn/model.h"
+#include "../optim/optim.h"
+#include "../train/config.h"
+
+typedef struct sync_ops sync_ops_t;
+
+typedef struct run {
+    const config_t *cfg;
+    comm_t *comm;
+    const sync_ops_t *ops;
+    void *sync_state;        /* owned by the paradigm */
+    model_t *model;
+    optim_t *opt;
+    lr_sched_t sched;
+    dataset_t train, test;
+    int32_t *part;           /* this rank's sample indices */
+    long part_n;
+    batch_iter_t *it;
+    long step;               /* completed steps */
+    long steps_per_epoch, total_steps;
+    float lr;                /* learning rate of the current step */
+    float loss;              /* loss of the current batch */
+    int is_worker;           /* runs the worker loop (else ops->serve) */
+} run_t;
+
+struct sync_ops {
+    const char *name;            /* as given to --sync */
+    const char *help;
+    int  (*layout)(run_t *r);    /* roles of the ranks; may refuse a world size */
+    int  (*init)(run_t *r);      /* e.g. broadcast initial parameters */
+    int  (*step)(run_t *r);      /* after backward: communicate and/or update */
+    int  (*serve)(run_t *r);     /* non-worker ranks run this instead of the loop */
+    void (*finish)(run_t *r);    /* flush, final sync, free */
+};
+
+const sync_ops_t *sync_find(const char *name);
+/* "none | bsp | ..." for --help and error messages. */
+void sync_names(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,190 @@
+#include "config.h"
+
+#include <string.h>
+
+#include "../util/util.h"
+
+#define S(f) offsetof(config_t, f)
+
+const opt_def_t config_train_opts[] = {
+    { "model", OT_STR, S(model), "mlp", "model spec: logreg | mlp[:H1,H2,...][:tanh] (mlp = mlp:256,128) | lenet[:tanh]" },
+    { "data", OT_STR, S(data), "fashion-mnist", "fashion-mnist | mnist | synthetic[:N] | DIR of IDX or CIFAR-10 binary files" },
+    { "sync", OT_STR, S(sync), "none", "synchronization paradigm: none" },
+    { "epochs", OT_LONG, S(epochs), "3", "training epochs (over the whole training set)" },
+    { "steps", OT_LONG, S(steps), "0", "stop after this many steps (0: epochs decide)" },
+    { "batch", OT_LONG, S(batch), "64", "minibatch size per worker" },
+    { "lr", OT_DOUBLE, S(lr), "0.05", "learning rate" },
+    { "lr-schedule", OT_STR, S(lr_schedule), "constant", "constant | step (x lr-gamma every lr-step-every steps)" },
+    { "lr-step-every", OT_LONG, S(lr_step_every), "0", "steps between learning-rate decays (step schedule)" },
+    { "lr-gamma", OT_DOUBLE, S(lr_gamma), "0.1", "decay factor of the step schedule" },
+    { "lr-warmup", OT_LONG, S(lr_warmup), "0", "linear learning-rate warm-up steps" },
+    { "optimizer", OT_STR, S(optimizer), "sgd", "sgd (with --momentum) | nesterov | adagrad" },
+    { "momentum", OT_DOUBLE, S(momentum), "0", "momentum coefficient (0: plain SGD)" },
+    { "weight-decay", OT_DOUBLE, S(weight_decay), "0", "L2 weight decay added to the gradient" },
+    { "adagrad-eps", OT_DOUBLE, S(adagrad_eps), "1e-8", "Adagrad epsilon" },
+    { "seed", OT_LONG, S(seed), "1", "seed for initialisation, shuffling and partitioning" },
+    { "partition", OT_STR, S(partition), "iid", "data partition across workers: iid | full | label-skew" },
+    { "train-subset", OT_LONG, S(train_subset), "0", "use only the first N training samples (0: all)" },
+    { "test-subset", OT_LONG, S(test_subset), "0", "evaluate on the first N test samples (0: all)" },
+    { "eval-every", OT_LONG, S(eval_every), "0", "evaluate every N steps (0: at the end of every epoch)" },
+    { "metrics", OT_STR, S(metrics), "", "write JSON-lines metrics to this file" },
+    { "checkpoint", OT_STR, S(checkpoint), "", "write a checkpoint here at the end (and every --checkpoint-every steps)" },
+    { "checkpoint-every", OT_LONG, S(checkpoint_every), "0", "steps between checkpoints (0: only at the end)" },
+    { "resume", OT_STR, S(resume), "", "continue the run saved in this checkpoint" },
+    { "threads", OT_LONG, S(threads), "1", "BLAS threads per process" },
+    { "quiet", OT_FLAG, S(quiet), "0", "print only errors and the final result" },
+    { NULL, 0, 0, NULL, NULL }
+};
+
+const opt_def_t config_eval_opts[] = {
+    { "checkpoint", OT_STR, S(checkpoint), "", "checkpoint to evaluate (required)" },
+    { "data", OT_STR, S(data), "fashion-mnist", "dataset whose test split is used" },
+    { "test-subset", OT_LONG, S(test_subset), "0", "evaluate on the first N test samples (0: all)" },
+    { "threads", OT_LONG, S(threads), "1", "BLAS threads" },
+    { NULL, 0, 0, NULL, NULL }
+};
+
+static const opt_def_t *find_opt(const opt_def_t *t, const char *name, size_t len)
+{
+    for (; t->name; t++)
+        if (strlen(t->name) == len && !strncmp(t->name, name, len)) return t;
+    return NULL;
+}
+
+static int set_opt(config_t *c, const opt_def_t *o, const char *v, char *err, size_t errlen)
+{
+    char *base = (char *)c;
+    switch (o->type) {
+    case OT_STR: *(const char **)(base + o->offset) = v; return 0;
+    case OT_FLAG: *(int *)(base + o->offset) = 1; return 0;
+    case OT_LONG:
+        if (parse_long(v, (long *)(base + o->offset)) == 0) return 0;
+        snprintf(err, errlen, "--%s wants an integer, got '%s'", o->name, v);
+        return -1;
+    case OT_DOUBLE:
+        if (parse_double(v, (double *)(base + o->offset)) == 0) return 0;
+        snprintf(err, errlen, "--%s wants a number, got '%s'", o->name, v);
+        return -1;
+    }
+    return -1;
+}
+
+void config_defaults(config_t *c, const opt_def_t *table)
+{
+    char err[256];
+    memset(c, 0, sizeof *c);
+    /* every option of every table gets a value, so validation sees defaults */
+    for (const opt_def_t *o = config_train_opts; o->name; o++)
+        if (o->type != OT_FLAG) set_opt(c, o, o->def, err, sizeof err);
+    for (const opt_def_t *o = table; o->name; o++)
+        if (o->type != OT_FLAG) set_opt(c, o, o->def, err, sizeof err);
+}
+
+int config_parse(config_t *c, const opt_def_t *table, int argc, char **argv, char *err, size_t errlen)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || !a[2]) {
+            snprintf(err, errlen, "unexpected argument '%s'; flags look like --name value (see --help)", a);
+            return -1;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const opt_def_t *o = find_opt(table, name, len);
+        if (!o) {
+            snprintf(err, errlen, "unknown flag --%.*s (see --help for the list)", (int)len, name);
+            return -1;
+        }
+        const char *v;
+        if (o->type == OT_FLAG) {
+            if (eq) { snprintf(err, errlen, "--%s takes no value", o->name); return -1; }
+            v = "1";
+        } else if (eq) {
+            v = eq + 1;
+        } else {
+            if (i + 1 >= argc) { snprintf(err, errlen, "--%s needs a value", o->name); return -1; }
+            v = argv[++i];
+        }
+        if (set_opt(c, o, v, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
+int config_validate(const config_t *c, char *err, size_t errlen)
+{
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+    if (c->batch < 1 || c->batch > 1000000) BAD("--batch must be a positive integer (got %ld)", c->batch);
+    if (!(c->lr > 0)) BAD("--lr must be positive (got %g)", c->lr);
+    if (c->epochs < 0 || (c->epochs == 0 && c->steps <= 0)) BAD("--epochs must be positive (got %ld), or give --steps", c->epochs);
+    if (c->steps < 0) BAD("--steps must be >= 0 (got %ld)", c->steps);
+    if (c->momentum < 0 || c->momentum >= 1) BAD("--momentum must be in [0, 1) (got %g)", c->momentum);
+    if (c->weight_decay < 0) BAD("--weight-decay must be >= 0 (got %g)", c->weight_decay);
+    if (!(c->adagrad_eps > 0)) BAD("--adagrad-eps must be positive (got %g)", c->adagrad_eps);
+    if (!(c->lr_gamma > 0)) BAD("--lr-gamma must be positive (got %g)", c->lr_gamma);
+    if (c->lr_step_every < 0 || c->lr_warmup < 0) BAD("--lr-step-every and --lr-warmup must be >= 0");
+    if (c->train_subset < 0 || c->test_subset < 0) BAD("--train-subset and --test-subset must be >= 0");
+    if (c->eval_every < 0 || c->checkpoint_every < 0) BAD("--eval-every and --checkpoint-every must be >= 0");
+    if (c->threads < 1 || c->threads > 256) BAD("--threads must be in 1..256 (got %ld)", c->threads);
+    if (c->checkpoint_every > 0 && !*c->checkpoint) BAD("--checkpoint-every needs --checkpoint FILE");
+    if (*c->metrics && *c->checkpoint && !strcmp(c->metrics, c->checkpoint))
+        BAD("--metrics and --checkpoint name the same file '%s'", c->metrics);
+    return 0;
+#undef BAD
+}
+
+void config_help(FILE *f, const opt_def_t *t)
+{
+    for (; t->name; t++) {
+        char head[64];
+        snprintf(head, sizeof head, "--%s%s", t->name,
+                 t->type == OT_FLAG ? "" : t->type == OT_STR ? " S" : t->type == OT_LONG ? " N" : " X");
+        if (t->type == OT_FLAG || !*t->def)
+            fprintf(f, "  %-22s %s\n", head, t->help);
+        else
+            fprintf(f, "  %-22s %s (default: %s)\n", head, t->help, t->def);
+    }
+}
+
+static void print_value(FILE *f, const config_t *c, const opt_def_t *o, int json)
+{
+    const char *base = (const char *)c;
+    switch (o->type) {
+    case OT_STR: {
+        const char *s = *(const char *const *)(base + o->offset);
+        if (!json) { fputs(*s ? s : "-", f); break; }
+        fputc('"', f);
+        for (; *s; s++) {
+            if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+            else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+            else fputc(*s, f);
+        }
+        fputc('"', f);
+        break;
+    }
+    case OT_LONG: fprintf(f, "%ld", *(const long *)(base + o->offset)); break;
+    case OT_DOUBLE: fprintf(f, "%.9g", *(const double *)(base + o->offset)); break;
+    case OT_FLAG: fputs(*(const int *)(base + o->offset) ? "true" : "false", f); break;
+    }
+}
+
+void config_print(FILE *f, const config_t *c, const opt_def_t *t)
+{
+    int col = 0;
+    fputs("config:", f);
+    for (; t->name; t++) {
+        int len = (int)strlen(t->name) + 12;
+        if (col + len > 100) { fputs("\n       ", f); col = 0; }
+        fprintf(f, " %s=", t->name);
+        print_value(f, c, t, 0);
+        col += len;
+    }
+    fputc('\n', f);
+}
+
+void config_json(FILE *f, const config_t *c, const opt_def_t *t)
+{
+    for (int first = 1; t->name; t++, first = 0) {
+        fprintf(f, "%s\"%s\":", first ? "" : ",", t->name);
+        print_value(f, c, t, 1);
+    }
+}

@@ -1,0 +1,44 @@
+/* train/config — the run configuration and the one table of options that
+ * drives parsing, --help (with defaults), the printed effective
+ * configuration and the "config" metrics event. Adding a flag is one row. */
+#ifndef DSGD_CONFIG_H
+#define DSGD_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct config {
+    const char *model, *data, *sync, *optimizer, *lr_schedule, *partition;
+    const char *metrics, *checkpoint, *resume;
+    long epochs, steps, batch, seed, train_subset, test_subset;
+    long eval_every, checkpoint_every, lr_step_every, lr_warmup, threads;
+    double lr, momentum, weight_decay, adagrad_eps, lr_gamma;
+    int quiet;
+} config_t;
+
+typedef enum opt_type { OT_STR, OT_LONG, OT_DOUBLE, OT_FLAG } opt_type_t;
+
+typedef struct opt_def {
+    const char *name;      /* without the leading "--" */
+    opt_type_t type;
+    size_t offset;         /* into config_t */
+    const char *def;       /* default, as text */
+    const char *help;
+} opt_def_t;
+
+extern const opt_def_t config_train_opts[];
+extern const opt_def_t config_eval_opts[];
+
+void config_defaults(config_t *c, const opt_def_t *table);
+/* Parse argv[0..argc) as --name value / --name=value / --flag. On error
+ * writes a one-line message to err and returns -1. */
+int config_parse(config_t *c, const opt_def_t *table, int argc, char **argv, char *err, size_t errlen);
+/* Range checks shared by every command; -1 with a message on error. */
+int config_validate(const config_t *c, char *err, size_t errlen);
+void config_help(FILE *f, const opt_def_t *table);
+/* "name=value ..." on one line per group of options, for the start-up print. */
+void config_print(FILE *f, const config_t *c, const opt_def_t *table);
+/* The configuration as the members of a JSON object (no braces). */
+void config_json(FILE *f, const config_t *c, const opt_def_t *table);
+
+#endif

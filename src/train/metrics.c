@@ -1,0 +1,82 @@
+#include "metrics.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../util/util.h"
+
+int metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    m->t0 = t0;
+    if (!path || !*path) return 0;
+    size_t n = strlen(path) + 8;
+    m->path = xstrdup(path);
+    m->tmp = xmalloc(n);
+    snprintf(m->tmp, n, "%s.part", path);
+    m->f = fopen(m->tmp, "w");
+    if (!m->f) {
+        snprintf(err, errlen, "cannot write metrics file '%s': %s", m->tmp, strerror(errno));
+        free(m->path); free(m->tmp);
+        m->path = m->tmp = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void metrics_begin(metrics_t *m, const char *event, double now)
+{
+    if (m->f) fprintf(m->f, "{\"event\":\"%s\",\"time\":%.6f", event, now - m->t0);
+}
+
+void metrics_long(metrics_t *m, const char *key, long v)
+{
+    if (m->f) fprintf(m->f, ",\"%s\":%ld", key, v);
+}
+
+void metrics_double(metrics_t *m, const char *key, double v)
+{
+    if (!m->f) return;
+    if (isfinite(v)) fprintf(m->f, ",\"%s\":%.9g", key, v);
+    else fprintf(m->f, ",\"%s\":null", key);
+}
+
+void metrics_str(metrics_t *m, const char *key, const char *v)
+{
+    if (!m->f) return;
+    fprintf(m->f, ",\"%s\":\"", key);
+    for (; *v; v++) {
+        if (*v == '"' || *v == '\\') fprintf(m->f, "\\%c", *v);
+        else if ((unsigned char)*v < 0x20) fprintf(m->f, "\\u%04x", *v);
+        else fputc(*v, m->f);
+    }
+    fputc('"', m->f);
+}
+
+void metrics_end(metrics_t *m)
+{
+    if (!m->f) return;
+    fputs("}\n", m->f);
+    fflush(m->f);
+}
+
+int metrics_close(metrics_t *m, int ok)
+{
+    int rc = 0;
+    if (m->f) {
+        if (fflush(m->f) != 0 || fsync(fileno(m->f)) != 0) ok = 0, rc = -1;
+        fclose(m->f);
+        if (ok) {
+            if (rename(m->tmp, m->path) != 0) rc = -1;
+        } else {
+            unlink(m->tmp);
+        }
+    }
+    free(m->path);
+    free(m->tmp);
+    memset(m, 0, sizeof *m);
+    return rc;
+}

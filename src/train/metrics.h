@@ -1,0 +1,25 @@
+/* train/metrics — JSON-lines metrics (ARCHITECTURE.md, "Metrics").
+ * Written to FILE.part while the run goes on and renamed to FILE when the
+ * run ends normally, so a failed run never leaves a file that looks whole. */
+#ifndef DSGD_METRICS_H
+#define DSGD_METRICS_H
+
+#include <stdio.h>
+
+typedef struct metrics {
+    FILE *f;                 /* NULL: metrics disabled */
+    char *path, *tmp;
+    double t0;               /* MPI_Wtime at start */
+} metrics_t;
+
+int  metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t errlen);
+/* {"event":"NAME","time":T  … then fields … metrics_end closes the object. */
+void metrics_begin(metrics_t *m, const char *event, double now);
+void metrics_long(metrics_t *m, const char *key, long v);
+void metrics_double(metrics_t *m, const char *key, double v);
+void metrics_str(metrics_t *m, const char *key, const char *v);
+void metrics_end(metrics_t *m);
+/* ok: rename into place; otherwise remove the partial file. */
+int  metrics_close(metrics_t *m, int ok);
+
+#endif

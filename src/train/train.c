@@ -1,0 +1,269 @@
+#include "train.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../sync/sync.h"
+#include "../util/util.h"
+#include "checkpoint.h"
+#include "metrics.h"
+
+#define EVAL_CHUNK 256
+
+typedef struct evaluator {
+    int32_t *labels;     /* (test n) */
+    double acc, loss;
+} evaluator_t;
+
+static void evaluate(run_t *r, evaluator_t *ev)
+{
+    model_t *m = r->model;
+    const dataset_t *d = &r->test;
+    const long dim = dataset_dim(d);
+    long correct = 0;
+    double loss = 0;
+    for (long at = 0; at < d->n; at += m->max_batch) {
+        int B = (int)((d->n - at) < m->max_batch ? d->n - at : m->max_batch);
+        model_forward(m, d->x + at * dim, B);
+        loss += (double)model_loss(m, ev->labels + at, B) * B;
+        correct += model_correct(m, ev->labels + at, B);
+    }
+    ev->acc = (double)correct / (double)d->n;
+    ev->loss = loss / (double)d->n;
+}
+
+static void load_data(run_t *r, const config_t *cfg)
+{
+    char err[512];
+    if (dataset_load(cfg->data, &r->train, &r->test, err, sizeof err) != 0) die("%s", err);
+    dataset_truncate(&r->train, cfg->train_subset);
+    dataset_truncate(&r->test, cfg->test_subset);
+}
+
+static void print_progress(const run_t *r, const evaluator_t *ev, double train_loss, double sps, double t)
+{
+    if (r->cfg->quiet || r->comm->rank != 0) return;
+    if (isatty(STDOUT_FILENO)) fputs("\r\033[K", stdout);
+    printf("epoch %6.2f  step %7ld  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.1fs\n",
+           (double)r->step / (double)r->steps_per_epoch, r->step, train_loss, ev->acc, ev->loss, sps, t);
+    fflush(stdout);
+}
+
+static void save_checkpoint(const run_t *r)
+{
+    const config_t *cfg = r->cfg;
+    ckpt_meta_t meta = { .step = r->step, .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
+                         .w = r->model->in_w, .classes = r->model->classes };
+    snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
+    snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
+    snprintf(meta.optimizer, sizeof meta.optimizer, "%s", optim_kind_name(r->opt->cfg.kind));
+    char err[512];
+    if (ckpt_save(cfg->checkpoint, r->model, r->opt, &meta, err, sizeof err) != 0) die("%s", err);
+}
+
+/* Everything that can be wrong with the input is checked here, before any
+ * output file is opened. */
+static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume)
+{
+    char err[512];
+    memset(r, 0, sizeof *r);
+    r->cfg = cfg;
+    r->comm = comm;
+    if (config_validate(cfg, err, sizeof err) != 0) die("%s", err);
+    r->ops = sync_find(cfg->sync);
+    if (!r->ops) {
+        char names[256];
+        sync_names(names, sizeof names);
+        die("unknown --sync '%s'; choose one of: %s", cfg->sync, names);
+    }
+    optim_cfg_t oc = { .momentum = (float)cfg->momentum, .weight_decay = (float)cfg->weight_decay,
+                       .eps = (float)cfg->adagrad_eps };
+    if (optim_kind_parse(cfg->optimizer, &oc.kind) != 0)
+        die("unknown --optimizer '%s'; choose sgd, nesterov or adagrad", cfg->optimizer);
+    r->sched = (lr_sched_t){ .base = (float)cfg->lr, .warmup = cfg->lr_warmup,
+                             .step_every = cfg->lr_step_every, .gamma = (float)cfg->lr_gamma };
+    if (lr_sched_parse(cfg->lr_schedule, &r->sched.kind) != 0)
+        die("unknown --lr-schedule '%s'; choose constant or step", cfg->lr_schedule);
+    if (r->sched.kind == LR_STEP && cfg->lr_step_every < 1)
+        die("--lr-schedule step needs --lr-step-every N (steps between decays)");
+    part_kind_t pk;
+    if (part_kind_parse(cfg->partition, &pk) != 0)
+        die("unknown --partition '%s'; choose iid, full or label-skew", cfg->partition);
+    if (*cfg->resume && ckpt_load(cfg->resume, resume, err, sizeof err) != 0) die("%s", err);
+
+    r->ops->layout(r);
+    load_data(r, cfg);
+    if (model_spec_check(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, err, sizeof err) != 0)
+        die("%s", err);
+    int max_batch = cfg->batch > EVAL_CHUNK ? (int)cfg->batch : EVAL_CHUNK;
+    r->model = model_create(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, max_batch);
+    model_init_params(r->model, (uint64_t)cfg->seed);
+    r->opt = optim_create(&oc, r->model->nparams);
+    if (*cfg->resume) {
+        if (ckpt_restore(resume, r->model, r->opt, err, sizeof err) != 0) die("'%s': %s", cfg->resume, err);
+        r->step = resume->meta.step;
+    }
+
+    int nworkers = comm->size, wrank = comm->rank;
+    r->part = partition_indices(&r->train, pk, wrank, nworkers, (uint64_t)cfg->seed, &r->part_n);
+    r->steps_per_epoch = r->train.n / ((long)nworkers * cfg->batch);
+    if (r->steps_per_epoch < 1)
+        die("--batch %ld x %d workers exceeds the %ld training samples; use a smaller batch", cfg->batch, nworkers, r->train.n);
+    r->total_steps = cfg->steps > 0 ? cfg->steps : cfg->epochs * r->steps_per_epoch;
+    if (r->step > r->total_steps)
+        die("checkpoint '%s' is at step %ld, past the %ld steps this run would train; raise --epochs or --steps",
+            cfg->resume, r->step, r->total_steps);
+    r->it = batch_iter_create(&r->train, r->part, r->part_n, (int)cfg->batch, (uint64_t)cfg->seed, (uint64_t)wrank);
+    batch_iter_seek(r->it, r->step);
+}
+
+static void teardown(run_t *r)
+{
+    batch_iter_free(r->it);
+    free(r->part);
+    optim_free(r->opt);
+    model_free(r->model);
+    dataset_free(&r->train);
+    dataset_free(&r->test);
+}
+
+int train_main(const config_t *cfg, comm_t *comm)
+{
+    const double t0 = now_s();
+    run_t run, *r = &run;
+    ckpt_t resume;
+    memset(&resume, 0, sizeof resume);
+    openblas_set_num_threads((int)cfg->threads);
+    setup(r, cfg, comm, &resume);
+    ckpt_free(&resume);
+    if (r->ops->init && r->ops->init(r) != 0) die("--sync %s: initialisation failed", cfg->sync);
+
+    const int lead = comm->rank == 0;
+    char err[512];
+    metrics_t mx;
+    if (metrics_open(&mx, lead ? cfg->metrics : NULL, t0, err, sizeof err) != 0) die("%s", err);
+    if (lead && !cfg->quiet) {
+        config_print(stdout, cfg, config_train_opts);
+        printf("model %s: %zu parameters; data: %ld train, %ld test samples of %dx%dx%d, %d classes; "
+               "%ld steps per epoch, %ld steps\n",
+               cfg->model, r->model->nparams, r->train.n, r->test.n, r->train.c, r->train.h, r->train.w,
+               r->train.classes, r->steps_per_epoch, r->total_steps);
+        fflush(stdout);
+    }
+    metrics_begin(&mx, "config", now_s());
+    if (mx.f) { fputs(",\"config\":{", mx.f); config_json(mx.f, cfg, config_train_opts); fputc('}', mx.f); }
+    metrics_long(&mx, "nparams", (long)r->model->nparams);
+    metrics_long(&mx, "ranks", comm->size);
+    metrics_long(&mx, "train_samples", r->train.n);
+    metrics_long(&mx, "test_samples", r->test.n);
+    metrics_end(&mx);
+
+    evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN };
+    for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
+    const long eval_every = cfg->eval_every > 0 ? cfg->eval_every : r->steps_per_epoch;
+    const long start_step = r->step;
+    double train_s = 0, loss_sum = 0, seg_t = 0;
+    long loss_n = 0, seg_samples = 0, last_eval = -1;
+    double tty_last = 0;
+    const int tty = lead && !cfg->quiet && isatty(STDOUT_FILENO);
+
+    while (r->step < r->total_steps) {
+        double ts = now_s();
+        batch_iter_next(r->it);
+        model_forward(r->model, r->it->x, (int)cfg->batch);
+        r->loss = model_loss(r->model, r->it->y, (int)cfg->batch);
+        model_backward(r->model, r->it->y, (int)cfg->batch);
+        r->lr = lr_at(&r->sched, r->step);
+        if (r->ops->step(r) != 0) die("--sync %s: step %ld failed", cfg->sync, r->step);
+        r->step++;
+        double dt = now_s() - ts;
+        train_s += dt;
+        seg_t += dt;
+        seg_samples += cfg->batch * comm->size;
+        loss_sum += r->loss;
+        loss_n++;
+        if (!isfinite(r->loss))
+            die("training diverged at step %ld (loss is %f); lower --lr", r->step, (double)r->loss);
+
+        if (tty && now_s() - tty_last > 0.25) {
+            tty_last = now_s();
+            printf("\r\033[Kstep %ld/%ld  loss %.4f", r->step, r->total_steps, loss_sum / (double)loss_n);
+            fflush(stdout);
+        }
+        if (r->step % eval_every == 0 || r->step == r->total_steps) {
+            evaluate(r, &ev);
+            last_eval = r->step;
+            double tl = loss_sum / (double)loss_n, sps = seg_t > 0 ? seg_samples / seg_t : 0;
+            print_progress(r, &ev, tl, sps, now_s() - t0);
+            metrics_begin(&mx, "eval", now_s());
+            metrics_long(&mx, "step", r->step);
+            metrics_double(&mx, "epoch", (double)r->step / (double)r->steps_per_epoch);
+            metrics_double(&mx, "test_acc", ev.acc);
+            metrics_double(&mx, "test_loss", ev.loss);
+            metrics_double(&mx, "train_loss", tl);
+            metrics_double(&mx, "samples_per_s", sps);
+            metrics_end(&mx);
+            loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
+        }
+        if (lead && cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0) save_checkpoint(r);
+    }
+    if (last_eval != r->step) evaluate(r, &ev);
+    if (r->ops->finish) r->ops->finish(r);
+    if (lead && *cfg->checkpoint) save_checkpoint(r);
+
+    const long steps = r->step - start_step;
+    metrics_begin(&mx, "done", now_s());
+    metrics_long(&mx, "steps", r->step);
+    metrics_long(&mx, "samples", steps * cfg->batch * comm->size);
+    metrics_long(&mx, "bytes_sent", (long)comm->bytes_sent);
+    metrics_long(&mx, "msgs_sent", (long)comm->msgs_sent);
+    metrics_double(&mx, "comm_s", comm->comm_s);
+    metrics_double(&mx, "wall_s", now_s() - t0);
+    metrics_double(&mx, "train_s", train_s);
+    metrics_double(&mx, "test_acc", ev.acc);
+    metrics_double(&mx, "test_loss", ev.loss);
+    metrics_end(&mx);
+    if (metrics_close(&mx, 1) != 0) die("cannot finish metrics file '%s'", cfg->metrics);
+    if (lead) {
+        if (tty) fputs("\r\033[K", stdout);
+        printf("done: test accuracy %.4f, test loss %.4f after %ld steps (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)\n",
+               ev.acc, ev.loss, r->step, (double)r->step / (double)r->steps_per_epoch, now_s() - t0, train_s,
+               train_s > 0 ? steps * cfg->batch * comm->size / train_s : 0.0);
+        fflush(stdout);
+    }
+    free(ev.labels);
+    teardown(r);
+    return 0;
+}
+
+int eval_main(const config_t *cfg, comm_t *comm)
+{
+    char err[512];
+    if (!*cfg->checkpoint) die("dsgd eval needs --checkpoint FILE");
+    if (cfg->test_subset < 0) die("--test-subset must be >= 0");
+    openblas_set_num_threads((int)cfg->threads);
+    ckpt_t ck;
+    if (ckpt_load(cfg->checkpoint, &ck, err, sizeof err) != 0) die("%s", err);
+    run_t run, *r = &run;
+    memset(r, 0, sizeof *r);
+    r->cfg = cfg;
+    r->comm = comm;
+    load_data(r, cfg);
+    if (model_spec_check(ck.meta.model, r->test.c, r->test.h, r->test.w, r->test.classes, err, sizeof err) != 0)
+        die("checkpoint '%s' holds model '%s', which does not fit this data: %s", cfg->checkpoint, ck.meta.model, err);
+    r->model = model_create(ck.meta.model, r->test.c, r->test.h, r->test.w, r->test.classes, EVAL_CHUNK);
+    if (ckpt_restore(&ck, r->model, NULL, err, sizeof err) != 0) die("'%s': %s", cfg->checkpoint, err);
+    evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)) };
+    for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
+    evaluate(r, &ev);
+    if (comm->rank == 0)
+        printf("model %s, step %ld: test accuracy %.4f, test loss %.4f on %ld samples\n",
+               ck.meta.model, ck.meta.step, ev.acc, ev.loss, r->test.n);
+    free(ev.labels);
+    ckpt_free(&ck);
+    teardown(r);
+    return 0;
+}

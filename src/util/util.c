@@ -1,0 +1,194 @@
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Labels for die(); written once before any training starts. */
+static int g_rank = -1, g_size = 1;
+
+void util_set_rank_label(int rank, int size)
+{
+    g_rank = rank;
+    g_size = size;
+}
+
+void die(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (g_size > 1) {
+        char host[256] = "?";
+        gethostname(host, sizeof host);
+        host[sizeof host - 1] = 0;
+        fprintf(stderr, "dsgd: error: rank %d (%s): %s\n", g_rank, host, msg);
+    } else {
+        fprintf(stderr, "dsgd: error: %s\n", msg);
+    }
+    fflush(stderr);
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down && g_size > 1)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) die("out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *xcalloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) die("out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+float *xalloc_floats(size_t n)
+{
+    size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+        die("out of memory allocating %zu floats", n);
+    memset(p, 0, bytes ? bytes : 64);
+    return p;
+}
+
+char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = xmalloc(n);
+    memcpy(p, s, n);
+    return p;
+}
+
+FILE *xfopen(const char *path, const char *mode, const char *what)
+{
+    FILE *f = fopen(path, mode);
+    if (!f) die("cannot open %s '%s': %s", what, path, strerror(errno));
+    return f;
+}
+
+double now_s(void) { return MPI_Wtime(); }
+
+/* ---- RNG ---- */
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void rng_seed(rng_t *r, uint64_t seed, uint64_t stream)
+{
+    uint64_t x = seed ^ (stream * 0xd1342543de82ef95ULL + 0x2545f4914f6cdd1dULL);
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t rng_u64(rng_t *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double rng_uniform(rng_t *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
+
+float rng_normal(rng_t *r)
+{
+    double u1 = rng_uniform(r), u2 = rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+uint32_t rng_below(rng_t *r, uint32_t n)
+{
+    /* Lemire's multiply-shift; the tiny bias is irrelevant for shuffling. */
+    return (uint32_t)(((rng_u64(r) >> 32) * (uint64_t)n) >> 32);
+}
+
+void rng_shuffle(rng_t *r, int32_t *a, size_t n)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = rng_below(r, (uint32_t)i);
+        int32_t t = a[i - 1]; a[i - 1] = a[j]; a[j] = t;
+    }
+}
+
+/* ---- helpers ---- */
+int parse_long(const char *s, long *out)
+{
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_double(const char *s, double *out)
+{
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+int write_file_atomic(const char *path, const void *buf, size_t len)
+{
+    size_t n = strlen(path) + 32;
+    char *tmp = xmalloc(n);
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) { int e = errno; free(tmp); errno = e; return -1; }
+    const char *p = buf;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            goto fail;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0) goto fail;
+    if (close(fd) != 0) { fd = -1; goto fail; }
+    fd = -1;
+    if (rename(tmp, path) != 0) goto fail;
+    free(tmp);
+    return 0;
+fail: {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        unlink(tmp);
+        free(tmp);
+        errno = e;
+        return -1;
+    }
+}

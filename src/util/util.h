@@ -1,0 +1,54 @@
+/* util — checked allocation and I/O, fatal errors, seeded RNG, time.
+ *
+ * Two error regimes (STYLE.md): setup and programmer errors go through die()
+ * which prints one line naming the rank, host and what to check, then exits
+ * non-zero; run-time faults are returned as status codes by the layers above.
+ */
+#ifndef DSGD_UTIL_H
+#define DSGD_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* One-line fatal error: "dsgd: error: <message>" (with "rank R (host): " when
+ * running on more than one rank). Calls MPI_Abort when MPI is up and the world
+ * has more than one rank, so no peer is left hanging. Never returns. */
+void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/* Set once at start-up so die() can name the rank; not part of the training
+ * path (it only labels messages). */
+void util_set_rank_label(int rank, int size);
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size);
+/* 64-byte aligned, zeroed; free with free(). */
+float *xalloc_floats(size_t n);
+char *xstrdup(const char *s);
+
+FILE *xfopen(const char *path, const char *mode, const char *what);
+
+/* Seconds from MPI_Wtime (simulated seconds under SimGrid). */
+double now_s(void);
+
+/* ---- RNG: splitmix64-seeded xoshiro256**, one state per consumer ---- */
+typedef struct rng { uint64_t s[4]; } rng_t;
+
+void     rng_seed(rng_t *r, uint64_t seed, uint64_t stream);
+uint64_t rng_u64(rng_t *r);
+double   rng_uniform(rng_t *r);            /* [0, 1) */
+float    rng_normal(rng_t *r);             /* N(0, 1), Box-Muller */
+uint32_t rng_below(rng_t *r, uint32_t n);  /* uniform in [0, n) */
+void     rng_shuffle(rng_t *r, int32_t *a, size_t n);
+
+/* ---- small helpers ---- */
+/* strtol/strtod with full-string check; return 0 on success. */
+int parse_long(const char *s, long *out);
+int parse_double(const char *s, double *out);
+
+int file_exists(const char *path);
+/* Write buf to path atomically: temp file in the same directory, fsync, rename.
+ * Returns 0, or -1 with errno set (and the temp file removed). */
+int write_file_atomic(const char *path, const void *buf, size_t len);
+
+#endif
