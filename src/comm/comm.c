@@ -1,5 +1,7 @@
 #include "comm.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../util/util.h"
@@ -34,4 +36,21 @@ void comm_check(const comm_t *c, int rc, const char *call, const char *file, int
     int len = 0;
     MPI_Error_string(rc, msg, &len);
     die("%s failed at %s:%d: %s (rank %d on %s)", call, file, line, msg, c->rank, c->host);
+}
+
+void comm_setup_check(comm_t *c, int failed, const char *msg)
+{
+    int first = failed ? c->rank : c->size, nfail = failed ? 1 : 0;
+    if (c->size > 1) {
+        MPI_CHECK(c, MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c->world));
+        MPI_CHECK(c, MPI_Allreduce(MPI_IN_PLACE, &nfail, 1, MPI_INT, MPI_SUM, c->world));
+    }
+    if (first == c->size) return;
+    if (c->rank == first) {
+        if (nfail == c->size) fprintf(stderr, "dsgd: error: %s\n", msg);
+        else fprintf(stderr, "dsgd: error: rank %d (%s): %s\n", c->rank, c->host, msg);
+        fflush(stderr);
+    }
+    MPI_Finalize();
+    exit(1);
 }

@@ -1,13 +1,17 @@
 /* --sync none: plain single-process SGD. The reference every distributed
  * paradigm is tested against (e.g. bsp on one rank must equal it). */
-#include "../util/util.h"
+#include <stdio.h>
+
 #include "sync.h"
 
 static int none_layout(run_t *r)
 {
-    if (r->comm->size > 1)
-        die("--sync none trains in one process but %d ranks were started; run without mpirun or choose a distributed --sync",
-            r->comm->size);
+    if (r->comm->size > 1) {
+        snprintf(r->err, sizeof r->err,
+                 "--sync none trains in one process but %d ranks were started; run without mpirun or choose a distributed --sync",
+                 r->comm->size);
+        return -1;
+    }
     r->is_worker = 1;
     return 0;
 }

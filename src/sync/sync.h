@@ -35,12 +35,13 @@ typedef struct run {
     float lr;                /* learning rate of the current step */
     float loss;              /* loss of the current batch */
     int is_worker;           /* runs the worker loop (else ops->serve) */
+    char err[512];           /* setup error message, for comm_setup_check */
 } run_t;
 
 struct sync_ops {
     const char *name;            /* as given to --sync */
     const char *help;
-    int  (*layout)(run_t *r);    /* roles of the ranks; may refuse a world size */
+    int  (*layout)(run_t *r);    /* roles of the ranks; may refuse a world size (-1, r->err set) */
     int  (*init)(run_t *r);      /* e.g. broadcast initial parameters */
     int  (*step)(run_t *r);      /* after backward: communicate and/or update */
     int  (*serve)(run_t *r);     /* non-worker ranks run this instead of the loop */

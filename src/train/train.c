@@ -1,7 +1,9 @@
 #include "train.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,14 +37,28 @@ static void evaluate(run_t *r, evaluator_t *ev)
     ev->loss = loss / (double)d->n;
 }
 
-static void load_data(run_t *r, const config_t *cfg)
+static int load_data(run_t *r, const config_t *cfg)
 {
-    char err[512];
-    if (dataset_load(cfg->data, &r->train, &r->test, err, sizeof err) != 0) die("%s", err);
+    if (dataset_load(cfg->data, &r->train, &r->test, r->err, sizeof r->err) != 0) return -1;
     dataset_truncate(&r->train, cfg->train_subset);
     dataset_truncate(&r->test, cfg->test_subset);
+    return 0;
 }
 
+#define FAIL(...) do { snprintf(r->err, sizeof r->err, __VA_ARGS__); return -1; } while (0)
+
+/* A file can be created in path's directory (so a long run does not end
+ * with an unwritable checkpoint or metrics file). */
+static int check_writable(run_t *r, const char *path, const char *flag)
+{
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
+    FILE *f = fopen(probe, "w");
+    if (!f) FAIL("cannot write %s '%s': %s", flag, path, strerror(errno));
+    fclose(f);
+    unlink(probe);
+    return 0;
+}
 static void print_progress(const run_t *r, const evaluator_t *ev, double train_loss, double sps, double t)
 {
     if (r->cfg->quiet || r->comm->rank != 0) return;
@@ -52,7 +68,7 @@ static void print_progress(const run_t *r, const evaluator_t *ev, double train_l
     fflush(stdout);
 }
 
-static void save_checkpoint(const run_t *r)
+static int save_checkpoint(run_t *r)
 {
     const config_t *cfg = r->cfg;
     ckpt_meta_t meta = { .step = r->step, .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
@@ -60,65 +76,86 @@ static void save_checkpoint(const run_t *r)
     snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
     snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
     snprintf(meta.optimizer, sizeof meta.optimizer, "%s", optim_kind_name(r->opt->cfg.kind));
-    char err[512];
-    if (ckpt_save(cfg->checkpoint, r->model, r->opt, &meta, err, sizeof err) != 0) die("%s", err);
+    return ckpt_save(cfg->checkpoint, r->model, r->opt, &meta, r->err, sizeof r->err);
 }
 
-/* Everything that can be wrong with the input is checked here, before any
- * output file is opened. */
-static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume)
+/* Setup, stage 1: flags and files, before anything is loaded. */
+static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resume)
 {
-    char err[512];
-    memset(r, 0, sizeof *r);
-    r->cfg = cfg;
-    r->comm = comm;
-    if (config_validate(cfg, err, sizeof err) != 0) die("%s", err);
+    const config_t *cfg = r->cfg;
+    if (config_validate(cfg, r->err, sizeof r->err) != 0) return -1;
     r->ops = sync_find(cfg->sync);
     if (!r->ops) {
         char names[256];
         sync_names(names, sizeof names);
-        die("unknown --sync '%s'; choose one of: %s", cfg->sync, names);
+        FAIL("unknown --sync '%s'; choose one of: %s", cfg->sync, names);
     }
-    optim_cfg_t oc = { .momentum = (float)cfg->momentum, .weight_decay = (float)cfg->weight_decay,
-                       .eps = (float)cfg->adagrad_eps };
-    if (optim_kind_parse(cfg->optimizer, &oc.kind) != 0)
-        die("unknown --optimizer '%s'; choose sgd, nesterov or adagrad", cfg->optimizer);
+    *oc = (optim_cfg_t){ .momentum = (float)cfg->momentum, .weight_decay = (float)cfg->weight_decay,
+                         .eps = (float)cfg->adagrad_eps };
+    if (optim_kind_parse(cfg->optimizer, &oc->kind) != 0)
+        FAIL("unknown --optimizer '%s'; choose sgd, nesterov or adagrad", cfg->optimizer);
     r->sched = (lr_sched_t){ .base = (float)cfg->lr, .warmup = cfg->lr_warmup,
                              .step_every = cfg->lr_step_every, .gamma = (float)cfg->lr_gamma };
     if (lr_sched_parse(cfg->lr_schedule, &r->sched.kind) != 0)
-        die("unknown --lr-schedule '%s'; choose constant or step", cfg->lr_schedule);
+        FAIL("unknown --lr-schedule '%s'; choose constant or step", cfg->lr_schedule);
     if (r->sched.kind == LR_STEP && cfg->lr_step_every < 1)
-        die("--lr-schedule step needs --lr-step-every N (steps between decays)");
-    part_kind_t pk;
-    if (part_kind_parse(cfg->partition, &pk) != 0)
-        die("unknown --partition '%s'; choose iid, full or label-skew", cfg->partition);
-    if (*cfg->resume && ckpt_load(cfg->resume, resume, err, sizeof err) != 0) die("%s", err);
+        FAIL("--lr-schedule step needs --lr-step-every N (steps between decays)");
+    if (part_kind_parse(cfg->partition, pk) != 0)
+        FAIL("unknown --partition '%s'; choose iid, full or label-skew", cfg->partition);
+    if (*cfg->resume && ckpt_load(cfg->resume, resume, r->err, sizeof r->err) != 0) return -1;
+    if (r->comm->rank == 0) {
+        if (*cfg->checkpoint && check_writable(r, cfg->checkpoint, "--checkpoint") != 0) return -1;
+        if (*cfg->metrics && check_writable(r, cfg->metrics, "--metrics") != 0) return -1;
+    }
+    return 0;
+}
 
-    r->ops->layout(r);
-    load_data(r, cfg);
-    if (model_spec_check(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, err, sizeof err) != 0)
-        die("%s", err);
+/* Setup, stage 3: data, model, optimizer, resume, partition. */
+static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ckpt_t *resume)
+{
+    const config_t *cfg = r->cfg;
+    if (load_data(r, cfg) != 0) return -1;
+    if (model_spec_check(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, r->err, sizeof r->err) != 0)
+        return -1;
     int max_batch = cfg->batch > EVAL_CHUNK ? (int)cfg->batch : EVAL_CHUNK;
     r->model = model_create(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, max_batch);
     model_init_params(r->model, (uint64_t)cfg->seed);
-    r->opt = optim_create(&oc, r->model->nparams);
+    r->opt = optim_create(oc, r->model->nparams);
     if (*cfg->resume) {
-        if (ckpt_restore(resume, r->model, r->opt, err, sizeof err) != 0) die("'%s': %s", cfg->resume, err);
+        char why[400];
+        if (ckpt_restore(resume, r->model, r->opt, why, sizeof why) != 0) FAIL("'%s': %s", cfg->resume, why);
         r->step = resume->meta.step;
     }
-
-    int nworkers = comm->size, wrank = comm->rank;
-    r->part = partition_indices(&r->train, pk, wrank, nworkers, (uint64_t)cfg->seed, &r->part_n);
+    int nworkers = r->comm->size, wrank = r->comm->rank;
     r->steps_per_epoch = r->train.n / ((long)nworkers * cfg->batch);
     if (r->steps_per_epoch < 1)
-        die("--batch %ld x %d workers exceeds the %ld training samples; use a smaller batch", cfg->batch, nworkers, r->train.n);
+        FAIL("--batch %ld x %d workers exceeds the %ld training samples; use a smaller batch", cfg->batch, nworkers, r->train.n);
     r->total_steps = cfg->steps > 0 ? cfg->steps : cfg->epochs * r->steps_per_epoch;
     if (r->step > r->total_steps)
-        die("checkpoint '%s' is at step %ld, past the %ld steps this run would train; raise --epochs or --steps",
-            cfg->resume, r->step, r->total_steps);
+        FAIL("checkpoint '%s' is at step %ld, past the %ld steps this run would train; raise --epochs or --steps",
+             cfg->resume, r->step, r->total_steps);
+    r->part = partition_indices(&r->train, pk, wrank, nworkers, (uint64_t)cfg->seed, &r->part_n);
+    if (r->part_n < 1) FAIL("rank %d's data partition is empty; use fewer ranks or more data", wrank);
     r->it = batch_iter_create(&r->train, r->part, r->part_n, (int)cfg->batch, (uint64_t)cfg->seed, (uint64_t)wrank);
     batch_iter_seek(r->it, r->step);
+    return 0;
 }
+
+/* Every input problem is found here, before any output file is opened; each
+ * stage ends with a check all ranks take together. */
+static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume)
+{
+    memset(r, 0, sizeof *r);
+    r->cfg = cfg;
+    r->comm = comm;
+    optim_cfg_t oc;
+    part_kind_t pk;
+    comm_setup_check(comm, setup_config(r, &oc, &pk, resume) != 0, r->err);
+    comm_setup_check(comm, r->ops->layout(r) != 0, r->err);
+    comm_setup_check(comm, setup_model(r, &oc, pk, resume) != 0, r->err);
+}
+
+#undef FAIL
 
 static void teardown(run_t *r)
 {
@@ -128,6 +165,19 @@ static void teardown(run_t *r)
     model_free(r->model);
     dataset_free(&r->train);
     dataset_free(&r->test);
+}
+
+/* A run-time failure after the metrics file is open: remove the partial
+ * file, then stop every rank. */
+static void __attribute__((noreturn, format(printf, 2, 3))) run_abort(metrics_t *mx, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    metrics_close(mx, 0);
+    die("%s", msg);
 }
 
 int train_main(const config_t *cfg, comm_t *comm)
@@ -177,7 +227,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         r->loss = model_loss(r->model, r->it->y, (int)cfg->batch);
         model_backward(r->model, r->it->y, (int)cfg->batch);
         r->lr = lr_at(&r->sched, r->step);
-        if (r->ops->step(r) != 0) die("--sync %s: step %ld failed", cfg->sync, r->step);
+        if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
         r->step++;
         double dt = now_s() - ts;
         train_s += dt;
@@ -186,7 +236,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         loss_sum += r->loss;
         loss_n++;
         if (!isfinite(r->loss))
-            die("training diverged at step %ld (loss is %f); lower --lr", r->step, (double)r->loss);
+            run_abort(&mx, "training diverged at step %ld (loss is %f); lower --lr", r->step, (double)r->loss);
 
         if (tty && now_s() - tty_last > 0.25) {
             tty_last = now_s();
@@ -208,11 +258,12 @@ int train_main(const config_t *cfg, comm_t *comm)
             metrics_end(&mx);
             loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
         }
-        if (lead && cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0) save_checkpoint(r);
+        if (lead && cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && save_checkpoint(r) != 0)
+            run_abort(&mx, "%s", r->err);
     }
     if (last_eval != r->step) evaluate(r, &ev);
     if (r->ops->finish) r->ops->finish(r);
-    if (lead && *cfg->checkpoint) save_checkpoint(r);
+    if (lead && *cfg->checkpoint && save_checkpoint(r) != 0) run_abort(&mx, "%s", r->err);
 
     const long steps = r->step - start_step;
     metrics_begin(&mx, "done", now_s());
@@ -251,7 +302,7 @@ int eval_main(const config_t *cfg, comm_t *comm)
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
     r->comm = comm;
-    load_data(r, cfg);
+    if (load_data(r, cfg) != 0) die("%s", r->err);
     if (model_spec_check(ck.meta.model, r->test.c, r->test.h, r->test.w, r->test.classes, err, sizeof err) != 0)
         die("checkpoint '%s' holds model '%s', which does not fit this data: %s", cfg->checkpoint, ck.meta.model, err);
     r->model = model_create(ck.meta.model, r->test.c, r->test.h, r->test.w, r->test.classes, EVAL_CHUNK);

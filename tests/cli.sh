@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# End-to-end tests of the dsgd command: training to a stated accuracy, exact
+# resume, evaluation of a checkpoint, the metrics file, the checkpoint read
+# by plain Python, and one-line errors on bad input with no files left behind.
+# Usage: tests/cli.sh BUILD_DIR   (prints "cli: N passed, M failed")
+set -u
+BUILD=${1:-build}
+DSGD="$BUILD/dsgd"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPIRUN=(mpirun -q -np 2)
+WORK=$(mktemp -d /tmp/dsgd-cli-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+pass=0 fail=0
+
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+
+# json_field FILE EVENT FIELD: the field of the last record with that event
+json_field() {
+    python3 -c 'import json,sys
+v=None
+for l in open(sys.argv[1]):
+    r=json.loads(l)
+    if r["event"]==sys.argv[2]: v=r[sys.argv[3]]
+print(v)' "$@"
+}
+
+# ge A B: A >= B as numbers
+ge() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a+0 >= b+0)}'; }
+
+# expect_error NAME NEEDLE CMD...: non-zero exit, exactly one stderr line
+# naming the problem, and no file created in $WORK/out.
+expect_error() {
+    local name=$1 needle=$2
+    shift 2
+    rm -rf "$WORK/out"; mkdir -p "$WORK/out"
+    "$@" >"$WORK/stdout" 2>"$WORK/stderr"
+    local rc=$? lines
+    lines=$(grep -c . "$WORK/stderr")
+    if [ $rc -eq 0 ]; then bad "$name" "exit 0"
+    elif [ "$lines" -ne 1 ]; then bad "$name" "stderr has $lines lines: $(head -c 400 "$WORK/stderr")"
+    elif ! grep -q -- "$needle" "$WORK/stderr"; then bad "$name" "error lacks '$needle': $(cat "$WORK/stderr")"
+    elif [ -n "$(ls -A "$WORK/out")" ]; then bad "$name" "left files: $(ls -A "$WORK/out")"
+    else ok "$name"; fi
+}
+
+# mkidx DIR NAME MAGIC COUNT [H W]: a raw IDX file with deterministic content
+mkidx() {
+    perl -e 'my ($m,$n,$h,$w)=@ARGV; if ($h) { print pack("N4",$m,$n,$h,$w); print pack("C*", map { ($_*37)%256 } 0..$n*$h*$w-1) }
+             else { print pack("N2",$m,$n); print pack("C*", map { $_%10 } 0..$n-1) }' "$3" "$4" "${5:-}" "${6:-}" > "$1/$2"
+}
+
+OUT="$WORK/out"
+TRAIN_COMMON=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --quiet)
+
+# ---- help lists every flag with its default ----
+"$DSGD" train --help > "$WORK/help" 2>&1
+missing=""
+for f in model data sync epochs steps batch lr momentum seed metrics eval-every checkpoint resume optimizer weight-decay lr-schedule lr-warmup partition; do
+    grep -q -- "--$f " "$WORK/help" || missing="$missing $f"
+done
+if [ -z "$missing" ] && grep -q -- "--batch N.*(default: 64)" "$WORK/help"; then ok "help lists flags with defaults"
+else bad "help lists flags with defaults" "missing:$missing"; fi
+
+# ---- training reaches a stated accuracy on real data ----
+# 10k Fashion-MNIST samples, 2 epochs of mlp: 0.78 leaves margin below the
+# 0.80 this reaches, and is far above chance (0.10).
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+    "$DSGD" train --data fashion-mnist --train-subset 10000 --test-subset 2000 --model mlp --epochs 2 \
+        --batch 64 --lr 0.02 --momentum 0.9 --quiet --metrics "$WORK/fm.jsonl" > "$WORK/fm.out" 2>&1
+    acc=$(json_field "$WORK/fm.jsonl" done test_acc)
+    if ge "$acc" 0.78; then ok "mlp on 10k Fashion-MNIST reaches 0.78 (got $acc)"
+    else bad "mlp on 10k Fashion-MNIST" "test_acc $acc < 0.78"; fi
+    "$DSGD" train --data fashion-mnist --train-subset 6000 --test-subset 1000 --model lenet --epochs 2 \
+        --batch 32 --lr 0.02 --momentum 0.9 --quiet --metrics "$WORK/le.jsonl" > "$WORK/le.out" 2>&1
+    acc=$(json_field "$WORK/le.jsonl" done test_acc)
+    if ge "$acc" 0.70; then ok "lenet on 6k Fashion-MNIST reaches 0.70 (got $acc)"
+    else bad "lenet on 6k Fashion-MNIST" "test_acc $acc < 0.70"; fi
+else
+    bad "Fashion-MNIST training" "dataset-fashion-mnist is not installed (scripts/install-deps)"
+fi
+
+# ---- an 8x8 IDX dataset trains like any other ----
+mkdir -p "$WORK/idx8"
+mkidx "$WORK/idx8" train-images-idx3-ubyte 2051 600 8 8
+mkidx "$WORK/idx8" train-labels-idx1-ubyte 2049 600
+mkidx "$WORK/idx8" t10k-images-idx3-ubyte 2051 100 8 8
+mkidx "$WORK/idx8" t10k-labels-idx1-ubyte 2049 100
+gzip -k "$WORK/idx8/train-images-idx3-ubyte" && rm "$WORK/idx8/train-images-idx3-ubyte"
+if "$DSGD" train --data "$WORK/idx8" --model mlp:16 --epochs 1 --batch 16 --quiet > "$WORK/idx8.out" 2>&1 &&
+   grep -q "done: test accuracy" "$WORK/idx8.out"; then ok "8x8 IDX directory (one file gzipped) trains"
+else bad "8x8 IDX directory" "$(cat "$WORK/idx8.out")"; fi
+
+# ---- metrics file: JSON lines, config first, done last ----
+"$DSGD" train "${TRAIN_COMMON[@]}" --epochs 2 --eval-every 20 --metrics "$WORK/m.jsonl" > /dev/null 2>&1
+if python3 -c 'import json,sys
+rs=[json.loads(l) for l in open(sys.argv[1])]
+assert rs[0]["event"]=="config" and rs[0]["config"]["model"]=="mlp:32"
+assert rs[-1]["event"]=="done"
+ev=[r for r in rs if r["event"]=="eval"]
+assert len(ev)>=6 and all(k in ev[0] for k in ("step","epoch","test_acc","test_loss","train_loss","time"))
+d=rs[-1]
+assert all(k in d for k in ("steps","samples","bytes_sent","wall_s","train_s"))
+assert d["samples"]==d["steps"]*32 and d["test_acc"]>0.9
+ts=[r["time"] for r in rs]; assert ts==sorted(ts)' "$WORK/m.jsonl" 2>"$WORK/py.err" && [ ! -e "$WORK/m.jsonl.part" ]; then
+    ok "metrics JSONL has config, eval and done records"
+else bad "metrics JSONL" "$(cat "$WORK/py.err")"; fi
+
+# ---- exact resume: k steps + resume == uninterrupted ----
+for model in mlp:32 lenet; do
+    data=(--data synthetic --model "$model" --batch 32 --lr 0.05 --momentum 0.9 --quiet)
+    [ "$model" = lenet ] && data=(--data "$WORK/idx12" --model lenet --batch 16 --lr 0.02 --momentum 0.9 --quiet)
+    if [ "$model" = lenet ]; then
+        mkdir -p "$WORK/idx12"
+        mkidx "$WORK/idx12" train-images-idx3-ubyte 2051 200 12 12
+        mkidx "$WORK/idx12" train-labels-idx1-ubyte 2049 200
+        mkidx "$WORK/idx12" t10k-images-idx3-ubyte 2051 50 12 12
+        mkidx "$WORK/idx12" t10k-labels-idx1-ubyte 2049 50
+    fi
+    "$DSGD" train "${data[@]}" --epochs 3 --checkpoint "$WORK/full.st" > /dev/null 2>&1
+    k=37; [ "$model" = lenet ] && k=17   # 12 steps per epoch there: crosses an epoch boundary
+    "$DSGD" train "${data[@]}" --epochs 3 --steps $k --checkpoint "$WORK/half.st" > /dev/null 2>&1
+    "$DSGD" train "${data[@]}" --epochs 3 --resume "$WORK/half.st" --checkpoint "$WORK/resumed.st" > /dev/null 2>&1
+    if [ -s "$WORK/full.st" ] && cmp -s "$WORK/full.st" "$WORK/resumed.st"; then
+        ok "$model: resume after $k steps gives the uninterrupted run's checkpoint bit for bit"
+    else bad "$model resume" "checkpoints differ"; fi
+done
+
+# ---- dsgd eval reproduces the final accuracy ----
+"$DSGD" train "${TRAIN_COMMON[@]}" --epochs 1 --checkpoint "$WORK/e.st" --metrics "$WORK/e.jsonl" > /dev/null 2>&1
+want=$(json_field "$WORK/e.jsonl" done test_acc)
+got=$("$DSGD" eval --checkpoint "$WORK/e.st" --data synthetic 2>&1 | sed -n 's/.*test accuracy \([0-9.]*\).*/\1/p')
+if [ -n "$got" ] && awk -v a="$got" -v b="$want" 'BEGIN{exit !((a-b)^2 < 1e-8)}'; then ok "eval of the checkpoint gives the run's accuracy ($got)"
+else bad "eval of the checkpoint" "eval says '$got', training said '$want'"; fi
+
+# ---- the checkpoint is plain safetensors: readable with json + struct ----
+if python3 - "$WORK/e.st" > "$WORK/st.out" 2>&1 <<'EOF'
+import json, struct, sys, zlib
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+data = raw[8 + n:]
+md = hdr.pop("__metadata__")
+assert md["format"] == "dsgd" and md["model"] == "mlp:32", md
+assert int(md["crc32"], 16) == zlib.crc32(data), "crc"
+w = hdr["layer1.dense.weight"]
+assert w["dtype"] == "F32" and w["shape"] == [32, 64], w
+b, e = w["data_offsets"]
+vals = struct.unpack("<%df" % (32 * 64), data[b:e])
+assert all(abs(v) < 10 for v in vals)
+assert hdr["layer3.dense.weight"]["shape"] == [4, 32]
+EOF
+then ok "checkpoint loads with Python's json + struct by the safetensors rules"
+else bad "checkpoint in Python" "$(cat "$WORK/st.out")"; fi
+
+# ---- bad input: one line, non-zero exit, nothing written ----
+M=(--metrics "$OUT/m.jsonl" --checkpoint "$OUT/c.st")
+expect_error "missing data directory" "does not exist" "$DSGD" train --data /nonexistent/fmnist "${M[@]}"
+mkdir -p "$WORK/trunc"; cp "$WORK/idx8/"* "$WORK/trunc/"
+sz=$(stat -c %s "$WORK/trunc/train-images-idx3-ubyte.gz"); truncate -s $((sz / 2)) "$WORK/trunc/train-images-idx3-ubyte.gz"
+expect_error "truncated .gz" "truncated" "$DSGD" train --data "$WORK/trunc" --model mlp:8 "${M[@]}"
+mkdir -p "$WORK/magic"; cp "$WORK/idx8/"* "$WORK/magic/"
+mkidx "$WORK/magic" t10k-images-idx3-ubyte 2050 100 8 8
+expect_error "wrong magic" "not an IDX image file" "$DSGD" train --data "$WORK/magic" --model mlp:8 "${M[@]}"
+mkdir -p "$WORK/count"; cp "$WORK/idx8/"* "$WORK/count/"
+mkidx "$WORK/count" t10k-labels-idx1-ubyte 2049 99
+expect_error "image/label count mismatch" "do not belong together" "$DSGD" train --data "$WORK/count" --model mlp:8 "${M[@]}"
+expect_error "unknown model" "unknown model 'resnet9'" "$DSGD" train --data synthetic --model resnet9 "${M[@]}"
+expect_error "lenet on 8x8" "at least 12x12" "$DSGD" train --data synthetic --model lenet "${M[@]}"
+expect_error "unknown flag" "unknown flag --bacth" "$DSGD" train --bacth 64 "${M[@]}"
+expect_error "flag without value" "--lr needs a value" "$DSGD" train --lr
+expect_error "non-numeric value" "--epochs wants an integer" "$DSGD" train --epochs three "${M[@]}"
+expect_error "zero batch" "--batch must be a positive" "$DSGD" train --data synthetic --batch 0 "${M[@]}"
+expect_error "negative learning rate" "--lr must be positive" "$DSGD" train --data synthetic --lr -0.1 "${M[@]}"
+expect_error "unknown sync" "unknown --sync 'allreduce'" "$DSGD" train --data synthetic --sync allreduce "${M[@]}"
+expect_error "unknown command" "unknown command" "$DSGD" fit
+cp "$WORK/e.st" "$WORK/corrupt.st"
+printf '\x55' | dd of="$WORK/corrupt.st" bs=1 seek=$(( $(stat -c %s "$WORK/e.st") - 10 )) conv=notrunc 2>/dev/null
+expect_error "corrupt checkpoint (resume)" "CRC32" "$DSGD" train "${TRAIN_COMMON[@]}" --resume "$WORK/corrupt.st" "${M[@]}"
+expect_error "corrupt checkpoint (eval)" "CRC32" "$DSGD" eval --checkpoint "$WORK/corrupt.st" --data synthetic
+head -c 50 "$WORK/e.st" > "$WORK/short.st"
+expect_error "truncated checkpoint" "truncated" "$DSGD" eval --checkpoint "$WORK/short.st" --data synthetic
+expect_error "checkpoint of another model" "pass --model mlp:32" "$DSGD" train --data synthetic --model mlp:64 --resume "$WORK/e.st" "${M[@]}"
+expect_error "checkpoint on other data" "trained on 1x8x8" "$DSGD" eval --checkpoint "$WORK/e.st" --data "$WORK/idx12"
+expect_error "missing checkpoint" "cannot open checkpoint" "$DSGD" eval --checkpoint "$WORK/nope.st" --data synthetic
+# an unwritable checkpoint path fails cleanly and removes the partial metrics
+expect_error "unwritable checkpoint" "cannot write --checkpoint" "$DSGD" train "${TRAIN_COMMON[@]}" --epochs 1 \
+    --metrics "$OUT/m.jsonl" --checkpoint "$OUT/missing-dir/c.st"
+expect_error "--sync none on 2 ranks" "--sync none trains in one process" "${MPIRUN[@]}" "$DSGD" train --data synthetic "${M[@]}"
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

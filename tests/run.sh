@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The test runner: every unit-test binary, then the end-to-end CLI tests.
+# Ends with one line "N passed, M failed" and exits non-zero on any failure.
+# Usage: tests/run.sh BUILD_DIR   (make test / make test SANITIZE=1 call it)
+set -u
+BUILD=${1:-build}
+cd "$(dirname "$0")/.."
+# Open MPI: allow root (CI runs as root) and more ranks than cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+if [ "${SANITIZE:-0}" = 1 ]; then
+    # Unit tests run without MPI and with LeakSanitizer on. Processes that
+    # initialise MPI (the CLI tests) run with leak detection off: Open MPI's
+    # components keep allocations until exit and unload before LeakSanitizer
+    # can name them; ASan's memory errors and UBSan stay on everywhere.
+    export ASAN_OPTIONS="detect_leaks=1"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+fi
+
+passed=0 failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+run_part() {
+    local name=$1
+    shift
+    local t0=$SECONDS
+    "$@" > "$log" 2>&1
+    local rc=$?
+    cat "$log"
+    local line p f
+    line=$(grep -E '^[a-z_]+: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "FAIL $name: exited $rc without a summary line"
+        failed=$((failed + 1))
+        return
+    fi
+    p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
+    f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "FAIL $name: exited $rc after its tests passed (sanitizer report above?)"
+        f=1
+    fi
+    passed=$((passed + p)); failed=$((failed + f))
+    echo "  ($name: $((SECONDS - t0)) s)"
+}
+
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    run_part "$(basename "$t")" "$t"
+done
+[ "${SANITIZE:-0}" = 1 ] && export ASAN_OPTIONS="detect_leaks=0"
+run_part cli tests/cli.sh "$BUILD"
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,145 @@
+/* Checkpoint round trip, verification on load, and refusal of checkpoints
+ * that do not fit. */
+#include <dirent.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nn/model.h"
+#include "optim/optim.h"
+#include "test.h"
+#include "train/checkpoint.h"
+
+static char dir[256], path[512];
+
+static ckpt_meta_t meta_for(const model_t *m, const char *opt)
+{
+    ckpt_meta_t md = { .step = 123, .seed = 9, .c = m->in_c, .h = m->in_h, .w = m->in_w, .classes = m->classes };
+    snprintf(md.model, sizeof md.model, "%s", m->spec);
+    snprintf(md.sync, sizeof md.sync, "none");
+    snprintf(md.optimizer, sizeof md.optimizer, "%s", opt);
+    return md;
+}
+
+static model_t *trained(const char *spec, optim_t **o, opt_kind_t kind)
+{
+    model_t *m = model_create(spec, 1, 12, 12, 3, 4);
+    model_init_params(m, 1);
+    optim_cfg_t oc = { .kind = kind, .momentum = 0.9f, .eps = 1e-8f };
+    *o = optim_create(&oc, m->nparams);
+    for (size_t i = 0; i < m->nparams; i++) m->grads[i] = (float)((int)(i % 7) - 3) * 0.01f;
+    optim_step(*o, m->params, m->grads, 0, m->nparams, 0.1f);
+    return m;
+}
+
+static long file_size(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static int dir_entries(void)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void test_round_trip(void)
+{
+    optim_t *o;
+    model_t *m = trained("lenet", &o, OPT_SGD);
+    ckpt_meta_t md = meta_for(m, "sgd");
+    char err[512] = "";
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) == 0, "save: %s", err);
+    CHECK(dir_entries() == 1, "save left %d files (temporary not removed?)", dir_entries());
+    ckpt_t ck;
+    CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "load: %s", err);
+    CHECK(ck.meta.step == 123 && !strcmp(ck.meta.model, "lenet") && ck.meta.h == 12, "metadata");
+    optim_t *o2;
+    model_t *m2 = trained("lenet", &o2, OPT_SGD);
+    model_init_params(m2, 2);
+    optim_reset(o2);
+    CHECK(ckpt_restore(&ck, m2, o2, err, sizeof err) == 0, "restore: %s", err);
+    CHECK(!memcmp(m->params, m2->params, sizeof(float) * m->nparams), "parameters differ after round trip");
+    CHECK(!memcmp(o->velocity, o2->velocity, sizeof(float) * m->nparams), "momentum differs after round trip");
+    /* a model of another architecture is refused with both names */
+    optim_t *o3;
+    model_t *m3 = trained("mlp:8", &o3, OPT_SGD);
+    CHECK(ckpt_restore(&ck, m3, NULL, err, sizeof err) != 0 && strstr(err, "lenet") && strstr(err, "mlp:8"), "other model: %s", err);
+    /* another optimizer is refused */
+    optim_t *o4;
+    model_t *m4 = trained("lenet", &o4, OPT_ADAGRAD);
+    CHECK(ckpt_restore(&ck, m4, o4, err, sizeof err) != 0 && strstr(err, "optimizer"), "other optimizer: %s", err);
+    ckpt_free(&ck);
+    model_free(m); model_free(m2); model_free(m3); model_free(m4);
+    optim_free(o); optim_free(o2); optim_free(o3); optim_free(o4);
+}
+
+static void expect_load_error(const char *what, const char *needle)
+{
+    ckpt_t ck;
+    char err[512] = "";
+    int rc = ckpt_load(path, &ck, err, sizeof err);
+    CHECK(rc != 0, "%s: accepted", what);
+    CHECK(strstr(err, needle) != NULL, "%s: '%s' lacks '%s'", what, err, needle);
+    if (rc == 0) ckpt_free(&ck);
+}
+
+static void test_corrupt(void)
+{
+    optim_t *o;
+    model_t *m = trained("mlp:16", &o, OPT_ADAGRAD);
+    ckpt_meta_t md = meta_for(m, "adagrad");
+    char err[512];
+    ckpt_save(path, m, o, &md, err, sizeof err);
+    long n = file_size(path);
+    /* flip one byte of data */
+    FILE *f = fopen(path, "r+b");
+    fseek(f, n - 100, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, n - 100, SEEK_SET);
+    fputc(c ^ 0x40, f);
+    fclose(f);
+    expect_load_error("flipped data byte", "CRC32");
+    ckpt_save(path, m, o, &md, err, sizeof err);
+    CHECK(truncate(path, n - 4) == 0, "truncate");
+    expect_load_error("truncated data", "CRC32");
+    CHECK(truncate(path, 100) == 0, "truncate");
+    expect_load_error("truncated header", "truncated");
+    f = fopen(path, "wb"); fputs("hello", f); fclose(f);
+    expect_load_error("5-byte file", "truncated");
+    /* a safetensors file without dsgd metadata */
+    const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    f = fopen(path, "wb");
+    unsigned char len[8] = { (unsigned char)strlen(hdr) };
+    fwrite(len, 1, 8, f); fputs(hdr, f); fwrite("\0\0\0\0", 1, 4, f);
+    fclose(f);
+    expect_load_error("foreign safetensors", "not a dsgd checkpoint");
+    /* writing into a missing directory fails cleanly */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/missing/ck.safetensors", dir);
+    CHECK(ckpt_save(bad, m, o, &md, err, sizeof err) != 0 && strstr(err, "cannot write"), "save to missing dir: %s", err);
+    unlink(path);
+    CHECK(dir_entries() == 0, "failed saves left files behind");
+    model_free(m);
+    optim_free(o);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_BEGIN(argc, argv);
+    snprintf(dir, sizeof dir, "/tmp/dsgd-test-ckpt-XXXXXX");
+    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    snprintf(path, sizeof path, "%s/ck.safetensors", dir);
+    RUN(test_round_trip);
+    RUN(test_corrupt);
+    unlink(path);
+    rmdir(dir);
+    return TEST_END("test_checkpoint");
+}

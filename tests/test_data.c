@@ -1,0 +1,250 @@
+/* Loaders on crafted good and corrupt files, partitions and the iterator. */
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "data/data.h"
+#include "test.h"
+
+static char dir[256];
+
+static void put_be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16); p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
+/* Write an IDX file (images if h > 0, else labels) with n items; gz or raw;
+ * extra appends that many stray bytes. Returns the byte count written. */
+static long write_idx(const char *name, uint32_t magic, uint32_t n, int h, int w, int gz, int extra)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    long hdr = h > 0 ? 16 : 8, body = h > 0 ? (long)n * h * w : n;
+    unsigned char *buf = calloc(1, (size_t)(hdr + body + extra));
+    put_be32(buf, magic);
+    put_be32(buf + 4, n);
+    if (h > 0) { put_be32(buf + 8, (uint32_t)h); put_be32(buf + 12, (uint32_t)w); }
+    for (long i = 0; i < body; i++) buf[hdr + i] = h > 0 ? (unsigned char)(i * 7) : (unsigned char)(i % 3);
+    long len = hdr + body + extra;
+    if (gz) {
+        gzFile f = gzopen(path, "wb");
+        gzwrite(f, buf, (unsigned)len);
+        gzclose(f);
+    } else {
+        FILE *f = fopen(path, "wb");
+        fwrite(buf, 1, (size_t)len, f);
+        fclose(f);
+    }
+    free(buf);
+    return len;
+}
+
+static void clean_dir(void)
+{
+    static const char *names[] = { "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                   "t10k-labels-idx1-ubyte", "a", "b", "data_batch_1.bin", "test_batch.bin" };
+    char p[512];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]); unlink(p);
+        snprintf(p, sizeof p, "%s/%s.gz", dir, names[i]); unlink(p);
+    }
+}
+
+static int load_ab(dataset_t *d, char *err, size_t len)
+{
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    return idx_load_pair(a, b, d, err, len);
+}
+
+static void test_idx_good(void)
+{
+    for (int gz = 0; gz < 2; gz++) {
+        clean_dir();
+        write_idx("a", 0x803, 10, 8, 8, gz, 0);
+        write_idx("b", 0x801, 10, 0, 0, gz, 0);
+        dataset_t d;
+        char err[512] = "";
+        CHECK(load_ab(&d, err, sizeof err) == 0, "load (gz=%d): %s", gz, err);
+        if (d.x) {
+            CHECK(d.n == 10 && d.c == 1 && d.h == 8 && d.w == 8 && d.classes == 3, "shape %ld %dx%dx%d k=%d", d.n, d.c, d.h, d.w, d.classes);
+            CHECK_NEAR(d.x[5], (unsigned char)(5 * 7) / 255.0, 1e-7, "pixel 5 is x/255");
+            CHECK(d.y[4] == 1, "label 4");
+            dataset_free(&d);
+        }
+    }
+}
+
+static void expect_error(const char *what, const char *needle)
+{
+    dataset_t d;
+    char err[512] = "";
+    int rc = load_ab(&d, err, sizeof err);
+    CHECK(rc != 0, "%s: loaded a bad file", what);
+    CHECK(strstr(err, needle) != NULL, "%s: error '%s' does not mention '%s'", what, err, needle);
+    CHECK(strchr(err, '\n') == NULL, "%s: error is not one line", what);
+    if (rc == 0) dataset_free(&d);
+}
+
+static void test_idx_corrupt(void)
+{
+    clean_dir();
+    write_idx("a", 0x802, 10, 8, 8, 0, 0); write_idx("b", 0x801, 10, 0, 0, 0, 0);
+    expect_error("wrong magic", "not an IDX image file");
+    clean_dir();
+    write_idx("a", 0x803, 10, 8, 8, 0, 0); write_idx("b", 0x801, 9, 0, 0, 0, 0);
+    expect_error("count mismatch", "do not belong together");
+    clean_dir();
+    write_idx("a", 0x803, 10, 8, 8, 0, 5); write_idx("b", 0x801, 10, 0, 0, 0, 0);
+    expect_error("extra bytes", "longer than its header");
+    clean_dir();
+    long len = write_idx("a", 0x803, 10, 8, 8, 0, 0); write_idx("b", 0x801, 10, 0, 0, 0, 0);
+    char p[512];
+    snprintf(p, sizeof p, "%s/a", dir);
+    CHECK(truncate(p, len - 30) == 0, "truncate");
+    expect_error("truncated raw", "truncated");
+    /* a gzip stream cut in half */
+    clean_dir();
+    write_idx("a", 0x803, 200, 8, 8, 1, 0); write_idx("b", 0x801, 200, 0, 0, 0, 0);
+    FILE *f = fopen(p, "rb"); fseek(f, 0, SEEK_END); long gzlen = ftell(f); fclose(f);
+    CHECK(truncate(p, gzlen / 2) == 0, "truncate gz");
+    expect_error("truncated gz", "truncated");
+    clean_dir();
+    snprintf(p, sizeof p, "%s/a", dir);
+    f = fopen(p, "wb"); fputs("IDX", f); fclose(f);
+    write_idx("b", 0x801, 10, 0, 0, 0, 0);
+    expect_error("3-byte file", "truncated");
+}
+
+static void test_dataset_load_dirs(void)
+{
+    dataset_t tr, te;
+    char err[512] = "";
+    CHECK(dataset_load("/nonexistent/dsgd-data", &tr, &te, err, sizeof err) != 0 && strstr(err, "does not exist"), "%s", err);
+    clean_dir();
+    write_idx("train-images-idx3-ubyte.gz", 0x803, 20, 8, 8, 1, 0);
+    write_idx("train-labels-idx1-ubyte.gz", 0x801, 20, 0, 0, 1, 0);
+    write_idx("t10k-images-idx3-ubyte", 0x803, 6, 8, 8, 0, 0);
+    CHECK(dataset_load(dir, &tr, &te, err, sizeof err) != 0 && strstr(err, "t10k-labels-idx1-ubyte"), "missing file: %s", err);
+    write_idx("t10k-labels-idx1-ubyte", 0x801, 6, 0, 0, 0, 0);
+    int rc = dataset_load(dir, &tr, &te, err, sizeof err);
+    CHECK(rc == 0 && tr.n == 20 && te.n == 6 && tr.classes == 3, "mixed raw/gz dir: %s", err);
+    if (rc == 0) { dataset_free(&tr); dataset_free(&te); }
+    CHECK(dataset_load("synthetic:100", &tr, &te, err, sizeof err) == 0 && tr.n == 100 && tr.h == 8, "synthetic");
+    dataset_free(&tr); dataset_free(&te);
+    CHECK(dataset_load("synthetic:abc", &tr, &te, err, sizeof err) != 0, "bad synthetic size accepted");
+}
+
+static void test_cifar(void)
+{
+    clean_dir();
+    char p[512];
+    unsigned char rec[3073];
+    snprintf(p, sizeof p, "%s/data_batch_1.bin", dir);
+    FILE *f = fopen(p, "wb");
+    for (int r = 0; r < 3; r++) {
+        rec[0] = (unsigned char)(r + 7);
+        for (int j = 1; j < 3073; j++) rec[j] = (unsigned char)(j + r);
+        fwrite(rec, 1, sizeof rec, f);
+    }
+    fclose(f);
+    snprintf(p, sizeof p, "%s/test_batch.bin", dir);
+    f = fopen(p, "wb"); fwrite(rec, 1, sizeof rec, f); fclose(f);
+    dataset_t tr, te;
+    char err[512] = "";
+    int rc = dataset_load(dir, &tr, &te, err, sizeof err);
+    CHECK(rc == 0, "cifar: %s", err);
+    if (rc == 0) {
+        CHECK(tr.n == 3 && te.n == 1 && tr.c == 3 && tr.h == 32 && tr.y[2] == 9, "cifar shape/labels");
+        CHECK_NEAR(tr.x[3072 + 0], (unsigned char)(1 + 1) / 255.0, 1e-7, "cifar pixel");
+        dataset_free(&tr); dataset_free(&te);
+    }
+    f = fopen(p, "ab"); fputc(1, f); fclose(f);
+    CHECK(dataset_load(dir, &tr, &te, err, sizeof err) != 0 && strstr(err, "not a CIFAR-10"), "odd-sized cifar: %s", err);
+}
+
+static void test_partitions(void)
+{
+    dataset_t tr, te;
+    char err[256];
+    dataset_load("synthetic:1003", &tr, &te, err, sizeof err);
+    int seen[1003] = { 0 };
+    long minc = 1 << 30, maxc = 0;
+    for (int r = 0; r < 4; r++) {
+        long n;
+        int32_t *p = partition_indices(&tr, PART_IID, r, 4, 5, &n);
+        for (long i = 0; i < n; i++) seen[p[i]]++;
+        if (n < minc) minc = n;
+        if (n > maxc) maxc = n;
+        free(p);
+    }
+    int ok = 1;
+    for (int i = 0; i < 1003; i++) ok &= seen[i] == 1;
+    CHECK(ok, "IID shards are not a disjoint cover");
+    CHECK(maxc - minc <= 1, "IID shard sizes %ld..%ld", minc, maxc);
+    /* label skew: 4 balanced-ish classes over 4 ranks: each rank's labels span a contiguous range */
+    for (int r = 0; r < 4; r++) {
+        long n;
+        int32_t *p = partition_indices(&tr, PART_LABEL_SKEW, r, 4, 5, &n);
+        int lo = 255, hi = 0;
+        for (long i = 0; i < n; i++) { if (tr.y[p[i]] < lo) lo = tr.y[p[i]]; if (tr.y[p[i]] > hi) hi = tr.y[p[i]]; }
+        for (long i = 1; i < n; i++) ok &= tr.y[p[i]] >= tr.y[p[i - 1]];
+        CHECK(hi - lo <= 1, "label-skew rank %d holds labels %d..%d", r, lo, hi);
+        free(p);
+    }
+    CHECK(ok, "label-skew partition is not sorted by label");
+    long n;
+    int32_t *p = partition_indices(&tr, PART_FULL, 2, 4, 5, &n);
+    CHECK(n == tr.n, "full partition has %ld of %ld", n, tr.n);
+    free(p);
+    dataset_free(&tr); dataset_free(&te);
+}
+
+static void test_iterator(void)
+{
+    dataset_t tr, te;
+    char err[256];
+    dataset_load("synthetic:96", &tr, &te, err, sizeof err);
+    int32_t idx[96];
+    for (int i = 0; i < 96; i++) idx[i] = i;
+    batch_iter_t *a = batch_iter_create(&tr, idx, 96, 8, 3, 0), *b = batch_iter_create(&tr, idx, 96, 8, 3, 0);
+    /* one pass (12 batches) visits every sample exactly once */
+    int count[96] = { 0 };
+    for (int k = 0; k < 12; k++) {
+        batch_iter_next(a);
+        for (int j = 0; j < 8; j++) {
+            for (int i = 0; i < 96; i++)
+                if (!memcmp(a->x + j * 64, tr.x + i * 64, sizeof(float) * 64)) { count[i]++; break; }
+        }
+    }
+    int once = 1;
+    for (int i = 0; i < 96; i++) once &= count[i] == 1;
+    CHECK(once, "a pass does not visit every sample exactly once");
+    /* seek(k) lands where k draws land, across a pass boundary */
+    for (int k = 0; k < 5; k++) batch_iter_next(a);   /* 17 drawn */
+    batch_iter_seek(b, 16);
+    batch_iter_next(b);
+    CHECK(!memcmp(a->x, b->x, sizeof(float) * 8 * 64) && !memcmp(a->y, b->y, sizeof(int32_t) * 8), "seek(16)+next != 17 draws");
+    batch_iter_t *c = batch_iter_create(&tr, idx, 96, 8, 3, 1);
+    batch_iter_seek(b, 0); batch_iter_next(b); batch_iter_next(c);
+    CHECK(memcmp(b->y, c->y, sizeof(int32_t) * 8) || memcmp(b->x, c->x, sizeof(float) * 64), "two ranks draw identical batches");
+    batch_iter_free(a); batch_iter_free(b); batch_iter_free(c);
+    dataset_free(&tr); dataset_free(&te);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_BEGIN(argc, argv);
+    snprintf(dir, sizeof dir, "/tmp/dsgd-test-data-XXXXXX");
+    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    RUN(test_idx_good);
+    RUN(test_idx_corrupt);
+    RUN(test_dataset_load_dirs);
+    RUN(test_cifar);
+    RUN(test_partitions);
+    RUN(test_iterator);
+    clean_dir();
+    rmdir(dir);
+    return TEST_END("test_data");
+}

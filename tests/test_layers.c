@@ -1,0 +1,294 @@
+/* Gradients of every layer and every model against central finite
+ * differences, conv2d against a direct convolution, and the loss against a
+ * double-precision reference.
+ *
+ * Tolerance: float32 forward passes carry a relative rounding error of a few
+ * 1e-7 of the summed magnitudes (≈1e-6 here); divided by 2·eps = 2e-3 that is
+ * ≤ 1e-3 in the difference quotient, while the truncation error O(eps²·f''')
+ * is far smaller. We allow 2e-3 + 2% relative. */
+#include <string.h>
+
+#include "nn/layers.h"
+#include "nn/model.h"
+#include "test.h"
+#include "util/util.h"
+
+#define EPS 1e-3f
+#define TOL(g) (2e-3 + 0.02 * fabs(g))
+
+static rng_t R;
+
+static void fill(float *x, long n, float scale)
+{
+    for (long i = 0; i < n; i++) x[i] = scale * (float)(2.0 * rng_uniform(&R) - 1.0);
+}
+
+static double dotd(const float *a, const float *b, long n)
+{
+    double s = 0;
+    for (long i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* ---------------- dense ---------------- */
+enum { DB = 3, DIN = 5, DOUT = 4 };
+
+static double dense_obj(const float *x, const float *w, const float *b, const float *r)
+{
+    float out[DB * DOUT];
+    dense_forward(out, x, w, b, DB, DIN, DOUT);
+    return dotd(out, r, DB * DOUT);
+}
+
+static void check_fd(float *v, long n, const float *analytic, double (*obj)(void *), void *ctx, const char *what)
+{
+    for (long i = 0; i < n; i++) {
+        float keep = v[i];
+        v[i] = keep + EPS; double fp = obj(ctx);
+        v[i] = keep - EPS; double fm = obj(ctx);
+        v[i] = keep;
+        double fd = (fp - fm) / (2.0 * EPS);
+        CHECK(fabs(fd - analytic[i]) <= TOL(fd), "%s[%ld]: analytic %.6g vs finite difference %.6g", what, i, analytic[i], fd);
+    }
+}
+
+typedef struct dense_ctx { float x[DB * DIN], w[DOUT * DIN], b[DOUT], r[DB * DOUT]; } dense_ctx_t;
+static double dense_cb(void *p) { dense_ctx_t *c = p; return dense_obj(c->x, c->w, c->b, c->r); }
+
+static void test_dense_gradients(void)
+{
+    dense_ctx_t c;
+    fill(c.x, DB * DIN, 1); fill(c.w, DOUT * DIN, 1); fill(c.b, DOUT, 1); fill(c.r, DB * DOUT, 1);
+    float dx[DB * DIN], dw[DOUT * DIN], db[DOUT];
+    dense_backward(dx, dw, db, c.r, c.x, c.w, DB, DIN, DOUT);
+    check_fd(c.x, DB * DIN, dx, dense_cb, &c, "dense dinp");
+    check_fd(c.w, DOUT * DIN, dw, dense_cb, &c, "dense dw");
+    check_fd(c.b, DOUT, db, dense_cb, &c, "dense db");
+}
+
+/* ---------------- conv2d ---------------- */
+typedef struct conv_ctx {
+    conv_geom_t g;
+    float *x, *w, *b, *r, *out, *col, *tmp;
+} conv_ctx_t;
+
+static long conv_out_n(const conv_geom_t *g) { return (long)g->B * g->OC * g->OH * g->OW; }
+
+static double conv_cb(void *p)
+{
+    conv_ctx_t *c = p;
+    conv2d_forward(c->out, c->col, c->tmp, c->x, c->w, c->b, &c->g);
+    return dotd(c->out, c->r, conv_out_n(&c->g));
+}
+
+static void conv_case(int B, int C, int H, int W, int OC, int K, int stride, int pad)
+{
+    conv_ctx_t c = { .g = { .B = B, .C = C, .H = H, .W = W, .OC = OC, .KH = K, .KW = K, .stride = stride, .pad = pad } };
+    CHECK(conv_geom_init(&c.g) == 0, "geometry");
+    const conv_geom_t *g = &c.g;
+    long nx = (long)B * C * H * W, nw = (long)OC * C * K * K, no = conv_out_n(g);
+    c.x = xalloc_floats(nx); c.w = xalloc_floats(nw); c.b = xalloc_floats(OC); c.r = xalloc_floats(no);
+    c.out = xalloc_floats(no); c.col = xalloc_floats(conv_col_size(g)); c.tmp = xalloc_floats(no);
+    fill(c.x, nx, 1); fill(c.w, nw, 1); fill(c.b, OC, 1); fill(c.r, no, 1);
+    /* forward against a direct convolution */
+    conv_cb(&c);
+    double maxerr = 0;
+    for (int b = 0; b < B; b++)
+        for (int oc = 0; oc < OC; oc++)
+            for (int oh = 0; oh < g->OH; oh++)
+                for (int ow = 0; ow < g->OW; ow++) {
+                    double s = c.b[oc];
+                    for (int ch = 0; ch < C; ch++)
+                        for (int ki = 0; ki < K; ki++)
+                            for (int kj = 0; kj < K; kj++) {
+                                int ih = oh * stride - pad + ki, iw = ow * stride - pad + kj;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                s += (double)c.w[((oc * C + ch) * K + ki) * K + kj] * c.x[((b * C + ch) * H + ih) * W + iw];
+                            }
+                    double e = fabs(s - c.out[((b * OC + oc) * g->OH + oh) * g->OW + ow]);
+                    if (e > maxerr) maxerr = e;
+                }
+    CHECK(maxerr < 1e-4, "conv forward differs from direct convolution by %g", maxerr);
+    float *dx = xalloc_floats(nx), *dw = xalloc_floats(nw), *db = xalloc_floats(OC);
+    conv_cb(&c);  /* col must hold this input's im2col */
+    conv2d_backward(dx, dw, db, c.col, c.tmp, c.r, c.w, g);
+    check_fd(c.x, nx, dx, conv_cb, &c, "conv dinp");
+    check_fd(c.w, nw, dw, conv_cb, &c, "conv dw");
+    check_fd(c.b, OC, db, conv_cb, &c, "conv db");
+    free(dx); free(dw); free(db);
+    free(c.x); free(c.w); free(c.b); free(c.r); free(c.out); free(c.col); free(c.tmp);
+}
+
+static void test_conv_gradients(void)
+{
+    conv_case(2, 2, 7, 6, 3, 3, 1, 1);
+    conv_case(2, 3, 8, 8, 2, 5, 2, 2);
+    conv_case(1, 1, 5, 5, 2, 2, 1, 0);
+    conv_case(2, 2, 9, 9, 2, 3, 3, 0);
+    conv_case(1, 2, 6, 6, 2, 5, 1, 2);   /* LeNet's first-layer shape, small */
+}
+
+/* ---------------- pooling and activations ---------------- */
+typedef struct pool_ctx { conv_geom_t g; float *x, *r, *out; int32_t *arg; } pool_ctx_t;
+static double pool_cb(void *p)
+{
+    pool_ctx_t *c = p;
+    maxpool_forward(c->out, c->arg, c->x, &c->g);
+    return dotd(c->out, c->r, (long)c->g.B * c->g.C * c->g.OH * c->g.OW);
+}
+
+static void pool_case(int B, int C, int H, int W, int K, int stride)
+{
+    pool_ctx_t c = { .g = { .B = B, .C = C, .H = H, .W = W, .KH = K, .KW = K, .stride = stride } };
+    conv_geom_init(&c.g);
+    long nx = (long)B * C * H * W, no = (long)B * C * c.g.OH * c.g.OW;
+    c.x = xalloc_floats(nx); c.r = xalloc_floats(no); c.out = xalloc_floats(no);
+    c.arg = xcalloc((size_t)no, sizeof(int32_t));
+    /* distinct values spaced well beyond EPS, so no window has a near-tie */
+    int32_t *perm = xmalloc(sizeof(int32_t) * (size_t)nx);
+    for (long i = 0; i < nx; i++) perm[i] = (int32_t)i;
+    rng_shuffle(&R, perm, (size_t)nx);
+    for (long i = 0; i < nx; i++) c.x[i] = 0.01f * (float)perm[i];
+    free(perm);
+    fill(c.r, no, 1);
+    float *dx = xalloc_floats(nx);
+    pool_cb(&c);
+    maxpool_backward(dx, c.r, c.arg, &c.g);
+    check_fd(c.x, nx, dx, pool_cb, &c, "maxpool dinp");
+    free(dx); free(c.x); free(c.r); free(c.out); free(c.arg);
+}
+
+static void test_maxpool_gradients(void)
+{
+    pool_case(2, 2, 6, 5, 2, 2);
+    pool_case(1, 3, 7, 7, 3, 2);   /* overlapping windows */
+}
+
+typedef struct act_ctx { int tanh_; float x[40], r[40], out[40]; } act_ctx_t;
+static double act_cb(void *p)
+{
+    act_ctx_t *c = p;
+    if (c->tanh_) tanh_forward(c->out, c->x, 40); else relu_forward(c->out, c->x, 40);
+    return dotd(c->out, c->r, 40);
+}
+
+static void test_activation_gradients(void)
+{
+    for (int t = 0; t < 2; t++) {
+        act_ctx_t c = { .tanh_ = t };
+        fill(c.x, 40, 2); fill(c.r, 40, 1);
+        for (int i = 0; i < 40; i++) if (fabsf(c.x[i]) < 0.05f) c.x[i] = 0.5f;  /* away from ReLU's kink */
+        float dx[40];
+        act_cb(&c);
+        if (t) tanh_backward(dx, c.r, c.out, 40); else relu_backward(dx, c.r, c.out, 40);
+        check_fd(c.x, 40, dx, act_cb, &c, t ? "tanh" : "relu");
+    }
+}
+
+/* ---------------- loss ---------------- */
+typedef struct loss_ctx { float z[3 * 5], p[3 * 5]; int32_t y[3]; } loss_ctx_t;
+static double loss_cb(void *p) { loss_ctx_t *c = p; return softmax_xent_forward(c->p, c->z, c->y, 3, 5); }
+
+static void test_softmax_xent(void)
+{
+    loss_ctx_t c = { .y = { 0, 3, 4 } };
+    fill(c.z, 15, 3);
+    double ref = 0;
+    for (int i = 0; i < 3; i++) {
+        double s = 0;
+        for (int k = 0; k < 5; k++) s += exp((double)c.z[i * 5 + k]);
+        ref += log(s) - c.z[i * 5 + c.y[i]];
+    }
+    CHECK_NEAR(loss_cb(&c), ref / 3, 1e-5, "mean cross-entropy");
+    float dz[15];
+    loss_cb(&c);
+    softmax_xent_backward(dz, c.p, c.y, 3, 5);
+    check_fd(c.z, 15, dz, loss_cb, &c, "softmax-xent dlogits");
+    /* stability: logits far beyond exp's range */
+    float z[2] = { 1000.0f, -1000.0f }, p[2];
+    int32_t y[1] = { 1 };
+    float l = softmax_xent_forward(p, z, y, 1, 2);
+    CHECK(isfinite(l) && fabs(l - 2000.0) < 1e-2, "loss of extreme logits %g, want 2000", (double)l);
+}
+
+/* ---------------- whole models ---------------- */
+typedef struct model_ctx { model_t *m; float *x; int32_t y[4]; } model_ctx_t;
+static double model_cb(void *p)
+{
+    model_ctx_t *c = p;
+    model_forward(c->m, c->x, 4);
+    return model_loss(c->m, c->y, 4);
+}
+
+static void model_case(const char *spec)
+{
+    model_ctx_t c = { .y = { 0, 1, 2, 1 } };
+    c.m = model_create(spec, 1, 12, 12, 3, 4);
+    model_init_params(c.m, 7);
+    for (size_t i = 0; i < c.m->nparams; i++) c.m->params[i] += 0.05f * rng_normal(&R); /* nonzero biases */
+    c.x = xalloc_floats(4 * 144);
+    for (int i = 0; i < 4 * 144; i++) c.x[i] = (float)rng_uniform(&R);
+    model_cb(&c);
+    model_backward(c.m, c.y, 4);
+    float *g = xalloc_floats(c.m->nparams);
+    memcpy(g, c.m->grads, sizeof(float) * c.m->nparams);
+    /* every parameter of a small model; a sample of 300 for the larger ones */
+    size_t n = c.m->nparams;
+    int bad = 0, checked = 0;
+    for (size_t k = 0; k < (n < 300 ? n : 300); k++) {
+        size_t i = n < 300 ? k : rng_below(&R, (uint32_t)n);
+        float keep = c.m->params[i];
+        c.m->params[i] = keep + EPS; double fp = model_cb(&c);
+        c.m->params[i] = keep - EPS; double fm = model_cb(&c);
+        c.m->params[i] = keep;
+        double fd = (fp - fm) / (2.0 * EPS);
+        checked++;
+        if (fabs(fd - g[i]) > TOL(fd)) {
+            if (bad++ < 5) printf("    %s param %zu: analytic %.6g vs finite difference %.6g\n", spec, i, g[i], fd);
+        }
+    }
+    CHECK(bad == 0, "%s: %d of %d parameter gradients disagree with finite differences", spec, bad, checked);
+    free(g); free(c.x);
+    model_free(c.m);
+}
+
+static void test_model_gradients(void)
+{
+    model_case("logreg");
+    model_case("mlp:16,8");
+    model_case("mlp:10:tanh");
+    model_case("lenet");
+}
+
+static void test_model_specs(void)
+{
+    char err[256];
+    CHECK(model_spec_check("mlp", 1, 28, 28, 10, err, sizeof err) == 0, "mlp");
+    CHECK(model_spec_check("mlp:300,100,50", 1, 8, 8, 10, err, sizeof err) == 0, "mlp 8x8");
+    CHECK(model_spec_check("lenet", 3, 32, 32, 10, err, sizeof err) == 0, "lenet cifar");
+    CHECK(model_spec_check("lenet", 1, 8, 8, 10, err, sizeof err) != 0 && strstr(err, "12x12"), "lenet 8x8: %s", err);
+    CHECK(model_spec_check("resnet", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "unknown model"), "%s", err);
+    CHECK(model_spec_check("mlp:0", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "hidden size"), "%s", err);
+    CHECK(model_spec_check("mlp:12,x", 1, 28, 28, 10, err, sizeof err) != 0, "mlp:12,x accepted");
+    model_t *m = model_create("mlp", 1, 28, 28, 10, 8);
+    CHECK(m->nparams == 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10, "mlp has %zu params", m->nparams);
+    model_free(m);
+    m = model_create("lenet", 1, 28, 28, 10, 8);
+    size_t want = 6 * 25 + 6 + 16 * 150 + 16 + 400 * 120 + 120 + 120 * 84 + 84 + 84 * 10 + 10;
+    CHECK(m->nparams == want, "lenet has %zu params, want %zu", m->nparams, want);
+    model_free(m);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_BEGIN(argc, argv);
+    rng_seed(&R, 42, 0);
+    RUN(test_dense_gradients);
+    RUN(test_conv_gradients);
+    RUN(test_maxpool_gradients);
+    RUN(test_activation_gradients);
+    RUN(test_softmax_xent);
+    RUN(test_model_gradients);
+    RUN(test_model_specs);
+    return TEST_END("test_layers");
+}

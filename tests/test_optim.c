@@ -1,0 +1,87 @@
+/* Optimizer updates on small vectors against values worked out by hand
+ * (w = [1, -2], g = [0.5, 0.25], lr = 0.1), and the learning-rate schedules. */
+#include "optim/optim.h"
+#include "test.h"
+
+static const float G[2] = { 0.5f, 0.25f };
+
+static void run(opt_kind_t kind, float mu, float wd, int steps, float *w)
+{
+    optim_cfg_t c = { .kind = kind, .momentum = mu, .weight_decay = wd, .eps = 1e-8f };
+    optim_t *o = optim_create(&c, 2);
+    w[0] = 1.0f; w[1] = -2.0f;
+    for (int s = 0; s < steps; s++) optim_step(o, w, G, 0, 2, 0.1f);
+    optim_free(o);
+}
+
+static void test_sgd(void)
+{
+    float w[2];
+    run(OPT_SGD, 0, 0, 1, w);
+    CHECK_NEAR(w[0], 0.95, 1e-6, "w0"); CHECK_NEAR(w[1], -2.025, 1e-6, "w1");
+    run(OPT_SGD, 0, 0.1f, 1, w);   /* g' = g + 0.1 w = [0.6, 0.05] */
+    CHECK_NEAR(w[0], 0.94, 1e-6, "wd w0"); CHECK_NEAR(w[1], -2.005, 1e-6, "wd w1");
+}
+
+static void test_momentum(void)
+{
+    float w[2];
+    run(OPT_SGD, 0.9f, 0, 2, w);   /* v = g, then v = 1.9 g */
+    CHECK_NEAR(w[0], 1.0 - 0.1 * 0.5 - 0.1 * 0.95, 1e-6, "w0");
+    CHECK_NEAR(w[1], -2.0 - 0.1 * 0.25 - 0.1 * 0.475, 1e-6, "w1");
+}
+
+static void test_nesterov(void)
+{
+    float w[2];
+    run(OPT_NESTEROV, 0.9f, 0, 2, w);  /* w -= lr (g + μ v) with v = g, then v = 1.9 g */
+    CHECK_NEAR(w[0], 1.0 - 0.1 * (0.5 + 0.45) - 0.1 * (0.5 + 0.855), 1e-6, "w0");
+    CHECK_NEAR(w[1], -2.0 - 0.1 * (0.25 + 0.225) - 0.1 * (0.25 + 0.4275), 1e-6, "w1");
+}
+
+static void test_adagrad(void)
+{
+    float w[2];
+    run(OPT_ADAGRAD, 0, 0, 2, w);  /* G = g², then 2g²: steps lr·g/|g| and lr·g/(√2|g|) */
+    CHECK_NEAR(w[0], 1.0 - 0.1 - 0.1 / sqrt(2.0), 1e-6, "w0");
+    CHECK_NEAR(w[1], -2.0 - 0.1 - 0.1 / sqrt(2.0), 1e-6, "w1");
+}
+
+static void test_span(void)
+{
+    optim_cfg_t c = { .kind = OPT_SGD, .momentum = 0.9f };
+    optim_t *o = optim_create(&c, 2);
+    float w[2] = { 1.0f, -2.0f };
+    optim_step(o, w, G, 1, 1, 0.1f);
+    CHECK(w[0] == 1.0f, "update leaked outside the span: w0 = %g", (double)w[0]);
+    CHECK_NEAR(w[1], -2.025, 1e-6, "w1");
+    CHECK(o->velocity[0] == 0.0f, "velocity outside the span changed");
+    optim_free(o);
+}
+
+static void test_schedules(void)
+{
+    lr_sched_t s = { .kind = LR_CONSTANT, .base = 0.1f, .warmup = 4 };
+    CHECK_NEAR(lr_at(&s, 0), 0.025, 1e-7, "warm-up step 0");
+    CHECK_NEAR(lr_at(&s, 2), 0.075, 1e-7, "warm-up step 2");
+    CHECK_NEAR(lr_at(&s, 3), 0.1, 1e-7, "warm-up end");
+    CHECK_NEAR(lr_at(&s, 1000), 0.1, 1e-7, "constant");
+    lr_sched_t d = { .kind = LR_STEP, .base = 0.1f, .step_every = 10, .gamma = 0.5f };
+    CHECK_NEAR(lr_at(&d, 9), 0.1, 1e-7, "before first decay");
+    CHECK_NEAR(lr_at(&d, 10), 0.05, 1e-7, "first decay");
+    CHECK_NEAR(lr_at(&d, 25), 0.025, 1e-7, "second decay");
+    opt_kind_t k;
+    CHECK(optim_kind_parse("adam", &k) != 0, "unknown optimizer accepted");
+}
+
+int main(int argc, char **argv)
+{
+    TEST_BEGIN(argc, argv);
+    RUN(test_sgd);
+    RUN(test_momentum);
+    RUN(test_nesterov);
+    RUN(test_adagrad);
+    RUN(test_span);
+    RUN(test_schedules);
+    return TEST_END("test_optim");
+}
