@@ -3,8 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include "../util/util.h"
+
+#define CHUNK (1 << 30)  /* MPI counts are int: large vectors go in pieces */
 
 void comm_init(comm_t *c, int *argc, char ***argv)
 {
@@ -18,6 +22,7 @@ void comm_init(comm_t *c, int *argc, char ***argv)
     MPI_Comm_size(c->world, &c->size);
     int len = 0;
     MPI_Get_processor_name(c->host, &len);
+    c->timeout_s = 60;
     util_set_rank_label(c->rank, c->size);
 }
 
@@ -53,4 +58,187 @@ void comm_setup_check(comm_t *c, int failed, const char *msg)
     }
     MPI_Finalize();
     exit(1);
+}
+
+/* FNV-1a, enough to tell configurations apart. */
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+/* First line of a that differs from the same-named line of b. */
+static void first_difference(const char *mine, const char *root, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "(unknown setting)");
+    for (const char *p = mine; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t klen = eq ? (size_t)(eq - p) + 1 : len;
+        const char *q = root;
+        int found = 0;
+        while (*q) {
+            const char *qe = strchr(q, '\n');
+            size_t qlen = qe ? (size_t)(qe - q) : strlen(q);
+            if (qlen >= klen && !strncmp(q, p, klen)) {
+                found = 1;
+                if (qlen != len || strncmp(q, p, len)) {
+                    snprintf(out, outlen, "--%.*s here but --%.*s on rank 0", (int)len, p, (int)qlen, q);
+                    return;
+                }
+                break;
+            }
+            q += qlen + (qe ? 1 : 0);
+        }
+        if (!found) { snprintf(out, outlen, "--%.*s here, unset on rank 0", (int)len, p); return; }
+        p += len + (eol ? 1 : 0);
+    }
+}
+
+void comm_check_same_config(comm_t *c, const char *desc)
+{
+    if (c->size == 1) return;
+    uint64_t h = fnv1a(desc);
+    uint64_t *all = c->rank == 0 ? xmalloc(sizeof(uint64_t) * (size_t)c->size) : NULL;
+    MPI_CHECK(c, MPI_Gather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, c->world));
+    int differ = 0;
+    char ranks[256] = "";
+    if (c->rank == 0) {
+        size_t at = 0;
+        for (int i = 1; i < c->size; i++)
+            if (all[i] != h) {
+                if (differ < 8) at += (size_t)snprintf(ranks + at, sizeof ranks - at, "%s%d", differ ? "," : "", i);
+                differ++;
+            }
+        free(all);
+    }
+    MPI_CHECK(c, MPI_Bcast(&differ, 1, MPI_INT, 0, c->world));
+    if (!differ) return;
+    MPI_CHECK(c, MPI_Bcast(ranks, sizeof ranks, MPI_CHAR, 0, c->world));
+    int len = (int)strlen(desc) + 1;
+    MPI_CHECK(c, MPI_Bcast(&len, 1, MPI_INT, 0, c->world));
+    char *root = xmalloc((size_t)len);
+    if (c->rank == 0) memcpy(root, desc, (size_t)len);
+    MPI_CHECK(c, MPI_Bcast(root, len, MPI_CHAR, 0, c->world));
+    /* the lowest differing rank explains; comm_setup_check stops everyone */
+    char msg[700] = "", diff[400];
+    int mine = c->rank != 0 && fnv1a(desc) != fnv1a(root);
+    if (mine) {
+        first_difference(desc, root, diff, sizeof diff);
+        snprintf(msg, sizeof msg, "configuration differs from rank 0's on rank(s) %s: %s; start every rank with the same flags",
+                 ranks, diff);
+    }
+    free(root);
+    comm_setup_check(c, mine, msg);
+}
+
+/* After a timeout: every survivor tells every other rank it is alive, then
+ * listens for a grace period. Ranks not heard from are reported missing. */
+static void __attribute__((noreturn)) comm_rollcall_and_exit(comm_t *c, const char *what, int mpi_error)
+{
+    const double grace = 2.0 + 0.25 * c->timeout_s;
+    int me = c->rank, n = c->size;
+    MPI_Request *sends = xmalloc(sizeof(MPI_Request) * (size_t)n);
+    MPI_Request *recvs = xmalloc(sizeof(MPI_Request) * (size_t)n);
+    int *inbox = xcalloc((size_t)n, sizeof(int)), *heard = xcalloc((size_t)n, sizeof(int));
+    for (int p = 0; p < n; p++) {
+        sends[p] = recvs[p] = MPI_REQUEST_NULL;
+        if (p == me) continue;
+        MPI_Isend(&me, 1, MPI_INT, p, TAG_ROLLCALL, c->world, &sends[p]);
+        MPI_Irecv(&inbox[p], 1, MPI_INT, p, TAG_ROLLCALL, c->world, &recvs[p]);
+    }
+    heard[me] = 1;
+    double t0 = now_s();
+    int pending = n - 1;
+    while (pending > 0 && now_s() - t0 < grace) {
+        for (int p = 0; p < n; p++) {
+            if (heard[p] || recvs[p] == MPI_REQUEST_NULL) continue;
+            int done = 0;
+            if (MPI_Test(&recvs[p], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) { recvs[p] = MPI_REQUEST_NULL; continue; }
+            if (done) { heard[p] = 1; pending--; }
+        }
+        usleep(1000);
+    }
+    int lowest_alive = me;
+    for (int p = 0; p < me; p++) if (heard[p]) { lowest_alive = p; break; }
+    if (lowest_alive == me) {
+        char missing[256] = "";
+        size_t at = 0;
+        int nmiss = 0;
+        for (int p = 0; p < n; p++)
+            if (!heard[p] && at < sizeof missing)
+                at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%d", nmiss++ ? ", " : "", p);
+        if (nmiss)
+            fprintf(stderr, "dsgd: error: rank%s %s did not arrive at %s (step %ld) within --timeout %g s (dead or hung); stopping all ranks\n",
+                    nmiss > 1 ? "s" : "", missing, what, c->step, c->timeout_s);
+        else
+            fprintf(stderr, "dsgd: error: %s did not complete within --timeout %g s%s, though every rank answered a roll call; stopping\n",
+                    what, c->timeout_s, mpi_error ? " (MPI reported an error)" : "");
+        fflush(stderr);
+    }
+    /* no MPI_Finalize: it would wait for the missing rank */
+    _exit(1);
+}
+
+int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
+{
+    double t0 = now_s();
+    for (long spin = 0;; spin++) {
+        int done = 0;
+        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) comm_rollcall_and_exit(c, what, 1);
+        if (done) break;
+        if (now_s() - t0 > c->timeout_s) comm_rollcall_and_exit(c, what, 0);
+        if (spin > 1000) sched_yield();  /* let an oversubscribed peer run */
+    }
+    c->comm_s += now_s() - t0;
+    return 0;
+}
+
+void comm_iallreduce_sum(comm_t *c, float *buf, size_t n, MPI_Request *req)
+{
+    if (n > CHUNK) die("comm_iallreduce_sum: span of %zu floats exceeds one MPI call; split it", n);
+    double t0 = now_s();
+    MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->world, req));
+    c->comm_s += now_s() - t0;
+    c->bytes_sent += n * sizeof(float);
+    c->msgs_sent++;
+    c->collectives++;
+}
+
+void comm_allreduce_sum(comm_t *c, float *buf, size_t n, const char *what)
+{
+    MPI_Request req[16];
+    int k = 0;
+    for (size_t off = 0; off < n; off += CHUNK) {
+        if (k == 16) { comm_waitall(c, k, req, what); k = 0; }
+        comm_iallreduce_sum(c, buf + off, n - off < CHUNK ? n - off : CHUNK, &req[k++]);
+    }
+    comm_waitall(c, k, req, what);
+}
+
+void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what)
+{
+    MPI_Request req;
+    MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_INT, op, c->world, &req));
+    c->bytes_sent += (uint64_t)n * sizeof(int);
+    c->msgs_sent++;
+    c->collectives++;
+    comm_waitall(c, 1, &req, what);
+}
+
+void comm_bcast(comm_t *c, void *buf, size_t bytes, int root, const char *what)
+{
+    MPI_Request req[16];
+    int k = 0;
+    for (size_t off = 0; off < bytes; off += CHUNK) {
+        if (k == 16) { comm_waitall(c, k, req, what); k = 0; }
+        size_t len = bytes - off < CHUNK ? bytes - off : CHUNK;
+        MPI_CHECK(c, MPI_Ibcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world, &req[k++]));
+        if (c->rank == root) { c->bytes_sent += len; c->msgs_sent++; }
+    }
+    c->collectives++;
+    comm_waitall(c, k, req, what);
 }

@@ -1,24 +1,40 @@
-/* comm — the MPI context: world, rank, size, host name, checked MPI calls and
- * per-rank traffic counters. Everything above talks to MPI through here or
- * through MPI calls wrapped in MPI_CHECK. */
+/* comm — the MPI context: world, rank, size, host name, message tags, checked
+ * MPI calls, collectives that give up after a timeout instead of hanging on a
+ * dead peer, and per-rank traffic counters. Everything above talks to MPI
+ * through here or through MPI calls wrapped in MPI_CHECK. */
 #ifndef DSGD_COMM_H
 #define DSGD_COMM_H
 
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
+
+/* Every point-to-point tag dsgd uses, in one place. */
+typedef enum comm_tag {
+    TAG_ROLLCALL = 100,      /* "I am alive" after a collective timed out */
+    TAG_PS_BASE = 200,       /* parameter-server traffic: 200..299 */
+    TAG_GOSSIP_BASE = 300,   /* gossip traffic: 300..399 */
+    TAG_SB_BASE = 400,       /* Sandblaster coordinator traffic: 400..499 */
+} comm_tag_t;
 
 typedef struct comm {
     MPI_Comm world;
     int rank, size;
     char host[MPI_MAX_PROCESSOR_NAME];
+    double timeout_s;        /* how long a collective may wait for a peer */
+    long step;               /* the caller's step, named in timeout messages */
     /* traffic counters, reported in the done event */
-    uint64_t bytes_sent, msgs_sent;
-    double comm_s;
+    uint64_t bytes_sent, msgs_sent, collectives;
+    double comm_s;           /* seconds spent inside communication calls */
 } comm_t;
 
 /* MPI_Init (if needed), rank/size/host, errors returned instead of aborting. */
 void comm_init(comm_t *c, int *argc, char ***argv);
 void comm_finalize(comm_t *c);
+
+/* Dies with rank, host, the call and MPI's error string when rc != MPI_SUCCESS. */
+void comm_check(const comm_t *c, int rc, const char *call, const char *file, int line);
+#define MPI_CHECK(c, call) comm_check((c), (call), #call, __FILE__, __LINE__)
 
 /* Setup errors that every rank meets at the same point: all ranks call this
  * with their own verdict; if any failed, the first failing rank prints its
@@ -26,8 +42,24 @@ void comm_finalize(comm_t *c);
  * finalizes and exits 1 — no abort banner, no hang. */
 void comm_setup_check(comm_t *c, int failed, const char *msg);
 
-/* Dies with rank, host, the call and MPI's error string when rc != MPI_SUCCESS. */
-void comm_check(const comm_t *c, int rc, const char *call, const char *file, int line);
-#define MPI_CHECK(c, call) comm_check((c), (call), #call, __FILE__, __LINE__)
+/* Every rank passes the same "name=value\n..." description of its
+ * configuration; if any rank's differs from rank 0's, every rank stops with a
+ * message naming the ranks and the first differing setting. */
+void comm_check_same_config(comm_t *c, const char *desc);
+
+/* Wait for requests, polling, for at most c->timeout_s. Returns 0 when all
+ * completed; on timeout or a failed peer it finds out which ranks are still
+ * alive (a roll call among the survivors), prints one line naming the
+ * missing rank(s) from the lowest surviving rank, and exits 1 — it never
+ * returns a hang. `what` names the operation in that message. */
+int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what);
+
+/* Sum-all-reduce of floats / ints with the timeout above; counted. */
+void comm_allreduce_sum(comm_t *c, float *buf, size_t n, const char *what);
+void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what);
+/* Start a nonblocking in-place sum-all-reduce (completed by comm_waitall). */
+void comm_iallreduce_sum(comm_t *c, float *buf, size_t n, MPI_Request *req);
+/* Broadcast from root with the timeout; counted. */
+void comm_bcast(comm_t *c, void *buf, size_t bytes, int root, const char *what);
 
 #endif

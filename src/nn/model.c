@@ -325,6 +325,7 @@ void model_backward(model_t *m, const int32_t *labels, int B)
         case LAYER_TANH: if (dinp) tanh_backward(dinp, l->dout, l->out, n); break;
         case LAYER_FLATTEN: break;  /* dout aliases the layer below */
         }
+        if (l->w_len && m->grad_ready) m->grad_ready(m->grad_ctx, l->w_off, l->w_len + l->b_len);
     }
 }
 

@@ -51,6 +51,11 @@ typedef struct model {
     float *probs;               /* (max_batch, classes) */
     float *dlogits;             /* (max_batch, classes) */
     const float *input;         /* last forward input (not owned) */
+    /* Called by model_backward as soon as a layer's gradient span
+     * [off, off+len) of grads is final (last layer first), so a paradigm can
+     * start communicating it while the layers below are still computing. */
+    void (*grad_ready)(void *ctx, size_t off, size_t len);
+    void *grad_ctx;
 } model_t;
 
 /* Check a spec against an input shape without building; on error writes a

@@ -12,8 +12,7 @@ static int none_layout(run_t *r)
                  r->comm->size);
         return -1;
     }
-    r->is_worker = 1;
-    return 0;
+    return sync_layout_all_workers(r);
 }
 
 static int none_step(run_t *r)

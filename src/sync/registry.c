@@ -4,10 +4,14 @@
 
 #include "sync.h"
 
-extern const sync_ops_t sync_none;
+extern const sync_ops_t sync_none, sync_bsp, sync_localsgd, sync_fedavg, sync_selsync;
 
 static const sync_ops_t *const registry[] = {
     &sync_none,
+    &sync_bsp,
+    &sync_localsgd,
+    &sync_fedavg,
+    &sync_selsync,
 };
 
 const sync_ops_t *sync_find(const char *name)

@@ -18,6 +18,9 @@
 
 typedef struct sync_ops sync_ops_t;
 
+/* A figure a paradigm reports: in progress lines and the done event. */
+typedef struct sync_stat { const char *key; double value; } sync_stat_t;
+
 typedef struct run {
     const config_t *cfg;
     comm_t *comm;
@@ -27,6 +30,7 @@ typedef struct run {
     optim_t *opt;
     lr_sched_t sched;
     dataset_t train, test;
+    int nworkers, wrank;     /* workers in the run, this rank's worker index (set by layout) */
     int32_t *part;           /* this rank's sample indices */
     long part_n;
     batch_iter_t *it;
@@ -45,8 +49,18 @@ struct sync_ops {
     int  (*init)(run_t *r);      /* e.g. broadcast initial parameters */
     int  (*step)(run_t *r);      /* after backward: communicate and/or update */
     int  (*serve)(run_t *r);     /* non-worker ranks run this instead of the loop */
-    void (*finish)(run_t *r);    /* flush, final sync, free */
+    void (*finish)(run_t *r);    /* flush, final sync (before the final evaluation) */
+    void (*destroy)(run_t *r);   /* free sync_state, after the done event */
+    /* Figures for progress lines (progress = 1) or the done event; returns
+     * how many it wrote to out (at most max). */
+    int  (*stats)(run_t *r, sync_stat_t *out, int max, int progress);
 };
+
+/* Helpers shared by the collective paradigms (common.c). */
+int  sync_layout_all_workers(run_t *r);      /* every rank is a worker */
+int  sync_bcast_params(run_t *r);            /* rank 0's initial parameters to all */
+/* params := Σ_i weight_i · params_i over all ranks (weight 1/N: the mean). */
+void sync_average_params(run_t *r, float weight, const char *what);
 
 const sync_ops_t *sync_find(const char *name);
 /* "none | bsp | ..." for --help and error messages. */

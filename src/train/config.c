@@ -9,7 +9,7 @@
 const opt_def_t config_train_opts[] = {
     { "model", OT_STR, S(model), "mlp", "model spec: logreg | mlp[:H1,H2,...][:tanh] (mlp = mlp:256,128) | lenet[:tanh]" },
     { "data", OT_STR, S(data), "fashion-mnist", "fashion-mnist | mnist | synthetic[:N] | DIR of IDX or CIFAR-10 binary files" },
-    { "sync", OT_STR, S(sync), "none", "synchronization paradigm: none" },
+    { "sync", OT_STR, S(sync), "none", "paradigm: none | bsp | localsgd | fedavg | selsync" },
     { "epochs", OT_LONG, S(epochs), "3", "training epochs (over the whole training set)" },
     { "steps", OT_LONG, S(steps), "0", "stop after this many steps (0: epochs decide)" },
     { "batch", OT_LONG, S(batch), "64", "minibatch size per worker" },
@@ -32,6 +32,15 @@ const opt_def_t config_train_opts[] = {
     { "checkpoint-every", OT_LONG, S(checkpoint_every), "0", "steps between checkpoints (0: only at the end)" },
     { "resume", OT_STR, S(resume), "", "continue the run saved in this checkpoint" },
     { "threads", OT_LONG, S(threads), "1", "BLAS threads per process" },
+    { "timeout", OT_DOUBLE, S(timeout), "60", "seconds a rank waits for a peer before declaring it dead" },
+    { "slowdown", OT_STR, S(slowdown), "", "slow workers down: R=F[,R=F...] (rank R F times slower) or FRAC:F (that fraction of workers)" },
+    { "fail", OT_STR, S(fail), "", "crash workers abruptly: R@S[,R@S...] (rank R exits at its step S)" },
+    { "period", OT_LONG, S(period), "8", "localsgd/fedavg: local steps H between parameter averages" },
+    { "fedavg-fraction", OT_DOUBLE, S(fedavg_fraction), "1", "fedavg: fraction C of workers sampled each round" },
+    { "delta", OT_DOUBLE, S(delta), "0.3", "selsync: synchronize when the smoothed relative gradient change >= delta" },
+    { "window", OT_LONG, S(window), "25", "selsync: window W of the EWMAs (and warm-up steps that always sync)" },
+    { "smoothing", OT_DOUBLE, S(smoothing), "0.01", "selsync: EWMA smoothing a" },
+    { "aggregation", OT_STR, S(aggregation), "parameter", "selsync: what a sync averages: parameter | gradient" },
     { "quiet", OT_FLAG, S(quiet), "0", "print only errors and the final result" },
     { NULL, 0, 0, NULL, NULL }
 };
@@ -126,6 +135,14 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (c->eval_every < 0 || c->checkpoint_every < 0) BAD("--eval-every and --checkpoint-every must be >= 0");
     if (c->threads < 1 || c->threads > 256) BAD("--threads must be in 1..256 (got %ld)", c->threads);
     if (c->checkpoint_every > 0 && !*c->checkpoint) BAD("--checkpoint-every needs --checkpoint FILE");
+    if (!(c->timeout > 0)) BAD("--timeout must be positive (got %g)", c->timeout);
+    if (c->period < 1) BAD("--period must be >= 1 (got %ld)", c->period);
+    if (!(c->fedavg_fraction > 0 && c->fedavg_fraction <= 1)) BAD("--fedavg-fraction must be in (0, 1] (got %g)", c->fedavg_fraction);
+    if (c->delta < 0) BAD("--delta must be >= 0 (got %g)", c->delta);
+    if (c->window < 1) BAD("--window must be >= 1 (got %ld)", c->window);
+    if (!(c->smoothing >= 0 && c->smoothing < 1)) BAD("--smoothing must be in [0, 1) (got %g)", c->smoothing);
+    if (strcmp(c->aggregation, "parameter") && strcmp(c->aggregation, "gradient"))
+        BAD("unknown --aggregation '%s'; choose parameter or gradient", c->aggregation);
     if (*c->metrics && *c->checkpoint && !strcmp(c->metrics, c->checkpoint))
         BAD("--metrics and --checkpoint name the same file '%s'", c->metrics);
     return 0;
@@ -165,6 +182,21 @@ static void print_value(FILE *f, const config_t *c, const opt_def_t *o, int json
     case OT_DOUBLE: fprintf(f, "%.9g", *(const double *)(base + o->offset)); break;
     case OT_FLAG: fputs(*(const int *)(base + o->offset) ? "true" : "false", f); break;
     }
+}
+
+char *config_describe(const config_t *c, const opt_def_t *t)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) die("out of memory describing the configuration");
+    for (; t->name; t++) {
+        fprintf(f, "%s=", t->name);
+        print_value(f, c, t, 0);
+        fputc('\n', f);
+    }
+    fclose(f);
+    return buf;
 }
 
 void config_print(FILE *f, const config_t *c, const opt_def_t *t)

@@ -10,9 +10,13 @@
 typedef struct config {
     const char *model, *data, *sync, *optimizer, *lr_schedule, *partition;
     const char *metrics, *checkpoint, *resume;
+    const char *slowdown, *fail, *aggregation;
     long epochs, steps, batch, seed, train_subset, test_subset;
     long eval_every, checkpoint_every, lr_step_every, lr_warmup, threads;
     double lr, momentum, weight_decay, adagrad_eps, lr_gamma;
+    double timeout;
+    long period, window;               /* localsgd H; selsync W */
+    double fedavg_fraction, delta, smoothing;
     int quiet;
 } config_t;
 
@@ -36,6 +40,8 @@ int config_parse(config_t *c, const opt_def_t *table, int argc, char **argv, cha
 /* Range checks shared by every command; -1 with a message on error. */
 int config_validate(const config_t *c, char *err, size_t errlen);
 void config_help(FILE *f, const opt_def_t *table);
+/* "name=value\n" for every option: what ranks compare at start-up. */
+char *config_describe(const config_t *c, const opt_def_t *table);
 /* "name=value ..." on one line per group of options, for the start-up print. */
 void config_print(FILE *f, const config_t *c, const opt_def_t *table);
 /* The configuration as the members of a JSON object (no braces). */

@@ -11,6 +11,7 @@
 #include "../sync/sync.h"
 #include "../util/util.h"
 #include "checkpoint.h"
+#include "faults.h"
 #include "metrics.h"
 
 #define EVAL_CHUNK 256
@@ -59,12 +60,25 @@ static int check_writable(run_t *r, const char *path, const char *flag)
     unlink(probe);
     return 0;
 }
-static void print_progress(const run_t *r, const evaluator_t *ev, double train_loss, double sps, double t)
+/* The paradigm's figures as " key value" pairs. */
+static void stats_text(run_t *r, char *out, size_t len)
+{
+    sync_stat_t st[16];
+    int n = r->ops->stats ? r->ops->stats(r, st, 16, 1) : 0;
+    size_t at = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && at < len; i++)
+        at += (size_t)snprintf(out + at, len - at, "  %s %.4g", st[i].key, st[i].value);
+}
+
+static void print_progress(run_t *r, const evaluator_t *ev, double train_loss, double sps, double t)
 {
     if (r->cfg->quiet || r->comm->rank != 0) return;
+    char extra[512];
+    stats_text(r, extra, sizeof extra);
     if (isatty(STDOUT_FILENO)) fputs("\r\033[K", stdout);
-    printf("epoch %6.2f  step %7ld  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.1fs\n",
-           (double)r->step / (double)r->steps_per_epoch, r->step, train_loss, ev->acc, ev->loss, sps, t);
+    printf("epoch %6.2f  step %7ld  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.1fs%s\n",
+           (double)r->step / (double)r->steps_per_epoch, r->step, train_loss, ev->acc, ev->loss, sps, t, extra);
     fflush(stdout);
 }
 
@@ -126,7 +140,7 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
         if (ckpt_restore(resume, r->model, r->opt, why, sizeof why) != 0) FAIL("'%s': %s", cfg->resume, why);
         r->step = resume->meta.step;
     }
-    int nworkers = r->comm->size, wrank = r->comm->rank;
+    int nworkers = r->nworkers, wrank = r->wrank;
     r->steps_per_epoch = r->train.n / ((long)nworkers * cfg->batch);
     if (r->steps_per_epoch < 1)
         FAIL("--batch %ld x %d workers exceeds the %ld training samples; use a smaller batch", cfg->batch, nworkers, r->train.n);
@@ -143,15 +157,21 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
 
 /* Every input problem is found here, before any output file is opened; each
  * stage ends with a check all ranks take together. */
-static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume)
+static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, faults_t *faults)
 {
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
     r->comm = comm;
     optim_cfg_t oc;
     part_kind_t pk;
+    comm->timeout_s = cfg->timeout;
+    char *desc = config_describe(cfg, config_train_opts);
+    comm_check_same_config(comm, desc);
+    free(desc);
     comm_setup_check(comm, setup_config(r, &oc, &pk, resume) != 0, r->err);
     comm_setup_check(comm, r->ops->layout(r) != 0, r->err);
+    comm_setup_check(comm, faults_parse(faults, cfg->slowdown, cfg->fail, r->wrank, r->nworkers, r->err, sizeof r->err) != 0,
+                     r->err);
     comm_setup_check(comm, setup_model(r, &oc, pk, resume) != 0, r->err);
 }
 
@@ -159,6 +179,7 @@ static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume)
 
 static void teardown(run_t *r)
 {
+    if (r->ops && r->ops->destroy) r->ops->destroy(r);
     batch_iter_free(r->it);
     free(r->part);
     optim_free(r->opt);
@@ -180,16 +201,32 @@ static void __attribute__((noreturn, format(printf, 2, 3))) run_abort(metrics_t 
     die("%s", msg);
 }
 
+static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, double train_loss, double sps)
+{
+    metrics_begin(mx, "eval", now_s());
+    metrics_long(mx, "step", r->step);
+    metrics_double(mx, "epoch", (double)r->step / (double)r->steps_per_epoch);
+    metrics_double(mx, "test_acc", ev->acc);
+    metrics_double(mx, "test_loss", ev->loss);
+    metrics_double(mx, "train_loss", train_loss);
+    metrics_double(mx, "samples_per_s", sps);
+    sync_stat_t st[16];
+    int n = r->ops->stats ? r->ops->stats(r, st, 16, 1) : 0;
+    for (int i = 0; i < n; i++) metrics_double(mx, st[i].key, st[i].value);
+    metrics_end(mx);
+}
+
 int train_main(const config_t *cfg, comm_t *comm)
 {
     const double t0 = now_s();
     run_t run, *r = &run;
     ckpt_t resume;
+    faults_t faults;
     memset(&resume, 0, sizeof resume);
     openblas_set_num_threads((int)cfg->threads);
-    setup(r, cfg, comm, &resume);
+    setup(r, cfg, comm, &resume, &faults);
     ckpt_free(&resume);
-    if (r->ops->init && r->ops->init(r) != 0) die("--sync %s: initialisation failed", cfg->sync);
+    if (r->ops->init && r->ops->init(r) != 0) die("--sync %s: initialisation failed: %s", cfg->sync, r->err);
 
     const int lead = comm->rank == 0;
     char err[512];
@@ -198,15 +235,16 @@ int train_main(const config_t *cfg, comm_t *comm)
     if (lead && !cfg->quiet) {
         config_print(stdout, cfg, config_train_opts);
         printf("model %s: %zu parameters; data: %ld train, %ld test samples of %dx%dx%d, %d classes; "
-               "%ld steps per epoch, %ld steps\n",
+               "%d worker%s, %ld steps per epoch, %ld steps\n",
                cfg->model, r->model->nparams, r->train.n, r->test.n, r->train.c, r->train.h, r->train.w,
-               r->train.classes, r->steps_per_epoch, r->total_steps);
+               r->train.classes, r->nworkers, r->nworkers > 1 ? "s" : "", r->steps_per_epoch, r->total_steps);
         fflush(stdout);
     }
     metrics_begin(&mx, "config", now_s());
     if (mx.f) { fputs(",\"config\":{", mx.f); config_json(mx.f, cfg, config_train_opts); fputc('}', mx.f); }
     metrics_long(&mx, "nparams", (long)r->model->nparams);
     metrics_long(&mx, "ranks", comm->size);
+    metrics_long(&mx, "workers", r->nworkers);
     metrics_long(&mx, "train_samples", r->train.n);
     metrics_long(&mx, "test_samples", r->test.n);
     metrics_end(&mx);
@@ -214,61 +252,68 @@ int train_main(const config_t *cfg, comm_t *comm)
     evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN };
     for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
     const long eval_every = cfg->eval_every > 0 ? cfg->eval_every : r->steps_per_epoch;
-    const long start_step = r->step;
-    double train_s = 0, loss_sum = 0, seg_t = 0;
-    long loss_n = 0, seg_samples = 0, last_eval = -1;
-    double tty_last = 0;
+    const long start_step = r->step, samples_per_step = cfg->batch * r->nworkers;
+    double train_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0;
+    long loss_n = 0, seg_samples = 0;
     const int tty = lead && !cfg->quiet && isatty(STDOUT_FILENO);
 
     while (r->step < r->total_steps) {
+        comm->step = r->step;
+        if (r->step == faults.fail_step) {
+            fprintf(stderr, "dsgd: rank %d exits at step %ld as --fail asked\n", comm->rank, r->step);
+            fflush(stderr);
+            _exit(3);  /* abrupt: no goodbye to the peers */
+        }
         double ts = now_s();
         batch_iter_next(r->it);
         model_forward(r->model, r->it->x, (int)cfg->batch);
         r->loss = model_loss(r->model, r->it->y, (int)cfg->batch);
         model_backward(r->model, r->it->y, (int)cfg->batch);
+        faults_delay(&faults, now_s() - ts);
         r->lr = lr_at(&r->sched, r->step);
         if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
         r->step++;
         double dt = now_s() - ts;
         train_s += dt;
         seg_t += dt;
-        seg_samples += cfg->batch * comm->size;
+        seg_samples += samples_per_step;
         loss_sum += r->loss;
         loss_n++;
         if (!isfinite(r->loss))
             run_abort(&mx, "training diverged at step %ld (loss is %f); lower --lr", r->step, (double)r->loss);
-
         if (tty && now_s() - tty_last > 0.25) {
             tty_last = now_s();
             printf("\r\033[Kstep %ld/%ld  loss %.4f", r->step, r->total_steps, loss_sum / (double)loss_n);
             fflush(stdout);
         }
-        if (r->step % eval_every == 0 || r->step == r->total_steps) {
-            evaluate(r, &ev);
-            last_eval = r->step;
+        if (r->step % eval_every == 0 && r->step < r->total_steps) {
             double tl = loss_sum / (double)loss_n, sps = seg_t > 0 ? seg_samples / seg_t : 0;
-            print_progress(r, &ev, tl, sps, now_s() - t0);
-            metrics_begin(&mx, "eval", now_s());
-            metrics_long(&mx, "step", r->step);
-            metrics_double(&mx, "epoch", (double)r->step / (double)r->steps_per_epoch);
-            metrics_double(&mx, "test_acc", ev.acc);
-            metrics_double(&mx, "test_loss", ev.loss);
-            metrics_double(&mx, "train_loss", tl);
-            metrics_double(&mx, "samples_per_s", sps);
-            metrics_end(&mx);
+            if (lead) {
+                evaluate(r, &ev);
+                print_progress(r, &ev, tl, sps, now_s() - t0);
+                eval_record(r, &mx, &ev, tl, sps);
+            }
             loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
         }
         if (lead && cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && save_checkpoint(r) != 0)
             run_abort(&mx, "%s", r->err);
     }
-    if (last_eval != r->step) evaluate(r, &ev);
+    /* the paradigm's final synchronization, then the final evaluation */
+    double tf = now_s();
     if (r->ops->finish) r->ops->finish(r);
+    train_s += now_s() - tf;
+    if (lead) {
+        double tl = loss_n ? loss_sum / (double)loss_n : NAN, sps = seg_t > 0 ? seg_samples / seg_t : 0;
+        evaluate(r, &ev);
+        print_progress(r, &ev, tl, sps, now_s() - t0);
+        eval_record(r, &mx, &ev, tl, sps);
+    }
     if (lead && *cfg->checkpoint && save_checkpoint(r) != 0) run_abort(&mx, "%s", r->err);
 
     const long steps = r->step - start_step;
     metrics_begin(&mx, "done", now_s());
     metrics_long(&mx, "steps", r->step);
-    metrics_long(&mx, "samples", steps * cfg->batch * comm->size);
+    metrics_long(&mx, "samples", steps * samples_per_step);
     metrics_long(&mx, "bytes_sent", (long)comm->bytes_sent);
     metrics_long(&mx, "msgs_sent", (long)comm->msgs_sent);
     metrics_double(&mx, "comm_s", comm->comm_s);
@@ -276,13 +321,18 @@ int train_main(const config_t *cfg, comm_t *comm)
     metrics_double(&mx, "train_s", train_s);
     metrics_double(&mx, "test_acc", ev.acc);
     metrics_double(&mx, "test_loss", ev.loss);
+    sync_stat_t st[16];
+    int nst = r->ops->stats ? r->ops->stats(r, st, 16, 0) : 0;
+    for (int i = 0; i < nst; i++) metrics_double(&mx, st[i].key, st[i].value);
     metrics_end(&mx);
     if (metrics_close(&mx, 1) != 0) die("cannot finish metrics file '%s'", cfg->metrics);
     if (lead) {
+        char extra[512];
+        stats_text(r, extra, sizeof extra);
         if (tty) fputs("\r\033[K", stdout);
-        printf("done: test accuracy %.4f, test loss %.4f after %ld steps (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)\n",
+        printf("done: test accuracy %.4f, test loss %.4f after %ld steps (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)%s\n",
                ev.acc, ev.loss, r->step, (double)r->step / (double)r->steps_per_epoch, now_s() - t0, train_s,
-               train_s > 0 ? steps * cfg->batch * comm->size / train_s : 0.0);
+               train_s > 0 ? steps * samples_per_step / train_s : 0.0, extra);
         fflush(stdout);
     }
     free(ev.labels);

@@ -1,0 +1,123 @@
+/* --sync localsgd / fedavg: local SGD and federated averaging (ALGORITHMS §2).
+ *
+ *   every worker takes H (--period) local optimizer steps, then
+ *   θ ← Σ_k w_k θ_k   with w_k = 1/N (localsgd) or n_k / Σ_{j∈S} n_j (fedavg,
+ *   n_k = worker k's sample count, S the round's sampled workers).
+ *
+ * FedAvg's client sampling (--fedavg-fraction C): each round ⌈C·N⌉ workers
+ * are drawn from a generator seeded by (seed, round), so every rank draws
+ * the same set without communicating. Every worker trains each round (the
+ * unsampled ones' work is discarded by giving them weight 0), which is
+ * equivalent to FedAvg where only the sampled clients train from the global
+ * model. Momentum/Adagrad state stays local and is never averaged. */
+#include <math.h>
+#include <string.h>
+
+#include <stdlib.h>
+
+#include "../util/util.h"
+#include "sync.h"
+
+typedef struct localsgd {
+    int fedavg;
+    long rounds;
+    double total_n;        /* Σ n_k over all workers */
+    double *n_k;           /* (nworkers) sample counts */
+    int *chosen;           /* (nworkers) this round's sample */
+} localsgd_t;
+
+static int localsgd_init(run_t *r)
+{
+    localsgd_t *s = xcalloc(1, sizeof *s);
+    r->sync_state = s;
+    s->fedavg = !strcmp(r->cfg->sync, "fedavg");
+    s->n_k = xcalloc((size_t)r->nworkers, sizeof(double));
+    s->chosen = xcalloc((size_t)r->nworkers, sizeof(int));
+    int mine = (int)r->part_n;
+    int *counts = xcalloc((size_t)r->nworkers, sizeof(int));
+    MPI_CHECK(r->comm, MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, r->comm->world));
+    for (int k = 0; k < r->nworkers; k++) { s->n_k[k] = counts[k]; s->total_n += counts[k]; }
+    free(counts);
+    return sync_bcast_params(r);
+}
+
+/* This round's weight for this rank. */
+static float round_weight(run_t *r, localsgd_t *s)
+{
+    if (!s->fedavg) return 1.0f / (float)r->nworkers;
+    int N = r->nworkers, m = (int)ceil(r->cfg->fedavg_fraction * N - 1e-9);
+    if (m < 1) m = 1;
+    memset(s->chosen, 0, sizeof(int) * (size_t)N);
+    if (m == N) {
+        for (int k = 0; k < N; k++) s->chosen[k] = 1;
+    } else {
+        rng_t g;
+        rng_seed(&g, (uint64_t)r->cfg->seed, 0xfeda0000ULL + (uint64_t)s->rounds);
+        for (int got = 0; got < m;) {
+            int k = (int)rng_below(&g, (uint32_t)N);
+            if (!s->chosen[k]) { s->chosen[k] = 1; got++; }
+        }
+    }
+    double sum = 0;
+    for (int k = 0; k < N; k++) if (s->chosen[k]) sum += s->n_k[k];
+    return s->chosen[r->wrank] ? (float)(s->n_k[r->wrank] / sum) : 0.0f;
+}
+
+static void localsgd_average(run_t *r)
+{
+    localsgd_t *s = r->sync_state;
+    sync_average_params(r, round_weight(r, s), "the parameter average");
+    s->rounds++;
+}
+
+static int localsgd_step(run_t *r)
+{
+    optim_step(r->opt, r->model->params, r->model->grads, 0, r->model->nparams, r->lr);
+    if ((r->step + 1) % r->cfg->period == 0) localsgd_average(r);
+    return 0;
+}
+
+static void localsgd_finish(run_t *r)
+{
+    /* the run ends on a common model */
+    if (r->step % r->cfg->period != 0) localsgd_average(r);
+}
+
+static void localsgd_destroy(run_t *r)
+{
+    localsgd_t *s = r->sync_state;
+    free(s->n_k);
+    free(s->chosen);
+    free(s);
+    r->sync_state = NULL;
+}
+
+static int localsgd_stats(run_t *r, sync_stat_t *out, int max, int progress)
+{
+    localsgd_t *s = r->sync_state;
+    if (max < 1 || !s) return 0;
+    out[0] = (sync_stat_t){ "rounds", (double)s->rounds };
+    return 1;
+}
+
+const sync_ops_t sync_localsgd = {
+    .name = "localsgd",
+    .help = "H local steps, then parameter averaging",
+    .layout = sync_layout_all_workers,
+    .init = localsgd_init,
+    .step = localsgd_step,
+    .finish = localsgd_finish,
+    .destroy = localsgd_destroy,
+    .stats = localsgd_stats,
+};
+
+const sync_ops_t sync_fedavg = {
+    .name = "fedavg",
+    .help = "local SGD with per-round client sampling and sample-count weights",
+    .layout = sync_layout_all_workers,
+    .init = localsgd_init,
+    .step = localsgd_step,
+    .finish = localsgd_finish,
+    .destroy = localsgd_destroy,
+    .stats = localsgd_stats,
+};

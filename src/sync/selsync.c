@@ -1,0 +1,147 @@
+/* --sync selsync: selective synchronization (Tyagi & Swany, CLUSTER 2023;
+ * ALGORITHMS §9). Each step, on every worker, after backward:
+ *
+ *   n_t = Σ_tensors ‖g_tensor‖₂           (each weight and bias tensor)
+ *   cur = EWMA_W(n);  Δ_t = |cur − prev| / prev  (0 while prev = 0);  prev = cur
+ *   sm  = EWMA_W(Δ)
+ *   flag = (t < W) or (sm ≥ δ)            warm-up always synchronizes
+ *   F = allreduce_sum(flag)               one int, every step: the decision is
+ *                                         collective, never a local float
+ *   if F > 0: w = allreduce_sum(w)/N      --aggregation parameter (default), before the step
+ *             g = allreduce_sum(g)/N      --aggregation gradient
+ *   apply the local optimizer step
+ *
+ * EWMA_W is the normalized sliding-window mean over the last W values with
+ * weight (1−a)^j for the j-th newest (j = 1..W), a = --smoothing.
+ * δ = 0 synchronizes every step; with gradient aggregation that is BSP. */
+#include <math.h>
+#include <string.h>
+
+#include <stdlib.h>
+
+#include "../util/util.h"
+#include "sync.h"
+
+typedef struct window {
+    double *v;       /* (W) ring buffer */
+    long count;      /* values pushed so far */
+} window_t;
+
+typedef struct selsync {
+    long W;
+    double a, delta, prev;
+    int grad_agg;
+    window_t norms, deltas;
+    long syncs, steps;
+    double last_sm;
+} selsync_t;
+
+static void window_push(window_t *w, long W, double x) { w->v[w->count++ % W] = x; }
+
+static double window_ewma(const window_t *w, long W, double a)
+{
+    long have = w->count < W ? w->count : W;
+    double num = 0, den = 0, weight = 1;
+    for (long j = 1; j <= have; j++) {      /* j-th newest */
+        weight *= 1.0 - a;
+        num += weight * w->v[(w->count - j) % W];
+        den += weight;
+    }
+    return den > 0 ? num / den : 0;
+}
+
+static int selsync_init(run_t *r)
+{
+    selsync_t *s = xcalloc(1, sizeof *s);
+    r->sync_state = s;
+    s->W = r->cfg->window;
+    s->a = r->cfg->smoothing;
+    s->delta = r->cfg->delta;
+    s->grad_agg = !strcmp(r->cfg->aggregation, "gradient");
+    s->norms.v = xcalloc((size_t)s->W, sizeof(double));
+    s->deltas.v = xcalloc((size_t)s->W, sizeof(double));
+    return sync_bcast_params(r);
+}
+
+/* Σ over weight and bias tensors of their L2 norms. */
+static double tensor_norm_sum(const model_t *m)
+{
+    double total = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        const size_t spans[2][2] = { { l->w_off, l->w_len }, { l->b_off, l->b_len } };
+        for (int k = 0; k < 2; k++) {
+            if (!spans[k][1]) continue;
+            double ss = 0;
+            const float *g = m->grads + spans[k][0];
+            for (size_t j = 0; j < spans[k][1]; j++) ss += (double)g[j] * g[j];
+            total += sqrt(ss);
+        }
+    }
+    return total;
+}
+
+static int selsync_step(run_t *r)
+{
+    selsync_t *s = r->sync_state;
+    model_t *m = r->model;
+    window_push(&s->norms, s->W, tensor_norm_sum(m));
+    double cur = window_ewma(&s->norms, s->W, s->a);
+    double d = s->prev > 0 ? fabs(cur - s->prev) / s->prev : 0.0;
+    s->prev = cur;
+    window_push(&s->deltas, s->W, d);
+    s->last_sm = window_ewma(&s->deltas, s->W, s->a);
+    int flag = (r->step < s->W) || (s->last_sm >= s->delta);
+    comm_allreduce_int(r->comm, &flag, 1, MPI_SUM, "the selsync decision all-reduce");
+    s->steps++;
+    if (flag > 0) {
+        s->syncs++;
+        const float inv = 1.0f / (float)r->nworkers;
+        if (s->grad_agg) {
+            comm_allreduce_sum(r->comm, m->grads, m->nparams, "the selsync gradient all-reduce");
+            for (size_t i = 0; i < m->nparams; i++) m->grads[i] *= inv;
+        } else {
+            comm_allreduce_sum(r->comm, m->params, m->nparams, "the selsync parameter all-reduce");
+            for (size_t i = 0; i < m->nparams; i++) m->params[i] *= inv;
+        }
+    }
+    optim_step(r->opt, m->params, m->grads, 0, m->nparams, r->lr);
+    return 0;
+}
+
+static void selsync_finish(run_t *r)
+{
+    selsync_t *s = r->sync_state;
+    /* the run ends on one model: the replicas' average */
+    if (!s->grad_agg || s->syncs < s->steps)
+        sync_average_params(r, 1.0f / (float)r->nworkers, "the final parameter average");
+}
+
+static void selsync_destroy(run_t *r)
+{
+    selsync_t *s = r->sync_state;
+    free(s->norms.v);
+    free(s->deltas.v);
+    free(s);
+    r->sync_state = NULL;
+}
+
+static int selsync_stats(run_t *r, sync_stat_t *out, int max, int progress)
+{
+    selsync_t *s = r->sync_state;
+    if (max < 2 || !s) return 0;
+    out[0] = (sync_stat_t){ "sync_fraction", s->steps ? (double)s->syncs / (double)s->steps : 0.0 };
+    out[1] = (sync_stat_t){ "syncs", (double)s->syncs };
+    return 2;
+}
+
+const sync_ops_t sync_selsync = {
+    .name = "selsync",
+    .help = "synchronize only the steps whose update is significant",
+    .layout = sync_layout_all_workers,
+    .init = selsync_init,
+    .step = selsync_step,
+    .finish = selsync_finish,
+    .destroy = selsync_destroy,
+    .stats = selsync_stats,
+};

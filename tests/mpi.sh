@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Multi-process tests under mpirun: equivalences between paradigms that the
+# math says are equal, start-up configuration checks, a dead peer under
+# --enable-recovery, uneven shards, and the TCP transport.
+# Usage: tests/mpi.sh BUILD_DIR   (prints "mpi: N passed, M failed")
+set -u
+BUILD=${1:-build}
+DSGD="$BUILD/dsgd"
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d /tmp/dsgd-mpi-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPIRUN=(mpirun -q)
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+diff_le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a+0 <= b+0)}'; }
+json_field() {
+    python3 -c 'import json,sys
+v=None
+for l in open(sys.argv[1]):
+    r=json.loads(l)
+    if r["event"]==sys.argv[2]: v=r[sys.argv[3]]
+print(v)' "$@"
+}
+
+# A small run: 40 steps of mlp:32 on synthetic data, plain SGD.
+C=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet)
+
+# same_params NAME TOL A B: parameters of two checkpoints agree within TOL
+same_params() {
+    local d
+    d=$(python3 "$HERE/ckpt_diff.py" "$3" "$4" 2>&1)
+    if diff_le "$d" "$2"; then ok "$1 (max |diff| $d)"; else bad "$1" "max |diff| $d > $2"; fi
+}
+
+# ---- equivalences ----
+"$DSGD" train "${C[@]}" --checkpoint "$WORK/none.st" > /dev/null
+"${MPIRUN[@]}" -np 1 "$DSGD" train "${C[@]}" --sync bsp --checkpoint "$WORK/bsp1.st" > /dev/null
+same_params "bsp on 1 rank equals --sync none bit for bit" 0 "$WORK/none.st" "$WORK/bsp1.st"
+
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync bsp --checkpoint "$WORK/bsp2.st" > /dev/null
+# θ − η·mean(g) vs mean(θ − η·g): equal up to float rounding, a few ulps per
+# step of O(1) weights: 1e-6 over 40 steps.
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync localsgd --period 1 --checkpoint "$WORK/ls1.st" > /dev/null
+same_params "localsgd --period 1 equals bsp (2 ranks)" 1e-6 "$WORK/bsp2.st" "$WORK/ls1.st"
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync fedavg --period 1 --checkpoint "$WORK/fa1.st" > /dev/null
+same_params "fedavg with every client and equal shards equals localsgd" 1e-6 "$WORK/ls1.st" "$WORK/fa1.st"
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync selsync --delta 0 --aggregation gradient \
+    --checkpoint "$WORK/ssg.st" --metrics "$WORK/ssg.jsonl" > /dev/null
+same_params "selsync --delta 0 --aggregation gradient equals bsp" 1e-6 "$WORK/bsp2.st" "$WORK/ssg.st"
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync selsync --delta 0 --metrics "$WORK/ssp.jsonl" > /dev/null
+frac=$(json_field "$WORK/ssp.jsonl" done sync_fraction)
+if [ "$frac" = "1" ]; then ok "selsync --delta 0 synchronizes every step"; else bad "selsync --delta 0" "sync_fraction $frac"; fi
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --steps 200 --sync selsync --metrics "$WORK/ss.jsonl" > /dev/null
+frac=$(json_field "$WORK/ss.jsonl" done sync_fraction)
+if awk -v f="$frac" 'BEGIN{exit !(f > 0 && f < 1)}'; then ok "selsync --delta 0.3 skips steps (sync_fraction $frac)"
+else bad "selsync default delta" "sync_fraction $frac"; fi
+# local SGD really is local between averages: period 8 differs from bsp
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync localsgd --period 8 --checkpoint "$WORK/ls8.st" > /dev/null
+d=$(python3 "$HERE/ckpt_diff.py" "$WORK/bsp2.st" "$WORK/ls8.st")
+if awk -v d="$d" 'BEGIN{exit !(d > 1e-4)}'; then ok "localsgd --period 8 departs from bsp (max |diff| $d)"
+else bad "localsgd --period 8" "identical to bsp ($d)"; fi
+
+# ---- uneven shards: 1003 samples over 3 ranks, same steps everywhere ----
+if "${MPIRUN[@]}" -np 3 "$DSGD" train --data synthetic:1003 --model mlp:16 --batch 16 --epochs 2 --sync bsp \
+    --quiet --metrics "$WORK/uneven.jsonl" > "$WORK/uneven.out" 2>&1 &&
+   [ "$(json_field "$WORK/uneven.jsonl" done steps)" = "40" ]; then ok "3 ranks on 1003 samples run 40 steps each"
+else bad "uneven shards" "$(tail -3 "$WORK/uneven.out")"; fi
+
+# ---- the multi-machine path: Open MPI's TCP transport ----
+if "${MPIRUN[@]}" --mca pml ob1 --mca btl tcp,self -np 2 "$DSGD" train "${C[@]}" --sync bsp \
+    --checkpoint "$WORK/tcp.st" > "$WORK/tcp.out" 2>&1; then
+    same_params "bsp over TCP equals bsp over shared memory" 0 "$WORK/bsp2.st" "$WORK/tcp.st"
+else bad "bsp over TCP" "$(tail -3 "$WORK/tcp.out")"; fi
+
+# ---- configuration mismatch across ranks is caught at start-up ----
+"${MPIRUN[@]}" -np 1 "$DSGD" train "${C[@]}" --sync bsp --lr 0.05 : -np 1 "$DSGD" train "${C[@]}" --sync bsp --lr 0.2 \
+    > "$WORK/mm.out" 2> "$WORK/mm.err"
+rc=$?
+if [ $rc -ne 0 ] && [ "$(grep -c 'dsgd: error' "$WORK/mm.err")" = 1 ] && grep -q "rank(s) 1: --lr=0.2 here but --lr=0.05 on rank 0" "$WORK/mm.err"
+then ok "mismatched --lr across ranks stops every rank naming rank 1 and --lr"
+else bad "configuration mismatch" "rc $rc: $(cat "$WORK/mm.err")"; fi
+
+# ---- a dead peer: rank 2 exits at step 20; the others stop within the timeout ----
+# mpirun --enable-recovery keeps the survivors up (and exits 0 itself), so each
+# rank's own exit status is recorded.
+start=$SECONDS
+"${MPIRUN[@]}" --enable-recovery -np 4 sh -c '"$0" "$@"; echo $? > "'"$WORK"'/rc.$OMPI_COMM_WORLD_RANK"' \
+    "$DSGD" train "${C[@]}" --steps 100000 --sync bsp --fail 2@20 --timeout 4 > "$WORK/fail.out" 2> "$WORK/fail.err"
+took=$((SECONDS - start))
+rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 2>/dev/null | tr '\n' ' ')"
+if [ "$rcs" = "1 1 3 1 " ] && grep -q "rank 2 did not arrive at the gradient all-reduce" "$WORK/fail.err" && [ $took -le 15 ]; then
+    ok "bsp with rank 2 dead: ranks 0,1,3 exit 1 in ${took}s, naming rank 2"
+else bad "bsp with a dead rank" "exit codes [$rcs] after ${took}s: $(grep dsgd "$WORK/fail.err" | head -3)"; fi
+
+echo "mpi: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
