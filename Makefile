@@ -6,7 +6,15 @@
 #   make check-deps    say what is missing
 
 SANITIZE ?= 0
-ifeq ($(SANITIZE),1)
+SIM ?= 0
+ifeq ($(SIM),1)
+# the same sources, built for SimGrid's simulated MPI
+BUILD ?= build-sim
+CC := smpicc
+SANFLAGS :=
+DEFS := -DDSGD_SIM
+OPT := -O3 -g
+else ifeq ($(SANITIZE),1)
 BUILD ?= build-san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 OPT := -O1 -g
@@ -16,9 +24,12 @@ SANFLAGS :=
 OPT := -O3 -g
 endif
 
+CC ?= mpicc
+ifeq ($(origin CC),default)
 CC := mpicc
+endif
 CFLAGS ?= $(OPT)
-CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation $(SANFLAGS)
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation $(DEFS) $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
 LDLIBS := -lopenblas -lcjson -lz -lm
 
@@ -29,15 +40,15 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test bench demo check-deps clean
+.PHONY: all test bench demo sim check-deps clean
 all: check-deps $(BUILD)/dsgd
 
 # ---- dependency detection: one line per missing piece, with the fix ----
-HAVE_MPICC := $(shell command -v mpicc >/dev/null 2>&1 && echo yes)
+HAVE_MPICC := $(shell command -v $(CC) >/dev/null 2>&1 && echo yes)
 have_header = $(shell echo 'int main(void){return 0;}' | $(CC) -include $(1) -x c -fsyntax-only - >/dev/null 2>&1 && echo yes)
 check-deps:
 ifneq ($(HAVE_MPICC),yes)
-	@echo "missing: mpicc (MPI). Install: apt-get install libopenmpi-dev openmpi-bin (or MPICH), or run scripts/install-deps" >&2; exit 1
+	@echo "missing: $(CC) (MPI; smpicc for make sim). Install: apt-get install libopenmpi-dev openmpi-bin (or MPICH; libsimgrid-dev for smpicc), or run scripts/install-deps" >&2; exit 1
 else
 	@test "$(call have_header,cblas.h)" = yes || { echo "missing: CBLAS header (OpenBLAS). Install: apt-get install libopenblas-dev, or run scripts/install-deps" >&2; exit 1; }
 	@test "$(call have_header,zlib.h)" = yes || { echo "missing: zlib. Install: apt-get install zlib1g-dev, or run scripts/install-deps" >&2; exit 1; }
@@ -64,6 +75,9 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libdsgd.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libdsgd.a $(LDFLAGS) $(LDLIBS)
 
 test: all $(TEST_BIN)
+ifeq ($(SANITIZE)$(SIM),00)
+	@$(MAKE) --no-print-directory sim
+endif
 	@SANITIZE=$(SANITIZE) tests/run.sh $(BUILD)
 
 bench: all $(BENCH_BIN)
@@ -71,6 +85,10 @@ bench: all $(BENCH_BIN)
 
 demo: all
 	@scripts/demo $(BUILD)
+
+# build-sim/dsgd: run it with scripts/dsgd-sim (smpirun on a generated platform)
+sim:
+	@$(MAKE) --no-print-directory SIM=1 all
 
 clean:
 	rm -rf build build-san build-sim

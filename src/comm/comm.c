@@ -10,6 +10,16 @@
 
 #define CHUNK (1 << 30)  /* MPI counts are int: large vectors go in pieces */
 
+/* SimGrid 3.32's MPI_Iallreduce returns wrong elements for counts of ~16K
+ * floats and more (its blocking MPI_Allreduce is right), so the simulated
+ * build reduces and broadcasts with the blocking calls. A simulated peer
+ * never dies, so nothing is lost by not polling with a timeout there. */
+#ifdef DSGD_SIM
+#define SIM_BLOCKING 1
+#else
+#define SIM_BLOCKING 0
+#endif
+
 void comm_init(comm_t *c, int *argc, char ***argv)
 {
     memset(c, 0, sizeof *c);
@@ -23,7 +33,6 @@ void comm_init(comm_t *c, int *argc, char ***argv)
     int len = 0;
     MPI_Get_processor_name(c->host, &len);
     c->timeout_s = 60;
-    util_set_rank_label(c->rank, c->size);
 }
 
 void comm_finalize(comm_t *c)
@@ -201,7 +210,12 @@ void comm_iallreduce_sum(comm_t *c, float *buf, size_t n, MPI_Request *req)
 {
     if (n > CHUNK) die("comm_iallreduce_sum: span of %zu floats exceeds one MPI call; split it", n);
     double t0 = now_s();
-    MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->world, req));
+    if (SIM_BLOCKING) {
+        MPI_CHECK(c, MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->world));
+        *req = MPI_REQUEST_NULL;
+    } else {
+        MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->world, req));
+    }
     c->comm_s += now_s() - t0;
     c->bytes_sent += n * sizeof(float);
     c->msgs_sent++;
@@ -221,8 +235,9 @@ void comm_allreduce_sum(comm_t *c, float *buf, size_t n, const char *what)
 
 void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what)
 {
-    MPI_Request req;
-    MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_INT, op, c->world, &req));
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (SIM_BLOCKING) MPI_CHECK(c, MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT, op, c->world));
+    else MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_INT, op, c->world, &req));
     c->bytes_sent += (uint64_t)n * sizeof(int);
     c->msgs_sent++;
     c->collectives++;
@@ -236,7 +251,10 @@ void comm_bcast(comm_t *c, void *buf, size_t bytes, int root, const char *what)
     for (size_t off = 0; off < bytes; off += CHUNK) {
         if (k == 16) { comm_waitall(c, k, req, what); k = 0; }
         size_t len = bytes - off < CHUNK ? bytes - off : CHUNK;
-        MPI_CHECK(c, MPI_Ibcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world, &req[k++]));
+        req[k] = MPI_REQUEST_NULL;
+        if (SIM_BLOCKING) MPI_CHECK(c, MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world));
+        else MPI_CHECK(c, MPI_Ibcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world, &req[k]));
+        k++;
         if (c->rank == root) { c->bytes_sent += len; c->msgs_sent++; }
     }
     c->collectives++;

@@ -12,26 +12,46 @@
 #include "../util/util.h"
 #include "sync.h"
 
+/* Spans wait in a queue and one all-reduce is in flight at a time, in
+ * backward order: every MPI (SimGrid's included) keeps concurrent
+ * nonblocking collectives apart only by call order, and one in flight is
+ * enough to hide the reduction behind the layers still computing. */
 typedef struct bsp {
     run_t *r;
-    MPI_Request reqs[64];   /* one per parameter layer */
-    int nreq;
+    size_t off[64], len[64];   /* queued spans, one per parameter layer */
+    int queued, started;       /* spans queued / all-reduces started this step */
+    MPI_Request req;           /* the one in flight, or MPI_REQUEST_NULL */
 } bsp_t;
+
+/* Start the next queued span if nothing is in flight. */
+static void bsp_pump(bsp_t *s)
+{
+    if (s->req != MPI_REQUEST_NULL) {
+        int done = 0;
+        MPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
+        if (!done) return;
+    }
+    if (s->started < s->queued) {
+        comm_iallreduce_sum(s->r->comm, s->r->model->grads + s->off[s->started], s->len[s->started], &s->req);
+        s->started++;
+    }
+}
 
 static void bsp_grad_ready(void *ctx, size_t off, size_t len)
 {
     bsp_t *s = ctx;
-    if (s->nreq == 64) die("bsp: more than 64 parameter layers");
-    comm_iallreduce_sum(s->r->comm, s->r->model->grads + off, len, &s->reqs[s->nreq++]);
-    /* give MPI a chance to progress the earlier layers' reductions */
-    int flag;
-    MPI_Testall(s->nreq, s->reqs, &flag, MPI_STATUSES_IGNORE);
+    if (s->queued == 64) die("bsp: more than 64 parameter layers");
+    s->off[s->queued] = off;
+    s->len[s->queued] = len;
+    s->queued++;
+    bsp_pump(s);
 }
 
 static int bsp_init(run_t *r)
 {
     bsp_t *s = xcalloc(1, sizeof *s);
     s->r = r;
+    s->req = MPI_REQUEST_NULL;
     r->sync_state = s;
     r->model->grad_ready = bsp_grad_ready;
     r->model->grad_ctx = s;
@@ -41,8 +61,12 @@ static int bsp_init(run_t *r)
 static int bsp_step(run_t *r)
 {
     bsp_t *s = r->sync_state;
-    comm_waitall(r->comm, s->nreq, s->reqs, "the gradient all-reduce");
-    s->nreq = 0;
+    for (;;) {
+        comm_waitall(r->comm, 1, &s->req, "the gradient all-reduce");
+        if (s->started == s->queued) break;
+        bsp_pump(s);
+    }
+    s->queued = s->started = 0;
     float *g = r->model->grads;
     const float inv = 1.0f / (float)r->nworkers;
     for (size_t i = 0; i < r->model->nparams; i++) g[i] *= inv;

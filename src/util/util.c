@@ -9,15 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Labels for die(); written once before any training starts. */
-static int g_rank = -1, g_size = 1;
-
-void util_set_rank_label(int rank, int size)
-{
-    g_rank = rank;
-    g_size = size;
-}
-
 void die(const char *fmt, ...)
 {
     char msg[1024];
@@ -25,20 +16,24 @@ void die(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (g_size > 1) {
-        char host[256] = "?";
-        gethostname(host, sizeof host);
-        host[sizeof host - 1] = 0;
-        fprintf(stderr, "dsgd: error: rank %d (%s): %s\n", g_rank, host, msg);
+    /* rank and size come from MPI itself: no global state */
+    int up = 0, down = 0, rank = 0, size = 1;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+    if (size > 1) {
+        char host[MPI_MAX_PROCESSOR_NAME] = "?";
+        int len = 0;
+        MPI_Get_processor_name(host, &len);
+        fprintf(stderr, "dsgd: error: rank %d (%s): %s\n", rank, host, msg);
     } else {
         fprintf(stderr, "dsgd: error: %s\n", msg);
     }
     fflush(stderr);
-    int up = 0, down = 0;
-    MPI_Initialized(&up);
-    MPI_Finalized(&down);
-    if (up && !down && g_size > 1)
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
 }
 

@@ -16,10 +16,6 @@
  * has more than one rank, so no peer is left hanging. Never returns. */
 void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
-/* Set once at start-up so die() can name the rank; not part of the training
- * path (it only labels messages). */
-void util_set_rank_label(int rank, int size);
-
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 /* 64-byte aligned, zeroed; free with free(). */
