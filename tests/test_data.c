@@ -233,6 +233,36 @@ static void test_iterator(void)
     dataset_free(&tr); dataset_free(&te);
 }
 
+static void test_injection(void)
+{
+    dataset_t tr, te;
+    char err[256];
+    dataset_load("synthetic:400", &tr, &te, err, sizeof err);
+    long n;
+    int32_t *p = partition_indices(&tr, PART_LABEL_SKEW, 0, 4, 5, &n);  /* rank 0 owns class 0 (and maybe 1) */
+    int owned[4] = { 0 };
+    for (long i = 0; i < n; i++) owned[tr.y[p[i]]] = 1;
+    batch_iter_t *a = batch_iter_create(&tr, p, n, 8, 3, 0), *b = batch_iter_create(&tr, p, n, 8, 3, 0);
+    batch_iter_inject(a, 2, 3);
+    batch_iter_inject(b, 2, 3);
+    CHECK(a->nb == 8 + 2 * 3, "batch of %d, want 14", a->nb);
+    int foreign_ok = 1, own_ok = 1;
+    for (int k = 0; k < 5; k++) {
+        batch_iter_next(a);
+        for (int j = 0; j < 8; j++) own_ok &= owned[a->y[j]];
+        for (int j = 8; j < 14; j++) foreign_ok &= !owned[a->y[j]];
+    }
+    CHECK(own_ok, "the regular part of a batch holds a class the rank does not own");
+    CHECK(foreign_ok, "an injected sample is of a class the rank owns");
+    batch_iter_seek(b, 4);
+    batch_iter_next(b);
+    CHECK(!memcmp(a->y, b->y, sizeof(int32_t) * 14) && !memcmp(a->x, b->x, sizeof(float) * 14 * 64),
+          "injection after seek(4) differs from the 5th batch");
+    batch_iter_free(a); batch_iter_free(b);
+    free(p);
+    dataset_free(&tr); dataset_free(&te);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -244,6 +274,7 @@ int main(int argc, char **argv)
     RUN(test_cifar);
     RUN(test_partitions);
     RUN(test_iterator);
+    RUN(test_injection);
     clean_dir();
     rmdir(dir);
     return TEST_END("test_data");

@@ -194,7 +194,7 @@ batch_iter_t *batch_iter_create(const dataset_t *d, const int32_t *idx, long n, 
 {
     if (n < 1) die("a rank's data partition is empty; use fewer ranks or more data");
     batch_iter_t *it = xcalloc(1, sizeof *it);
-    it->d = d; it->idx = idx; it->n = n; it->B = B;
+    it->d = d; it->idx = idx; it->n = n; it->B = B; it->nb = B;
     it->seed = seed; it->stream = stream;
     it->order = xmalloc(sizeof(int32_t) * (size_t)n);
     it->x = xalloc_floats((size_t)B * (size_t)dataset_dim(d));
@@ -206,8 +206,36 @@ batch_iter_t *batch_iter_create(const dataset_t *d, const int32_t *idx, long n, 
 void batch_iter_free(batch_iter_t *it)
 {
     if (!it) return;
+    for (int c = 0; c < it->inj_nclass; c++) free(it->inj_pool[c]);
+    free(it->inj_pool); free(it->inj_pool_n); free(it->inj_class);
     free(it->order); free(it->x); free(it->y);
     free(it);
+}
+
+void batch_iter_inject(batch_iter_t *it, int k, int m)
+{
+    const dataset_t *d = it->d;
+    int owned[256] = { 0 };
+    for (long i = 0; i < it->n; i++) owned[d->y[it->idx[i]]] = 1;
+    long count[256] = { 0 };
+    for (long i = 0; i < d->n; i++) count[d->y[i]]++;
+    it->inj_class = xcalloc(256, sizeof(int32_t));
+    it->inj_pool = xcalloc(256, sizeof(int32_t *));
+    it->inj_pool_n = xcalloc(256, sizeof(long));
+    for (int c = 0; c < 256; c++) {
+        if (owned[c] || !count[c]) continue;
+        int j = it->inj_nclass++;
+        it->inj_class[j] = c;
+        it->inj_pool[j] = xmalloc(sizeof(int32_t) * (size_t)count[c]);
+        for (long i = 0; i < d->n; i++) if (d->y[i] == c) it->inj_pool[j][it->inj_pool_n[j]++] = (int32_t)i;
+    }
+    it->inj_k = k < it->inj_nclass ? k : it->inj_nclass;
+    it->inj_m = m;
+    it->nb = it->B + it->inj_k * it->inj_m;
+    free(it->x);
+    free(it->y);
+    it->x = xalloc_floats((size_t)it->nb * (size_t)dataset_dim(d));
+    it->y = xmalloc(sizeof(int32_t) * (size_t)it->nb);
 }
 
 static void iter_shuffle_pass(batch_iter_t *it)
@@ -238,5 +266,24 @@ void batch_iter_next(batch_iter_t *it)
         int32_t s = it->order[it->pos++];
         memcpy(it->x + (long)b * dim, it->d->x + (long)s * dim, sizeof(float) * (size_t)dim);
         it->y[b] = it->d->y[s];
+    }
+    if (!it->inj_k) return;
+    /* the injected part depends only on (seed, stream, batch number) */
+    long batch = (it->pass * it->n + it->pos) / it->B;
+    rng_t r;
+    rng_seed(&r, it->seed ^ 0x1a7ec7ULL, ((uint64_t)it->stream << 32) ^ (uint64_t)batch);
+    int at = it->B, slot[256];
+    for (int j = 0; j < it->inj_nclass; j++) slot[j] = j;
+    for (int j = 0; j < it->inj_k; j++) {
+        /* k distinct foreign classes: a partial Fisher-Yates over the slots */
+        int pick = j + (int)rng_below(&r, (uint32_t)(it->inj_nclass - j));
+        int c = slot[pick];
+        slot[pick] = slot[j];
+        slot[j] = c;
+        for (int q = 0; q < it->inj_m; q++, at++) {
+            int32_t s = it->inj_pool[c][rng_below(&r, (uint32_t)it->inj_pool_n[c])];
+            memcpy(it->x + (long)at * dim, it->d->x + (long)s * dim, sizeof(float) * (size_t)dim);
+            it->y[at] = it->d->y[s];
+        }
     }
 }

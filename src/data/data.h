@@ -65,7 +65,15 @@ typedef struct batch_iter {
     const dataset_t *d;
     const int32_t *idx;    /* (n) not owned */
     long n;
-    int B;
+    int B;                 /* samples drawn from idx per batch */
+    int nb;                /* samples per batch in x/y: B plus injected ones */
+    /* SelSync's data injection (non-IID): each batch also carries m samples
+     * of each of k classes this rank does not own, drawn fresh per batch. */
+    int inj_k, inj_m;
+    int inj_nclass;        /* foreign classes available */
+    int32_t *inj_class;    /* (inj_nclass) their labels */
+    int32_t **inj_pool;    /* (inj_nclass) → sample indices of that class */
+    long *inj_pool_n;      /* (inj_nclass) */
     uint64_t seed, stream;
     long pass, pos;
     int32_t *order;        /* (n) current pass permutation */
@@ -75,6 +83,10 @@ typedef struct batch_iter {
 
 batch_iter_t *batch_iter_create(const dataset_t *d, const int32_t *idx, long n, int B,
                                 uint64_t seed, uint64_t stream);
+/* Add SelSync's data injection: each batch gets m samples of each of
+ * min(k, foreign) classes absent from idx, drawn from the whole dataset by a
+ * generator seeded from (seed, stream, batch number). Grows nb. */
+void batch_iter_inject(batch_iter_t *it, int k, int m);
 void batch_iter_free(batch_iter_t *it);
 /* Position the iterator as if k batches had been drawn. */
 void batch_iter_seek(batch_iter_t *it, long k);

@@ -41,6 +41,8 @@ const opt_def_t config_train_opts[] = {
     { "window", OT_LONG, S(window), "25", "selsync: window W of the EWMAs (and warm-up steps that always sync)" },
     { "smoothing", OT_DOUBLE, S(smoothing), "0.01", "selsync: EWMA smoothing a" },
     { "aggregation", OT_STR, S(aggregation), "parameter", "selsync: what a sync averages: parameter | gradient" },
+    { "inject-alpha", OT_DOUBLE, S(inject_alpha), "0", "data injection: each batch adds ceil(alpha*C) classes the worker lacks (0: off; paper 0.25)" },
+    { "inject-beta", OT_DOUBLE, S(inject_beta), "0.25", "data injection: floor(beta*B*N/C) samples of each injected class" },
     { "quiet", OT_FLAG, S(quiet), "0", "print only errors and the final result" },
     { NULL, 0, 0, NULL, NULL }
 };
@@ -143,6 +145,8 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (!(c->smoothing >= 0 && c->smoothing < 1)) BAD("--smoothing must be in [0, 1) (got %g)", c->smoothing);
     if (strcmp(c->aggregation, "parameter") && strcmp(c->aggregation, "gradient"))
         BAD("unknown --aggregation '%s'; choose parameter or gradient", c->aggregation);
+    if (c->inject_alpha < 0 || c->inject_alpha > 1 || c->inject_beta < 0)
+        BAD("--inject-alpha must be in [0, 1] and --inject-beta >= 0");
     if (*c->metrics && *c->checkpoint && !strcmp(c->metrics, c->checkpoint))
         BAD("--metrics and --checkpoint name the same file '%s'", c->metrics);
     return 0;

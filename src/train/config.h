@@ -17,6 +17,7 @@ typedef struct config {
     double timeout;
     long period, window;               /* localsgd H; selsync W */
     double fedavg_fraction, delta, smoothing;
+    double inject_alpha, inject_beta;  /* SelSync's non-IID data injection */
     int quiet;
 } config_t;
 

@@ -71,12 +71,19 @@ static void stats_text(run_t *r, char *out, size_t len)
         at += (size_t)snprintf(out + at, len - at, "  %s %.4g", st[i].key, st[i].value);
 }
 
+/* A live status line only for a single process on a terminal: under
+ * mpirun, stdout is a pseudo-terminal even when the user pipes it. */
+static int live_line(const run_t *r)
+{
+    return r->comm->rank == 0 && r->comm->size == 1 && !r->cfg->quiet && isatty(STDOUT_FILENO);
+}
+
 static void print_progress(run_t *r, const evaluator_t *ev, double train_loss, double sps, double t)
 {
     if (r->cfg->quiet || r->comm->rank != 0) return;
     char extra[512];
     stats_text(r, extra, sizeof extra);
-    if (isatty(STDOUT_FILENO)) fputs("\r\033[K", stdout);
+    if (live_line(r)) fputs("\r\033[K", stdout);
     printf("epoch %6.2f  step %7ld  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.1fs%s\n",
            (double)r->step / (double)r->steps_per_epoch, r->step, train_loss, ev->acc, ev->loss, sps, t, extra);
     fflush(stdout);
@@ -131,7 +138,17 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
     if (load_data(r, cfg) != 0) return -1;
     if (model_spec_check(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, r->err, sizeof r->err) != 0)
         return -1;
-    int max_batch = cfg->batch > EVAL_CHUNK ? (int)cfg->batch : EVAL_CHUNK;
+    int nworkers = r->nworkers, wrank = r->wrank;
+    r->part = partition_indices(&r->train, pk, wrank, nworkers, (uint64_t)cfg->seed, &r->part_n);
+    if (r->part_n < 1) FAIL("rank %d's data partition is empty; use fewer ranks or more data", wrank);
+    r->it = batch_iter_create(&r->train, r->part, r->part_n, (int)cfg->batch, (uint64_t)cfg->seed, (uint64_t)wrank);
+    if (cfg->inject_alpha > 0) {
+        int C = r->train.classes;
+        int k = (int)ceil(cfg->inject_alpha * C - 1e-9), m = (int)floor(cfg->inject_beta * cfg->batch * nworkers / C + 1e-9);
+        if (m < 1) FAIL("--inject-beta %g gives no injected samples (floor(beta*B*N/C) = 0); raise it", cfg->inject_beta);
+        batch_iter_inject(r->it, k, m);
+    }
+    int max_batch = r->it->nb > EVAL_CHUNK ? r->it->nb : EVAL_CHUNK;
     r->model = model_create(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, max_batch);
     model_init_params(r->model, (uint64_t)cfg->seed);
     r->opt = optim_create(oc, r->model->nparams);
@@ -140,7 +157,6 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
         if (ckpt_restore(resume, r->model, r->opt, why, sizeof why) != 0) FAIL("'%s': %s", cfg->resume, why);
         r->step = resume->meta.step;
     }
-    int nworkers = r->nworkers, wrank = r->wrank;
     r->steps_per_epoch = r->train.n / ((long)nworkers * cfg->batch);
     if (r->steps_per_epoch < 1)
         FAIL("--batch %ld x %d workers exceeds the %ld training samples; use a smaller batch", cfg->batch, nworkers, r->train.n);
@@ -148,9 +164,6 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
     if (r->step > r->total_steps)
         FAIL("checkpoint '%s' is at step %ld, past the %ld steps this run would train; raise --epochs or --steps",
              cfg->resume, r->step, r->total_steps);
-    r->part = partition_indices(&r->train, pk, wrank, nworkers, (uint64_t)cfg->seed, &r->part_n);
-    if (r->part_n < 1) FAIL("rank %d's data partition is empty; use fewer ranks or more data", wrank);
-    r->it = batch_iter_create(&r->train, r->part, r->part_n, (int)cfg->batch, (uint64_t)cfg->seed, (uint64_t)wrank);
     batch_iter_seek(r->it, r->step);
     return 0;
 }
@@ -252,10 +265,10 @@ int train_main(const config_t *cfg, comm_t *comm)
     evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN };
     for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
     const long eval_every = cfg->eval_every > 0 ? cfg->eval_every : r->steps_per_epoch;
-    const long start_step = r->step, samples_per_step = cfg->batch * r->nworkers;
+    const long start_step = r->step, samples_per_step = (long)r->it->nb * r->nworkers;
     double train_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0;
     long loss_n = 0, seg_samples = 0;
-    const int tty = lead && !cfg->quiet && isatty(STDOUT_FILENO);
+    const int tty = live_line(r);
 
     while (r->step < r->total_steps) {
         comm->step = r->step;
@@ -266,9 +279,9 @@ int train_main(const config_t *cfg, comm_t *comm)
         }
         double ts = now_s();
         batch_iter_next(r->it);
-        model_forward(r->model, r->it->x, (int)cfg->batch);
-        r->loss = model_loss(r->model, r->it->y, (int)cfg->batch);
-        model_backward(r->model, r->it->y, (int)cfg->batch);
+        model_forward(r->model, r->it->x, r->it->nb);
+        r->loss = model_loss(r->model, r->it->y, r->it->nb);
+        model_backward(r->model, r->it->y, r->it->nb);
         faults_delay(&faults, now_s() - ts);
         r->lr = lr_at(&r->sched, r->step);
         if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
