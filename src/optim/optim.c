@@ -46,6 +46,11 @@ void optim_reset(optim_t *o)
 
 void optim_step(optim_t *o, float *w, const float *g, size_t off, size_t count, float lr)
 {
+    optim_step_scaled(o, w, g, 1.0f, off, count, lr);
+}
+
+void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count, float lr)
+{
     const float wd = o->cfg.weight_decay, mu = o->cfg.momentum;
     w += off;
     g += off;
@@ -54,7 +59,7 @@ void optim_step(optim_t *o, float *w, const float *g, size_t off, size_t count, 
         float *G = o->accum + off;
         const float eps = o->cfg.eps;
         for (size_t i = 0; i < count; i++) {
-            float gi = g[i] + wd * w[i];
+            float gi = gscale * g[i] + wd * w[i];
             G[i] += gi * gi;
             w[i] -= lr * gi / (sqrtf(G[i]) + eps);
         }
@@ -63,7 +68,7 @@ void optim_step(optim_t *o, float *w, const float *g, size_t off, size_t count, 
     case OPT_NESTEROV: {
         float *v = o->velocity + off;
         for (size_t i = 0; i < count; i++) {
-            float gi = g[i] + wd * w[i];
+            float gi = gscale * g[i] + wd * w[i];
             v[i] = mu * v[i] + gi;
             w[i] -= lr * (gi + mu * v[i]);
         }
@@ -73,12 +78,12 @@ void optim_step(optim_t *o, float *w, const float *g, size_t off, size_t count, 
         if (o->velocity) {
             float *v = o->velocity + off;
             for (size_t i = 0; i < count; i++) {
-                float gi = g[i] + wd * w[i];
+                float gi = gscale * g[i] + wd * w[i];
                 v[i] = mu * v[i] + gi;
                 w[i] -= lr * v[i];
             }
         } else {
-            for (size_t i = 0; i < count; i++) w[i] -= lr * (g[i] + wd * w[i]);
+            for (size_t i = 0; i < count; i++) w[i] -= lr * (gscale * g[i] + wd * w[i]);
         }
         break;
     }

@@ -41,6 +41,9 @@ void optim_reset(optim_t *o);
 /* One update of w[off, off+count) with gradient g[off, off+count) and rate lr.
  * g is not modified. */
 void optim_step(optim_t *o, float *w, const float *g, size_t off, size_t count, float lr);
+/* The same with the gradient taken as gscale·g (e.g. 1/N after a sum-all-
+ * reduce), fused into the update instead of a separate pass. */
+void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count, float lr);
 
 /* Learning-rate schedule: linear warm-up over `warmup` steps, then constant
  * or step decay (×gamma every `step_every` steps). */

@@ -67,10 +67,7 @@ static int bsp_step(run_t *r)
         bsp_pump(s);
     }
     s->queued = s->started = 0;
-    float *g = r->model->grads;
-    const float inv = 1.0f / (float)r->nworkers;
-    for (size_t i = 0; i < r->model->nparams; i++) g[i] *= inv;
-    optim_step(r->opt, r->model->params, g, 0, r->model->nparams, r->lr);
+    optim_step_scaled(r->opt, r->model->params, r->model->grads, 1.0f / (float)r->nworkers, 0, r->model->nparams, r->lr);
     return 0;
 }
 
