@@ -51,6 +51,7 @@ done
 [ "${SANITIZE:-0}" = 1 ] && export ASAN_OPTIONS="detect_leaks=0"
 run_part cli tests/cli.sh "$BUILD"
 run_part mpi tests/mpi.sh "$BUILD"
+run_part ps tests/ps.sh "$BUILD"
 # the simulated build is tested once, with the plain build
 [ "${SANITIZE:-0}" = 1 ] || run_part sim tests/sim.sh build-sim "$BUILD"
 

@@ -108,9 +108,18 @@ static void col2im(float *dinp, const float *col, const conv_geom_t *g)
                         if (ih < 0 || ih >= g->H) continue;
                         float *d = dst + ih * g->W;
                         const float *s = src + oh * g->OW;
-                        for (int ow = 0; ow < g->OW; ow++) {
-                            int iw = ow * g->stride - g->pad + kj;
-                            if (iw >= 0 && iw < g->W) d[iw] += s[ow];
+                        if (g->stride == 1) {
+                            /* valid ow: 0 <= ow - pad + kj < W, as in im2col */
+                            int lo = g->pad - kj, hi = g->W + g->pad - kj;
+                            if (lo < 0) lo = 0;
+                            if (hi > g->OW) hi = g->OW;
+                            const int shift = kj - g->pad;
+                            for (int ow = lo; ow < hi; ow++) d[ow + shift] += s[ow];
+                        } else {
+                            for (int ow = 0; ow < g->OW; ow++) {
+                                int iw = ow * g->stride - g->pad + kj;
+                                if (iw >= 0 && iw < g->W) d[iw] += s[ow];
+                            }
                         }
                     }
                 }
@@ -163,8 +172,38 @@ void conv2d_backward(float *dinp, float *dw, float *db, float *col, float *tmp,
 
 /* ---------------- pooling ---------------- */
 
+/* The common 2x2, stride 2, no padding case: no bounds checks; the same
+ * first-wins tie-breaking as the general loop. */
+static void maxpool2x2_forward(float *out, int32_t *argmax, const float *inp, const conv_geom_t *g)
+{
+    const int HW = g->H * g->W, OHW = g->OH * g->OW, W = g->W;
+    for (long bc = 0; bc < (long)g->B * g->C; bc++) {
+        const float *s = inp + bc * HW;
+        float *o = out + bc * OHW;
+        int32_t *a = argmax + bc * OHW;
+        const int32_t base = (int32_t)(bc * HW);
+        for (int oh = 0; oh < g->OH; oh++) {
+            const float *r0 = s + 2 * oh * W, *r1 = r0 + W;
+            for (int ow = 0; ow < g->OW; ow++) {
+                int j = 2 * ow;
+                float best = r0[j];
+                int32_t bi = 2 * oh * W + j;
+                if (r0[j + 1] > best) { best = r0[j + 1]; bi = 2 * oh * W + j + 1; }
+                if (r1[j] > best) { best = r1[j]; bi = (2 * oh + 1) * W + j; }
+                if (r1[j + 1] > best) { best = r1[j + 1]; bi = (2 * oh + 1) * W + j + 1; }
+                o[oh * g->OW + ow] = best;
+                a[oh * g->OW + ow] = base + bi;
+            }
+        }
+    }
+}
+
 void maxpool_forward(float *out, int32_t *argmax, const float *inp, const conv_geom_t *g)
 {
+    if (g->KH == 2 && g->KW == 2 && g->stride == 2 && g->pad == 0) {
+        maxpool2x2_forward(out, argmax, inp, g);
+        return;
+    }
     const int HW = g->H * g->W, OHW = g->OH * g->OW;
     for (long bc = 0; bc < (long)g->B * g->C; bc++) {
         const float *s = inp + bc * HW;
@@ -207,7 +246,11 @@ void relu_forward(float *out, const float *inp, long n)
 
 void relu_backward(float *dinp, const float *dout, const float *out, long n)
 {
-    for (long i = 0; i < n; i++) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+    /* load dout unconditionally: a select, not a branch, so it vectorizes */
+    for (long i = 0; i < n; i++) {
+        float d = dout[i];
+        dinp[i] = out[i] > 0.0f ? d : 0.0f;
+    }
 }
 
 void tanh_forward(float *out, const float *inp, long n)

@@ -6,6 +6,7 @@ int sync_layout_all_workers(run_t *r)
     r->is_worker = 1;
     r->nworkers = r->comm->size;
     r->wrank = r->comm->rank;
+    r->lead = r->comm->rank == 0;
     return 0;
 }
 

@@ -96,7 +96,7 @@ static int localsgd_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     localsgd_t *s = r->sync_state;
     if (max < 1 || !s) return 0;
-    out[0] = (sync_stat_t){ "rounds", (double)s->rounds };
+    out[0] = (sync_stat_t){ "rounds", (double)s->rounds, NULL };
     return 1;
 }
 

@@ -5,6 +5,7 @@
 #include "sync.h"
 
 extern const sync_ops_t sync_none, sync_bsp, sync_localsgd, sync_fedavg, sync_selsync;
+extern const sync_ops_t sync_asp, sync_ssp, sync_dssp, sync_bsp_ps, sync_downpour;
 
 static const sync_ops_t *const registry[] = {
     &sync_none,
@@ -12,6 +13,11 @@ static const sync_ops_t *const registry[] = {
     &sync_localsgd,
     &sync_fedavg,
     &sync_selsync,
+    &sync_bsp_ps,
+    &sync_asp,
+    &sync_ssp,
+    &sync_dssp,
+    &sync_downpour,
 };
 
 const sync_ops_t *sync_find(const char *name)

@@ -130,8 +130,8 @@ static int selsync_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     selsync_t *s = r->sync_state;
     if (max < 2 || !s) return 0;
-    out[0] = (sync_stat_t){ "sync_fraction", s->steps ? (double)s->syncs / (double)s->steps : 0.0 };
-    out[1] = (sync_stat_t){ "syncs", (double)s->syncs };
+    out[0] = (sync_stat_t){ "sync_fraction", s->steps ? (double)s->syncs / (double)s->steps : 0.0, NULL };
+    out[1] = (sync_stat_t){ "syncs", (double)s->syncs, NULL };
     return 2;
 }
 

@@ -19,7 +19,11 @@
 typedef struct sync_ops sync_ops_t;
 
 /* A figure a paradigm reports: in progress lines and the done event. */
-typedef struct sync_stat { const char *key; double value; } sync_stat_t;
+typedef struct sync_stat {
+    const char *key;
+    double value;
+    const char *raw;      /* if set: a JSON value written instead of `value` (done event only) */
+} sync_stat_t;
 
 typedef struct run {
     const config_t *cfg;
@@ -39,6 +43,7 @@ typedef struct run {
     float lr;                /* learning rate of the current step */
     float loss;              /* loss of the current batch */
     int is_worker;           /* runs the worker loop (else ops->serve) */
+    int lead;                /* evaluates, prints and writes metrics/checkpoints */
     char err[512];           /* setup error message, for comm_setup_check */
 } run_t;
 
@@ -54,10 +59,13 @@ struct sync_ops {
     /* Figures for progress lines (progress = 1) or the done event; returns
      * how many it wrote to out (at most max). */
     int  (*stats)(run_t *r, sync_stat_t *out, int max, int progress);
+    /* The parameters to evaluate, if not the local replica (e.g. the
+     * parameter server's global model); called on the lead rank only. */
+    float *(*eval_params)(run_t *r);
 };
 
 /* Helpers shared by the collective paradigms (common.c). */
-int  sync_layout_all_workers(run_t *r);      /* every rank is a worker */
+int  sync_layout_all_workers(run_t *r);      /* every rank is a worker; rank 0 leads */
 int  sync_bcast_params(run_t *r);            /* rank 0's initial parameters to all */
 /* params := Σ_i weight_i · params_i over all ranks (weight 1/N: the mean). */
 void sync_average_params(run_t *r, float weight, const char *what);

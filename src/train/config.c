@@ -9,7 +9,7 @@
 const opt_def_t config_train_opts[] = {
     { "model", OT_STR, S(model), "mlp", "model spec: logreg | mlp[:H1,H2,...][:tanh] (mlp = mlp:256,128) | lenet[:tanh]" },
     { "data", OT_STR, S(data), "fashion-mnist", "fashion-mnist | mnist | synthetic[:N] | DIR of IDX or CIFAR-10 binary files" },
-    { "sync", OT_STR, S(sync), "none", "paradigm: none | bsp | localsgd | fedavg | selsync" },
+    { "sync", OT_STR, S(sync), "none", "paradigm: none | bsp | localsgd | fedavg | selsync | bsp-ps | asp | ssp | dssp | downpour" },
     { "epochs", OT_LONG, S(epochs), "3", "training epochs (over the whole training set)" },
     { "steps", OT_LONG, S(steps), "0", "stop after this many steps (0: epochs decide)" },
     { "batch", OT_LONG, S(batch), "64", "minibatch size per worker" },
@@ -41,6 +41,15 @@ const opt_def_t config_train_opts[] = {
     { "window", OT_LONG, S(window), "25", "selsync: window W of the EWMAs (and warm-up steps that always sync)" },
     { "smoothing", OT_DOUBLE, S(smoothing), "0.01", "selsync: EWMA smoothing a" },
     { "aggregation", OT_STR, S(aggregation), "parameter", "selsync: what a sync averages: parameter | gradient" },
+    { "servers", OT_LONG, S(servers), "1", "parameter server: server ranks (the first S ranks; the rest are workers)" },
+    { "staleness", OT_LONG, S(staleness), "3", "ssp: staleness bound s (0 = BSP)" },
+    { "staleness-low", OT_LONG, S(staleness_low), "3", "dssp: lower staleness bound s_L" },
+    { "staleness-high", OT_LONG, S(staleness_high), "15", "dssp: upper staleness bound s_U" },
+    { "server-opt", OT_STR, S(server_opt), "", "parameter server: optimizer the shards apply: sgd | momentum | nesterov | adagrad (default: --optimizer)" },
+    { "adagrad-lr", OT_DOUBLE, S(adagrad_lr), "0", "parameter server: fixed server learning rate (Downpour's Adagrad gamma; 0: the workers' --lr)" },
+    { "fetch-every", OT_LONG, S(fetch_every), "1", "downpour: steps between parameter fetches (n_fetch)" },
+    { "push-every", OT_LONG, S(push_every), "1", "downpour: steps between gradient pushes (n_push)" },
+    { "warmup-steps", OT_LONG, S(warmup_steps), "0", "downpour: worker 0 trains this many steps alone first (warm start)" },
     { "inject-alpha", OT_DOUBLE, S(inject_alpha), "0", "data injection: each batch adds ceil(alpha*C) classes the worker lacks (0: off; paper 0.25)" },
     { "inject-beta", OT_DOUBLE, S(inject_beta), "0.25", "data injection: floor(beta*B*N/C) samples of each injected class" },
     { "quiet", OT_FLAG, S(quiet), "0", "print only errors and the final result" },
@@ -145,6 +154,10 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (!(c->smoothing >= 0 && c->smoothing < 1)) BAD("--smoothing must be in [0, 1) (got %g)", c->smoothing);
     if (strcmp(c->aggregation, "parameter") && strcmp(c->aggregation, "gradient"))
         BAD("unknown --aggregation '%s'; choose parameter or gradient", c->aggregation);
+    if (c->servers < 1) BAD("--servers must be >= 1 (got %ld)", c->servers);
+    if (c->staleness < 0 || c->staleness_low < 0 || c->staleness_high < 0) BAD("staleness bounds must be >= 0");
+    if (c->fetch_every < 1 || c->push_every < 1) BAD("--fetch-every and --push-every must be >= 1");
+    if (c->warmup_steps < 0 || c->adagrad_lr < 0) BAD("--warmup-steps and --adagrad-lr must be >= 0");
     if (c->inject_alpha < 0 || c->inject_alpha > 1 || c->inject_beta < 0)
         BAD("--inject-alpha must be in [0, 1] and --inject-beta >= 0");
     if (*c->metrics && *c->checkpoint && !strcmp(c->metrics, c->checkpoint))

@@ -10,7 +10,7 @@
 typedef struct config {
     const char *model, *data, *sync, *optimizer, *lr_schedule, *partition;
     const char *metrics, *checkpoint, *resume;
-    const char *slowdown, *fail, *aggregation;
+    const char *slowdown, *fail, *aggregation, *server_opt;
     long epochs, steps, batch, seed, train_subset, test_subset;
     long eval_every, checkpoint_every, lr_step_every, lr_warmup, threads;
     double lr, momentum, weight_decay, adagrad_eps, lr_gamma;
@@ -18,6 +18,9 @@ typedef struct config {
     long period, window;               /* localsgd H; selsync W */
     double fedavg_fraction, delta, smoothing;
     double inject_alpha, inject_beta;  /* SelSync's non-IID data injection */
+    long servers, staleness, staleness_low, staleness_high;  /* parameter server */
+    long fetch_every, push_every, warmup_steps;               /* Downpour */
+    double adagrad_lr;
     int quiet;
 } config_t;
 

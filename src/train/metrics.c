@@ -56,6 +56,11 @@ void metrics_str(metrics_t *m, const char *key, const char *v)
     fputc('"', m->f);
 }
 
+void metrics_raw(metrics_t *m, const char *key, const char *json)
+{
+    if (m->f) fprintf(m->f, ",\"%s\":%s", key, json);
+}
+
 void metrics_end(metrics_t *m)
 {
     if (!m->f) return;

@@ -18,6 +18,8 @@ void metrics_begin(metrics_t *m, const char *event, double now);
 void metrics_long(metrics_t *m, const char *key, long v);
 void metrics_double(metrics_t *m, const char *key, double v);
 void metrics_str(metrics_t *m, const char *key, const char *v);
+/* A value that is already JSON text (an array, say). */
+void metrics_raw(metrics_t *m, const char *key, const char *json);
 void metrics_end(metrics_t *m);
 /* ok: rename into place; otherwise remove the partial file. */
 int  metrics_close(metrics_t *m, int ok);

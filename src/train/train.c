@@ -21,9 +21,13 @@ typedef struct evaluator {
     double acc, loss;
 } evaluator_t;
 
-static void evaluate(run_t *r, evaluator_t *ev)
+/* Test accuracy and loss of the paradigm's model to evaluate (during the
+ * run, global = 1: e.g. the parameter server's), or of the local replica. */
+static void evaluate(run_t *r, evaluator_t *ev, int global)
 {
     model_t *m = r->model;
+    float *own = m->params;
+    if (global && r->ops->eval_params) m->params = r->ops->eval_params(r);
     const dataset_t *d = &r->test;
     const long dim = dataset_dim(d);
     long correct = 0;
@@ -36,6 +40,7 @@ static void evaluate(run_t *r, evaluator_t *ev)
     }
     ev->acc = (double)correct / (double)d->n;
     ev->loss = loss / (double)d->n;
+    m->params = own;
 }
 
 static int load_data(run_t *r, const config_t *cfg)
@@ -68,19 +73,19 @@ static void stats_text(run_t *r, char *out, size_t len)
     size_t at = 0;
     out[0] = 0;
     for (int i = 0; i < n && at < len; i++)
-        at += (size_t)snprintf(out + at, len - at, "  %s %.4g", st[i].key, st[i].value);
+        if (!st[i].raw) at += (size_t)snprintf(out + at, len - at, "  %s %.4g", st[i].key, st[i].value);
 }
 
 /* A live status line only for a single process on a terminal: under
  * mpirun, stdout is a pseudo-terminal even when the user pipes it. */
 static int live_line(const run_t *r)
 {
-    return r->comm->rank == 0 && r->comm->size == 1 && !r->cfg->quiet && isatty(STDOUT_FILENO);
+    return r->lead && r->comm->size == 1 && !r->cfg->quiet && isatty(STDOUT_FILENO);
 }
 
 static void print_progress(run_t *r, const evaluator_t *ev, double train_loss, double sps, double t)
 {
-    if (r->cfg->quiet || r->comm->rank != 0) return;
+    if (r->cfg->quiet || !r->lead) return;
     char extra[512];
     stats_text(r, extra, sizeof extra);
     if (live_line(r)) fputs("\r\033[K", stdout);
@@ -124,7 +129,7 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
     if (part_kind_parse(cfg->partition, pk) != 0)
         FAIL("unknown --partition '%s'; choose iid, full or label-skew", cfg->partition);
     if (*cfg->resume && ckpt_load(cfg->resume, resume, r->err, sizeof r->err) != 0) return -1;
-    if (r->comm->rank == 0) {
+    if (r->comm->rank == 0) {   /* the lead is not known yet; rank 0 shares its files */
         if (*cfg->checkpoint && check_writable(r, cfg->checkpoint, "--checkpoint") != 0) return -1;
         if (*cfg->metrics && check_writable(r, cfg->metrics, "--metrics") != 0) return -1;
     }
@@ -239,9 +244,13 @@ int train_main(const config_t *cfg, comm_t *comm)
     openblas_set_num_threads((int)cfg->threads);
     setup(r, cfg, comm, &resume, &faults);
     ckpt_free(&resume);
-    if (r->ops->init && r->ops->init(r) != 0) die("--sync %s: initialisation failed: %s", cfg->sync, r->err);
-
-    const int lead = comm->rank == 0;
+    comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
+    if (!r->is_worker) {   /* server / coordinator ranks */
+        if (r->ops->serve(r) != 0) die("--sync %s: server failed: %s", cfg->sync, r->err);
+        teardown(r);
+        return 0;
+    }
+    const int lead = r->lead;
     char err[512];
     metrics_t mx;
     if (metrics_open(&mx, lead ? cfg->metrics : NULL, t0, err, sizeof err) != 0) die("%s", err);
@@ -273,7 +282,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     while (r->step < r->total_steps) {
         comm->step = r->step;
         if (r->step == faults.fail_step) {
-            fprintf(stderr, "dsgd: rank %d exits at step %ld as --fail asked\n", comm->rank, r->step);
+            fprintf(stderr, "dsgd: worker %d (rank %d) exits at step %ld as --fail asked\n", r->wrank, comm->rank, r->step);
             fflush(stderr);
             _exit(3);  /* abrupt: no goodbye to the peers */
         }
@@ -302,7 +311,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         if (r->step % eval_every == 0 && r->step < r->total_steps) {
             double tl = loss_sum / (double)loss_n, sps = seg_t > 0 ? seg_samples / seg_t : 0;
             if (lead) {
-                evaluate(r, &ev);
+                evaluate(r, &ev, 1);
                 print_progress(r, &ev, tl, sps, now_s() - t0);
                 eval_record(r, &mx, &ev, tl, sps);
             }
@@ -317,7 +326,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     train_s += now_s() - tf;
     if (lead) {
         double tl = loss_n ? loss_sum / (double)loss_n : NAN, sps = seg_t > 0 ? seg_samples / seg_t : 0;
-        evaluate(r, &ev);
+        evaluate(r, &ev, 0);   /* after finish the local model is the final one */
         print_progress(r, &ev, tl, sps, now_s() - t0);
         eval_record(r, &mx, &ev, tl, sps);
     }
@@ -336,7 +345,10 @@ int train_main(const config_t *cfg, comm_t *comm)
     metrics_double(&mx, "test_loss", ev.loss);
     sync_stat_t st[16];
     int nst = r->ops->stats ? r->ops->stats(r, st, 16, 0) : 0;
-    for (int i = 0; i < nst; i++) metrics_double(&mx, st[i].key, st[i].value);
+    for (int i = 0; i < nst; i++) {
+        if (st[i].raw) metrics_raw(&mx, st[i].key, st[i].raw);
+        else metrics_double(&mx, st[i].key, st[i].value);
+    }
     metrics_end(&mx);
     if (metrics_close(&mx, 1) != 0) die("cannot finish metrics file '%s'", cfg->metrics);
     if (lead) {
@@ -372,7 +384,7 @@ int eval_main(const config_t *cfg, comm_t *comm)
     if (ckpt_restore(&ck, r->model, NULL, err, sizeof err) != 0) die("'%s': %s", cfg->checkpoint, err);
     evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)) };
     for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
-    evaluate(r, &ev);
+    evaluate(r, &ev, 0);
     if (comm->rank == 0)
         printf("model %s, step %ld: test accuracy %.4f, test loss %.4f on %ld samples\n",
                ck.meta.model, ck.meta.step, ev.acc, ev.loss, r->test.n);

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The benchmark runner (make bench calls it): single-process training
+# throughput of dsgd against the sgemm peak and, when /usr/bin/python3 can
+# import torch, against PyTorch with the same models, batch and one thread.
+#
+# Every program runs with OMP_NUM_THREADS=1 and without OPENBLAS_CORETYPE /
+# OPENBLAS_L2_SIZE (unset in those commands only), so OpenBLAS picks the
+# kernels of the real CPU for both dsgd and PyTorch.
+#
+# Usage: bench/run.sh BUILD_DIR
+#   DSGD_BENCH_INSTALL=1   apt-get install python3-torch if it is missing
+# Exits non-zero only if a dsgd benchmark fails; a missing PyTorch skips the
+# comparison. Sections are functions called in order at the bottom; add new
+# ones there.
+set -u
+BUILD=${1:-build}
+cd "$(dirname "$0")/.." || exit 1
+PY=/usr/bin/python3
+
+logdir=$(mktemp -d)
+trap 'rm -rf "$logdir"' EXIT
+status=0
+
+# run_clean LOG CMD...: run CMD with the benchmark environment, echo and keep its output.
+run_clean() {
+    local log=$1
+    shift
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 "$@" 2>&1 | tee "$log"
+    return "${PIPESTATUS[0]}"
+}
+
+# field LOG PREFIX MODEL KEY: KEY's value on the "PREFIX model=MODEL ..." line of LOG.
+field() {
+    awk -v p="$2" -v m="model=$3" -v k="$4=" '
+        $1 == p && $2 == m { for (i = 3; i <= NF; i++) if (index($i, k) == 1) print substr($i, length(k) + 1) }
+    ' "$1" | tail -n 1
+}
+
+section() { echo; echo "== $* =="; }
+
+# ---- 1. single process: dsgd against the sgemm peak and PyTorch ----
+bench_single() {
+    section "single process, batch 64, 1 thread"
+    for v in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do
+        [ -n "${!v:-}" ] && echo "note: $v=${!v} is set here; unset for the benchmarks"
+    done
+    if ! run_clean "$logdir/dsgd.log" "$BUILD/bench/bench_train"; then
+        echo "bench: bench_train failed"
+        status=1
+        return
+    fi
+
+    if ! "$PY" -c 'import torch' 2>/dev/null; then
+        if [ "${DSGD_BENCH_INSTALL:-0}" = 1 ]; then
+            echo "bench: installing python3-torch (DSGD_BENCH_INSTALL=1)"
+            apt-get install -y python3-torch python3-numpy ||
+                { apt-get update && apt-get install -y python3-torch python3-numpy; }
+        fi
+    fi
+    if ! "$PY" -c 'import torch' 2>/dev/null; then
+        echo "bench: PyTorch not found for $PY; skipping the comparison."
+        echo "       install it with: apt-get install python3-torch (or scripts/install-deps --bench,"
+        echo "       or DSGD_BENCH_INSTALL=1 make bench)"
+        return
+    fi
+    echo
+    if ! run_clean "$logdir/torch.log" "$PY" bench/torch_bench.py; then
+        echo "bench: torch_bench.py failed; no comparison"
+        return
+    fi
+
+    echo
+    printf '%-6s %14s %14s %11s %7s  %s\n' model dsgd_samples/s torch_samples/s dsgd/torch target met
+    local model target d t ratio met
+    for model in mlp lenet; do
+        case $model in mlp) target=1.2 ;; lenet) target=1.0 ;; esac
+        d=$(field "$logdir/dsgd.log" bench "$model" samples_per_s)
+        t=$(field "$logdir/torch.log" torch "$model" samples_per_s)
+        if [ -z "$d" ] || [ -z "$t" ]; then
+            printf '%-6s %14s %14s %11s %7s  %s\n' "$model" "${d:--}" "${t:--}" - ">=$target" "no result"
+            continue
+        fi
+        ratio=$(awk -v a="$d" -v b="$t" 'BEGIN { printf "%.2f", a / b }')
+        met=$(awk -v r="$ratio" -v g="$target" 'BEGIN { print (r >= g) ? "yes" : "no" }')
+        printf '%-6s %14.0f %14.0f %11s %7s  %s\n' "$model" "$d" "$t" "$ratio" ">=$target" "$met"
+        echo "compare model=$model dsgd_samples_per_s=$d torch_samples_per_s=$t ratio=$ratio target=$target met=$met" \
+            >> "$logdir/compare.log"
+    done
+    cat "$logdir/compare.log" 2>/dev/null
+}
+
+bench_single
+# ---- later sections (multi-process throughput under mpirun, ...) go here:
+# define bench_NAME above in the same style (section "...", run_clean LOG CMD,
+# set status=1 on failure) and call it below. ----
+
+exit "$status"

@@ -1,0 +1,207 @@
+/* The worker's side of the parameter server: push and pull of the whole
+ * vector to all shards in parallel, nonblocking with an explicit wait that
+ * gives up (and stops the job, naming the shard) when a shard stays silent. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "ps.h"
+
+static size_t msg_bytes(size_t n) { return sizeof(ps_hdr_t) + n * sizeof(float); }
+
+ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, size_t nparams)
+{
+    ps_client_t *pc = xcalloc(1, sizeof *pc);
+    const int S = cfg->servers;
+    pc->comm = c;
+    pc->cfg = cfg;
+    pc->worker = worker;
+    pc->nparams = nparams;
+    pc->lo = xcalloc((size_t)S, sizeof(size_t));
+    pc->n = xcalloc((size_t)S, sizeof(size_t));
+    pc->sbuf = xcalloc((size_t)S, sizeof(unsigned char *));
+    pc->rbuf = xcalloc((size_t)S, sizeof(unsigned char *));
+    pc->qbuf = xcalloc((size_t)S, sizeof(unsigned char *));
+    pc->push_req = xcalloc((size_t)S, sizeof(MPI_Request));
+    pc->pull_req = xcalloc((size_t)(2 * S), sizeof(MPI_Request));
+    pc->stamp = xcalloc((size_t)S, sizeof(int64_t));
+    for (int k = 0; k < S; k++) {
+        ps_shard_range(nparams, S, k, &pc->lo[k], &pc->n[k]);
+        pc->sbuf[k] = xmalloc(msg_bytes(pc->n[k]));
+        pc->rbuf[k] = xmalloc(msg_bytes(pc->n[k]));
+        pc->qbuf[k] = xcalloc(1, sizeof(ps_hdr_t));
+        pc->push_req[k] = MPI_REQUEST_NULL;
+        pc->pull_req[k] = pc->pull_req[S + k] = MPI_REQUEST_NULL;
+    }
+    return pc;
+}
+
+void ps_client_free(ps_client_t *pc)
+{
+    if (!pc) return;
+    for (int k = 0; k < pc->cfg->servers; k++) { free(pc->sbuf[k]); free(pc->rbuf[k]); free(pc->qbuf[k]); }
+    free(pc->sbuf); free(pc->rbuf); free(pc->qbuf);
+    free(pc->lo); free(pc->n); free(pc->push_req); free(pc->pull_req); free(pc->stamp);
+    free(pc);
+}
+
+/* Wait for n requests; a shard silent past the limit stops the job. */
+static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit, const char *what)
+{
+    comm_t *c = pc->comm;
+    double t0 = now_s();
+    for (long spin = 0;; spin++) {
+        int done = 0;
+        if (MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+            die("%s failed: a server shard is unreachable (dead?); stopping", what);
+        if (done) break;
+        if (now_s() - t0 > limit) {
+            int k = 0;
+            for (int i = 0; i < n; i++) {
+                int f = 0;
+                MPI_Test(&reqs[i], &f, MPI_STATUS_IGNORE);
+                if (!f) { k = i % pc->cfg->servers; break; }
+            }
+            die("server shard %d (rank %d) did not answer %s within %.0f s (dead or hung); stopping the job",
+                k, k, what, limit);
+        }
+        if (spin > 1000) sched_yield();
+    }
+    c->comm_s += now_s() - t0;
+}
+
+void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step)
+{
+    const int S = pc->cfg->servers;
+    ps_push_wait(pc);
+    for (int k = 0; k < S; k++) {
+        ps_hdr_t h;
+        memset(&h, 0, sizeof h);
+        h.worker = pc->worker;
+        h.clock = pc->clock;
+        h.stamp = pc->stamp[k];
+        h.step = step;
+        h.lr = lr;
+        memcpy(pc->sbuf[k], &h, sizeof h);
+        memcpy(pc->sbuf[k] + sizeof h, g + pc->lo[k], pc->n[k] * sizeof(float));
+        MPI_CHECK(pc->comm, MPI_Isend(pc->sbuf[k], (int)msg_bytes(pc->n[k]), MPI_BYTE, k, PS_PUSH,
+                                      pc->comm->world, &pc->push_req[k]));
+        pc->comm->bytes_sent += msg_bytes(pc->n[k]);
+        pc->comm->msgs_sent++;
+    }
+    pc->clock++;
+    pc->push_active = 1;
+}
+
+void ps_push_wait(ps_client_t *pc)
+{
+    if (!pc->push_active) return;
+    wait_shards(pc, pc->cfg->servers, pc->push_req, pc->cfg->timeout_s, "a push");
+    pc->push_active = 0;
+}
+
+void ps_pull_start(ps_client_t *pc, int eval)
+{
+    const int S = pc->cfg->servers;
+    pc->pull_tag = eval ? PS_EVAL_PARAMS : PS_PARAMS;
+    for (int k = 0; k < S; k++) {
+        MPI_CHECK(pc->comm, MPI_Irecv(pc->rbuf[k], (int)msg_bytes(pc->n[k]), MPI_BYTE, k, pc->pull_tag,
+                                      pc->comm->world, &pc->pull_req[S + k]));
+        ps_hdr_t h;
+        memset(&h, 0, sizeof h);
+        h.worker = pc->worker;
+        h.clock = pc->clock;
+        memcpy(pc->qbuf[k], &h, sizeof h);
+        MPI_CHECK(pc->comm, MPI_Isend(pc->qbuf[k], (int)sizeof h, MPI_BYTE, k, eval ? PS_EVAL_PULL : PS_PULL,
+                                      pc->comm->world, &pc->pull_req[k]));
+        pc->comm->bytes_sent += sizeof h;
+        pc->comm->msgs_sent++;
+    }
+    pc->pull_active = 1;
+}
+
+static void merge_stats(ps_stats_t *into, const ps_stats_t *s, int first)
+{
+    if (first) { *into = *s; return; }
+    if (s->updates && (!into->updates || s->st_min < into->st_min)) into->st_min = s->st_min;
+    if (s->st_max > into->st_max) into->st_max = s->st_max;
+    into->st_sum += s->st_sum;
+    into->updates += s->updates;
+    for (int i = 0; i < PS_HIST; i++) into->hist[i] += s->hist[i];
+    if (s->evicted > into->evicted) {   /* every shard evicts the same workers; keep the fullest list */
+        into->evicted = s->evicted;
+        memcpy(into->evicted_list, s->evicted_list, sizeof s->evicted_list);
+    }
+}
+
+/* Copy replies into params; merge statistics; remember stamps. */
+static void take_replies(ps_client_t *pc, float *params, int with_stats)
+{
+    for (int k = 0; k < pc->cfg->servers; k++) {
+        ps_hdr_t h;
+        memcpy(&h, pc->rbuf[k], sizeof h);
+        if (!with_stats) pc->stamp[k] = h.stamp;   /* gated replies stamp the next gradient */
+        if (h.stats.evicted > 0) pc->comm->peer_lost = 1;
+        memcpy(params + pc->lo[k], pc->rbuf[k] + sizeof h, pc->n[k] * sizeof(float));
+        if (with_stats) merge_stats(&pc->stats, &h.stats, k == 0);
+    }
+}
+
+void ps_pull_wait(ps_client_t *pc, float *params)
+{
+    if (!pc->pull_active) return;
+    /* a gated pull may wait for slow peers, and for the eviction of a dead
+     * one (which takes the timeout), so it gets twice that plus slack */
+    double limit = pc->pull_tag == PS_PARAMS ? 2 * pc->cfg->timeout_s + 10 : pc->cfg->timeout_s;
+    wait_shards(pc, 2 * pc->cfg->servers, pc->pull_req, limit, pc->pull_tag == PS_PARAMS ? "a pull" : "an evaluation pull");
+    pc->pull_active = 0;
+    take_replies(pc, params, pc->pull_tag == PS_EVAL_PARAMS);
+}
+
+void ps_finish(ps_client_t *pc, int lead, float *params)
+{
+    const int S = pc->cfg->servers;
+    comm_t *c = pc->comm;
+    ps_push_wait(pc);
+    if (pc->pull_active) ps_pull_wait(pc, params);
+    for (int k = 0; k < S; k++) {
+        ps_hdr_t h;
+        memset(&h, 0, sizeof h);
+        h.worker = pc->worker;
+        MPI_CHECK(c, MPI_Send(&h, (int)sizeof h, MPI_BYTE, k, PS_DONE, c->world));
+    }
+    /* the shards answer when every worker is done or evicted; until then
+     * they send keep-alives, so only a silent shard runs into the timeout */
+    for (int k = 0; k < S; k++)
+        MPI_CHECK(c, MPI_Irecv(pc->rbuf[k], (int)msg_bytes(pc->n[k]), MPI_BYTE, k, PS_FINAL, c->world, &pc->pull_req[k]));
+    double last = now_s();
+    for (;;) {
+        int done = 0;
+        if (MPI_Testall(S, pc->pull_req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+            die("waiting for the final parameters failed: a server shard is unreachable; stopping");
+        if (done) break;
+        int ka = 0;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, PS_KEEPALIVE, c->world, &ka, &st);
+        if (ka) {
+            ps_hdr_t h;
+            MPI_Recv(&h, (int)sizeof h, MPI_BYTE, st.MPI_SOURCE, PS_KEEPALIVE, c->world, MPI_STATUS_IGNORE);
+            last = now_s();
+        }
+        if (now_s() - last > 2 * pc->cfg->timeout_s + 10)
+            die("the server shards sent neither the final parameters nor a keep-alive within %.0f s; stopping",
+                2 * pc->cfg->timeout_s + 10);
+        sched_yield();
+    }
+    if (lead) {
+        take_replies(pc, params, 1);
+    } else {
+        for (int k = 0; k < S; k++) {
+            ps_hdr_t h;
+            memcpy(&h, pc->rbuf[k], sizeof h);
+            if (h.stats.evicted > 0) c->peer_lost = 1;
+        }
+    }
+    /* keep-alives still in flight are harmless: nothing receives them */
+}

@@ -1,0 +1,123 @@
+/* ps — a sharded parameter server over MPI point-to-point messages.
+ *
+ * The first S ranks are server shards; shard k owns the contiguous slice
+ * [lo_k, lo_k + n_k) of the flat parameter vector (balanced by size), the
+ * server-side optimizer state of that slice, and a clock per worker. Workers
+ * push gradients and pull parameters of the whole vector, to all shards in
+ * parallel, with nonblocking calls and an explicit wait (ps-lite's shape: a
+ * consistency model is a policy about when a pull is answered).
+ *
+ * Clocks and staleness. A worker's clock c is the number of pushes it has
+ * made. Every parameter reply is stamped with m = the minimum clock over the
+ * live workers: every update with timestamp < m is included. A gradient
+ * computed at clock c on parameters stamped m has staleness c − m; the shard
+ * records it when the push arrives. The gate that answers a pull from a
+ * worker whose clock (after its push) is t:
+ *   asp       always                     (staleness unbounded)
+ *   ssp s     t − min_t ≤ s              (0 ≤ c − m ≤ s; s = 0 is BSP)
+ *   dssp      SSP(s_L) plus extra iterations granted at push time by the
+ *             synchronization controller (ALGORITHMS §6), bounded by s_U
+ *
+ * Failure: a worker silent for more than the timeout (no message, no pull
+ * waiting) is evicted: its clock no longer holds anyone back. A shard that
+ * does not answer makes the worker stop the job with a message naming it.
+ */
+#ifndef DSGD_PS_H
+#define DSGD_PS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../comm/comm.h"
+#include "../optim/optim.h"
+
+typedef enum ps_tag {
+    PS_PUSH = TAG_PS_BASE,   /* worker → shard: gradient slice */
+    PS_PULL,                 /* worker → shard: parameters, through the gate */
+    PS_PARAMS,               /* shard → worker: reply to a pull */
+    PS_EVAL_PULL,            /* worker → shard: parameters now, no gate */
+    PS_EVAL_PARAMS,          /* shard → worker: reply to an eval pull, with statistics */
+    PS_DONE,                 /* worker → shard: finished its steps */
+    PS_FINAL,                /* shard → lead worker: final slice and statistics */
+    PS_KEEPALIVE,            /* shard → lead worker: still waiting for others */
+} ps_tag_t;
+
+typedef enum ps_gate_kind { GATE_ASP, GATE_SSP, GATE_DSSP } ps_gate_kind_t;
+
+#define PS_HIST 33           /* staleness histogram: 0..31 and ≥ 32 */
+
+/* Running statistics of one shard, sent with eval and final replies. */
+typedef struct ps_stats {
+    int64_t updates;         /* pushes applied */
+    int64_t st_min, st_max;  /* staleness */
+    double st_sum;
+    int64_t hist[PS_HIST];
+    int32_t evicted;         /* workers evicted so far */
+    int32_t evicted_list[8]; /* their worker indices (first 8) */
+} ps_stats_t;
+
+/* The fixed header in front of every message's float payload. */
+typedef struct ps_hdr {
+    int32_t worker;          /* sender's worker index (worker → shard) */
+    int32_t pad;
+    int64_t clock;           /* push: worker clock c before this push; pull: clock after */
+    int64_t stamp;           /* push: stamp of the parameters used; reply: min clock m */
+    int64_t step;            /* push: the worker's step count after this push */
+    float lr;                /* push: learning rate for this update */
+    float pad2;
+    ps_stats_t stats;        /* eval and final replies */
+} ps_hdr_t;
+
+typedef struct ps_config {
+    int servers;                 /* S */
+    int workers;                 /* W = world − S */
+    ps_gate_kind_t gate;
+    long staleness;              /* ssp s (0: BSP); dssp s_L */
+    long staleness_high;         /* dssp s_U */
+    long warmup_steps;           /* Downpour warm start: worker 0 trains this many steps alone */
+    optim_cfg_t opt;             /* server-side optimizer */
+    float fixed_lr;              /* > 0: the server uses this rate (Adagrad γ), not the pushed one */
+    double timeout_s;
+} ps_config_t;
+
+/* Slice of shard k: [lo, lo + n). */
+void ps_shard_range(size_t nparams, int servers, int k, size_t *lo, size_t *n);
+
+/* ---- server (server.c) ---- */
+/* Run shard `k` (this rank) until every worker is done or evicted; params
+ * holds the initial full vector (only the slice is used). Returns 0. */
+int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params, size_t nparams);
+
+/* ---- client (client.c) ---- */
+typedef struct ps_client {
+    comm_t *comm;
+    const ps_config_t *cfg;
+    int worker;                  /* this worker's index */
+    size_t nparams;
+    size_t *lo, *n;              /* (servers) slices */
+    unsigned char **sbuf;        /* (servers) push message buffers */
+    unsigned char **rbuf;        /* (servers) reply buffers */
+    unsigned char **qbuf;        /* (servers) pull request buffers (header only) */
+    MPI_Request *push_req;       /* (servers) */
+    MPI_Request *pull_req;       /* (2·servers): request sends and reply receives */
+    int push_active, pull_active, pull_tag;
+    int64_t clock;               /* pushes made */
+    int64_t *stamp;              /* (servers) stamp of the last reply from each shard */
+    ps_stats_t stats;            /* merged statistics of the last eval/final reply */
+} ps_client_t;
+
+ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, size_t nparams);
+void ps_client_free(ps_client_t *pc);
+/* Push g (the full vector; each shard gets its slice) applied with rate lr.
+ * The gradient is copied into the message buffers, so g may change at once. */
+void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step);
+void ps_push_wait(ps_client_t *pc);
+/* Pull through the gate (eval = 0) or at once with statistics (eval = 1). */
+void ps_pull_start(ps_client_t *pc, int eval);
+/* Wait for the pull and copy the slices into params. */
+void ps_pull_wait(ps_client_t *pc, float *params);
+/* Tell every shard this worker is done; the lead worker then waits for the
+ * final parameters and statistics (into params and pc->stats). */
+void ps_finish(ps_client_t *pc, int lead, float *params);
+
+#endif

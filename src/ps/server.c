@@ -1,0 +1,287 @@
+/* One parameter-server shard: the receive loop, the server-side optimizer,
+ * per-worker clocks, the consistency gate (ASP / SSP / DSSP), staleness
+ * bookkeeping and eviction of silent workers. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "ps.h"
+
+typedef struct worker_state {
+    int64_t t;               /* pushes received: the worker's clock */
+    int64_t step;            /* its step count (warm start) */
+    double last_seen;
+    double A_prev, A_last;   /* DSSP: its last two push times */
+    int64_t r;               /* DSSP: extra iterations still granted */
+    int granted;             /* DSSP: its next pull is answered regardless of s_L */
+    int parked;              /* a pull is waiting for the gate */
+    int alive, done;
+} worker_state_t;
+
+typedef struct shard {
+    comm_t *c;
+    const ps_config_t *cfg;
+    int k;
+    size_t lo, n;
+    float *w;                /* (n) parameters of the slice */
+    optim_t *opt;            /* state of the slice */
+    worker_state_t *ws;      /* (workers) */
+    unsigned char *in;       /* receive buffer: header + n floats */
+    /* Replies go out with MPI_Isend from a buffer per worker and kind (pull
+     * or evaluation): a blocking send to a worker that died after asking
+     * would never return (large messages wait for the receiver). */
+    unsigned char **out;     /* (2·workers) */
+    MPI_Request *out_req;    /* (2·workers) */
+    ps_stats_t st;
+    double last_keepalive;
+} shard_t;
+
+static size_t msg_bytes(size_t n) { return sizeof(ps_hdr_t) + n * sizeof(float); }
+static int worker_rank(const shard_t *s, int p) { return s->cfg->servers + p; }
+
+void ps_shard_range(size_t nparams, int servers, int k, size_t *lo, size_t *n)
+{
+    *lo = nparams * (size_t)k / (size_t)servers;
+    *n = nparams * (size_t)(k + 1) / (size_t)servers - *lo;
+}
+
+/* Minimum clock over live workers (those evicted hold no one back). */
+static int64_t min_clock(const shard_t *s, int *slow)
+{
+    int64_t m = INT64_MAX;
+    *slow = -1;
+    for (int p = 0; p < s->cfg->workers; p++)
+        if (s->ws[p].alive && s->ws[p].t < m) { m = s->ws[p].t; *slow = p; }
+    return m == INT64_MAX ? 0 : m;
+}
+
+static int fastest(const shard_t *s)
+{
+    int f = -1;
+    for (int p = 0; p < s->cfg->workers; p++)
+        if (s->ws[p].alive && (f < 0 || s->ws[p].t > s->ws[f].t)) f = p;
+    return f;
+}
+
+static void send_params(shard_t *s, int p, int tag, int64_t stamp)
+{
+    int slot = 2 * p + (tag == PS_EVAL_PARAMS);
+    /* the worker has received the previous reply of this kind before it could ask again */
+    MPI_CHECK(s->c, MPI_Wait(&s->out_req[slot], MPI_STATUS_IGNORE));
+    ps_hdr_t h;
+    memset(&h, 0, sizeof h);
+    h.stamp = stamp;
+    h.stats = s->st;
+    memcpy(s->out[slot], &h, sizeof h);
+    memcpy(s->out[slot] + sizeof h, s->w, s->n * sizeof(float));
+    MPI_CHECK(s->c, MPI_Isend(s->out[slot], (int)msg_bytes(s->n), MPI_BYTE, worker_rank(s, p), tag, s->c->world,
+                              &s->out_req[slot]));
+    s->c->bytes_sent += msg_bytes(s->n);
+    s->c->msgs_sent++;
+}
+
+/* DSSP's synchronization controller: how many more iterations r* in
+ * [0, rmax] the fastest worker may run so that it stops closest to the
+ * slowest worker's next push (ALGORITHMS §6, J = 1). */
+static int64_t dssp_controller(const shard_t *s, int fast, int slow, int64_t rmax)
+{
+    const worker_state_t *F = &s->ws[fast], *L = &s->ws[slow];
+    if (F->A_prev <= 0 || L->A_prev <= 0) return 0;   /* fewer than two timestamps: SSP(s_L) */
+    double If = F->A_last - F->A_prev, Is = L->A_last - L->A_prev;
+    double Ts = L->A_last + Is, best = 1e300;
+    int64_t arg = 0;
+    for (int64_t k = 0; k <= rmax; k++) {
+        double d = F->A_last + (double)k * If - Ts;
+        if (d < 0) d = -d;
+        if (d < best) { best = d; arg = k; }
+    }
+    return arg;
+}
+
+/* May worker p's pull be answered now? */
+static int gate_open(shard_t *s, int p)
+{
+    worker_state_t *w = &s->ws[p];
+    if (s->cfg->warmup_steps > 0 && p != 0 && s->ws[0].alive && !s->ws[0].done &&
+        s->ws[0].step < s->cfg->warmup_steps)
+        return 0;
+    if (s->cfg->gate == GATE_ASP) return 1;
+    int slow;
+    int64_t m = min_clock(s, &slow);
+    if (w->t - m <= s->cfg->staleness) return 1;
+    return s->cfg->gate == GATE_DSSP && w->granted;
+}
+
+static void answer_parked(shard_t *s)
+{
+    for (int p = 0; p < s->cfg->workers; p++) {
+        worker_state_t *w = &s->ws[p];
+        if (!w->parked || !gate_open(s, p)) continue;
+        int slow;
+        w->parked = 0;
+        w->granted = 0;
+        send_params(s, p, PS_PARAMS, min_clock(s, &slow));
+    }
+}
+
+static void record_staleness(shard_t *s, int64_t st)
+{
+    if (st < 0) st = 0;   /* a stamp cannot exceed the clock; guard anyway */
+    if (s->st.updates == 0 || st < s->st.st_min) s->st.st_min = st;
+    if (st > s->st.st_max) s->st.st_max = st;
+    s->st.st_sum += (double)st;
+    s->st.hist[st < PS_HIST - 1 ? st : PS_HIST - 1]++;
+    s->st.updates++;
+}
+
+static void on_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
+{
+    worker_state_t *w = &s->ws[p];
+    record_staleness(s, h->clock - h->stamp);
+    float lr = s->cfg->fixed_lr > 0 ? s->cfg->fixed_lr : h->lr;
+    optim_step(s->opt, s->w, g, 0, s->n, lr);
+    w->t++;
+    w->step = h->step;
+    double now = now_s();
+    w->A_prev = w->A_last;
+    w->A_last = now;
+    if (s->cfg->gate == GATE_DSSP) {
+        int slow, fast = fastest(s);
+        int64_t m = min_clock(s, &slow);
+        if (w->r > 0) {
+            w->r--;
+            w->granted = 1;
+        } else if (w->t - m <= s->cfg->staleness) {
+            w->granted = 1;
+        } else if (p == fast) {
+            /* At distance d = t[p] − t[slow] > s_L, r* granted iterations end
+             * at distance d + r* − 1, so r* ≤ s_U − d + 1 keeps every
+             * staleness ≤ s_U. On the first grant (d = s_L + 1) that is the
+             * paper's r_max = s_U − s_L; capping it also on later grants is
+             * what stops a worker that is always fastest from being granted
+             * again and again past s_U. */
+            int64_t d = w->t - m, room = s->cfg->staleness_high - d + 1;
+            int64_t rmax = s->cfg->staleness_high - s->cfg->staleness;
+            if (room < rmax) rmax = room;
+            int64_t rstar = rmax > 0 ? dssp_controller(s, fast, slow, rmax) : 0;
+            if (rstar > 0) { w->r = rstar - 1; w->granted = 1; }   /* "− 1": this push is the first */
+        }
+    }
+}
+
+static void evict(shard_t *s, int p, double silent)
+{
+    s->ws[p].alive = 0;
+    s->ws[p].parked = 0;
+    if (s->st.evicted < 8) s->st.evicted_list[s->st.evicted] = p;
+    s->st.evicted++;
+    s->c->peer_lost = 1;
+    if (s->k == 0)
+        fprintf(stderr, "dsgd: server: evicting worker %d (rank %d): silent for %.1f s (--timeout %g)\n", p,
+                worker_rank(s, p), silent, s->cfg->timeout_s);
+}
+
+static int all_finished(const shard_t *s)
+{
+    for (int p = 0; p < s->cfg->workers; p++)
+        if (s->ws[p].alive && !s->ws[p].done) return 0;
+    return 1;
+}
+
+int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params, size_t nparams)
+{
+    shard_t sh, *s = &sh;
+    memset(s, 0, sizeof *s);
+    s->c = c;
+    s->cfg = cfg;
+    s->k = k;
+    ps_shard_range(nparams, cfg->servers, k, &s->lo, &s->n);
+    s->w = xalloc_floats(s->n);
+    memcpy(s->w, params + s->lo, s->n * sizeof(float));
+    s->opt = optim_create(&cfg->opt, s->n);
+    s->ws = xcalloc((size_t)cfg->workers, sizeof(worker_state_t));
+    double t0 = now_s();
+    for (int p = 0; p < cfg->workers; p++) { s->ws[p].alive = 1; s->ws[p].last_seen = t0; }
+    s->in = xmalloc(msg_bytes(s->n));
+    s->out = xcalloc((size_t)(2 * cfg->workers), sizeof(unsigned char *));
+    s->out_req = xcalloc((size_t)(2 * cfg->workers), sizeof(MPI_Request));
+    for (int j = 0; j < 2 * cfg->workers; j++) {
+        s->out[j] = xmalloc(msg_bytes(s->n));
+        s->out_req[j] = MPI_REQUEST_NULL;
+    }
+
+    while (!all_finished(s)) {
+        int flag = 0;
+        MPI_Status stt;
+        MPI_CHECK(c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &flag, &stt));
+        double now = now_s();
+        if (!flag) {
+            /* evict workers silent for too long (a parked worker is waiting on us, not silent) */
+            for (int p = 0; p < cfg->workers; p++) {
+                worker_state_t *w = &s->ws[p];
+                if (w->alive && !w->done && !w->parked && now - w->last_seen > cfg->timeout_s) {
+                    evict(s, p, now - w->last_seen);
+                    answer_parked(s);
+                }
+            }
+            if (now - s->last_keepalive > cfg->timeout_s / 4) {
+                /* finished workers wait for the end: tell them we are alive */
+                ps_hdr_t h;
+                memset(&h, 0, sizeof h);
+                for (int p = 0; p < cfg->workers; p++)
+                    if (s->ws[p].alive && s->ws[p].done)
+                        MPI_CHECK(c, MPI_Send(&h, (int)sizeof h, MPI_BYTE, worker_rank(s, p), PS_KEEPALIVE, c->world));
+                s->last_keepalive = now;
+            }
+            sched_yield();
+            continue;
+        }
+        int src = stt.MPI_SOURCE, p = src - cfg->servers;
+        MPI_CHECK(c, MPI_Recv(s->in, (int)msg_bytes(s->n), MPI_BYTE, src, stt.MPI_TAG, c->world, MPI_STATUS_IGNORE));
+        if (p < 0 || p >= cfg->workers) continue;   /* not a worker: ignore (e.g. a roll call) */
+        ps_hdr_t h;
+        memcpy(&h, s->in, sizeof h);
+        worker_state_t *w = &s->ws[p];
+        if (!w->alive) continue;                     /* an evicted worker stays out */
+        w->last_seen = now;
+        switch (stt.MPI_TAG) {
+        case PS_PUSH:
+            on_push(s, p, &h, (const float *)(s->in + sizeof h));
+            answer_parked(s);
+            break;
+        case PS_PULL:
+            w->parked = 1;
+            answer_parked(s);
+            break;
+        case PS_EVAL_PULL: {
+            int slow;
+            send_params(s, p, PS_EVAL_PARAMS, min_clock(s, &slow));
+            break;
+        }
+        case PS_DONE:
+            w->done = 1;
+            answer_parked(s);   /* a finished worker no longer holds the warm start */
+            break;
+        default:
+            break;
+        }
+    }
+    /* every worker is done or evicted: each survivor gets the final slice and
+     * statistics (the lead keeps the parameters; all learn of evictions) */
+    int slow;
+    int64_t m = min_clock(s, &slow);
+    for (int p = 0; p < cfg->workers; p++)
+        if (s->ws[p].alive) send_params(s, p, PS_FINAL, m);
+    for (int p = 0; p < cfg->workers; p++) {
+        for (int j = 0; j < 2; j++) {
+            MPI_Request *q = &s->out_req[2 * p + j];
+            if (s->ws[p].alive) MPI_CHECK(c, MPI_Wait(q, MPI_STATUS_IGNORE));
+            else if (*q != MPI_REQUEST_NULL) MPI_Request_free(q);   /* to a dead worker: abandon */
+            free(s->out[2 * p + j]);
+        }
+    }
+    free(s->in); free(s->out); free(s->out_req); free(s->w); free(s->ws);
+    optim_free(s->opt);
+    return 0;
+}

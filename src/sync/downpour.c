@@ -1,0 +1,74 @@
+/* --sync downpour: Downpour SGD (DistBelief; ALGORITHMS §3).
+ *
+ *   step = 0; acc = 0
+ *   loop:
+ *     g = ∇(w; batch);  acc += g;  w -= η g      local step between fetches
+ *     if (step+1) % n_push == 0:  push acc (nonblocking);  acc = 0
+ *     if a fetch is in flight:    wait;  w = fetched
+ *     if (step+1) % n_fetch == 0: start a fetch (nonblocking, no gate)
+ *
+ * A fetch started at the end of one step travels while the next step
+ * computes, and replaces the local parameters when that step ends: local
+ * progress since then reaches the server through the pushed sums. Shards
+ * apply pushes with --server-opt (Adagrad: G += Δ², W −= γ Δ / (√G + ε),
+ * γ = --adagrad-lr, one accumulator per shard shared by all replicas).
+ * Warm start (--warmup-steps K): worker 0 trains K steps alone; the other
+ * workers spend their first step on a fetch that the shards hold until then,
+ * so they start from its parameters. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "ps_sync.h"
+
+static int downpour_init(run_t *r)
+{
+    if (ps_sync_init(r, GATE_ASP, r->cfg->warmup_steps) != 0) return -1;
+    ps_sync_t *s = r->sync_state;
+    if (r->is_worker) s->local_acc = xalloc_floats(r->model->nparams);
+    return 0;
+}
+
+static int downpour_step(run_t *r)
+{
+    ps_sync_t *s = r->sync_state;
+    model_t *m = r->model;
+    const size_t n = m->nparams;
+    if (r->step == 0 && r->wrank != 0 && r->cfg->warmup_steps > 0) {
+        /* warm start: this step only fetches worker 0's parameters, which
+         * the shards hand out once it has trained --warmup-steps alone */
+        ps_pull_start(s->client, 0);
+        ps_pull_wait(s->client, m->params);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) s->local_acc[i] += m->grads[i];
+    optim_step(r->opt, m->params, m->grads, 0, n, r->lr);
+    if (++s->since_push >= r->cfg->push_every) {
+        ps_push_start(s->client, s->local_acc, r->lr, r->step + 1);
+        memset(s->local_acc, 0, n * sizeof(float));
+        s->since_push = 0;
+    }
+    if (s->client->pull_active) ps_pull_wait(s->client, m->params);
+    if ((r->step + 1) % r->cfg->fetch_every == 0) ps_pull_start(s->client, 0);
+    return 0;
+}
+
+static void downpour_finish(run_t *r)
+{
+    ps_sync_t *s = r->sync_state;
+    if (s->since_push > 0) ps_push_start(s->client, s->local_acc, r->lr, r->step);
+    ps_sync_finish(r);
+}
+
+const sync_ops_t sync_downpour = {
+    .name = "downpour",
+    .help = "Downpour SGD: local steps, fetch every n_fetch, push every n_push, server Adagrad",
+    .layout = ps_sync_layout,
+    .init = downpour_init,
+    .step = downpour_step,
+    .serve = ps_sync_serve,
+    .finish = downpour_finish,
+    .destroy = ps_sync_destroy,
+    .stats = ps_sync_stats,
+    .eval_params = ps_sync_eval_params,
+};

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Parameter-server tests: with one worker every consistency model is plain
+# SGD; with several, the recorded staleness never exceeds the bound; a dead
+# worker is evicted and the run still finishes.
+# Usage: tests/ps.sh BUILD_DIR   (prints "ps: N passed, M failed")
+set -u
+BUILD=${1:-build}
+DSGD="$BUILD/dsgd"
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d /tmp/dsgd-ps-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPIRUN=(mpirun -q)
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+json_field() {
+    python3 -c 'import json,sys
+v=None
+for l in open(sys.argv[1]):
+    r=json.loads(l)
+    if r["event"]==sys.argv[2]: v=r[sys.argv[3]]
+print(v)' "$@"
+}
+le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a != "None" && a+0 <= b+0)}'; }
+
+C=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet)
+"$DSGD" train "${C[@]}" --checkpoint "$WORK/none.st" > /dev/null
+for s in bsp-ps "ssp --staleness 0" asp "dssp --staleness-low 3 --staleness-high 15" downpour; do
+    name=${s%% *}
+    extra=()
+    [ "$name" = downpour ] && extra=(--optimizer sgd)
+    "${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync $s "${extra[@]}" --checkpoint "$WORK/$name.st" > "$WORK/$name.out" 2>&1
+    d=$(python3 "$HERE/ckpt_diff.py" "$WORK/none.st" "$WORK/$name.st" 2>&1)
+    if [ "$name" = downpour ]; then
+        # one Downpour worker: local step, push, fetch the server's copy: the
+        # same SGD trajectory, one fetch behind, so close but not equal
+        if le "$d" 0.05; then ok "downpour with one worker tracks --sync none (max |diff| $d)"
+        else bad "downpour, one worker" "max |diff| $d"; fi
+    elif [ "$d" = 0 ]; then ok "$name with one worker and one server equals --sync none bit for bit"
+    else bad "$name, one worker" "max |diff| $d: $(tail -2 "$WORK/$name.out")"; fi
+done
+
+# Staleness bounds with 4 workers, 2 shards, worker 1 three times slower.
+H=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 150 --quiet --servers 2 --slowdown 1=3)
+check_bound() {   # NAME BOUND ARGS...
+    local name=$1 bound=$2
+    shift 2
+    "${MPIRUN[@]}" -np 6 "$DSGD" train "${H[@]}" "$@" --metrics "$WORK/b.jsonl" > "$WORK/b.out" 2>&1
+    local mx n
+    mx=$(json_field "$WORK/b.jsonl" done staleness_max)
+    n=$(json_field "$WORK/b.jsonl" done server_updates)
+    if [ "$n" = 1200 ] && le "$mx" "$bound"; then ok "$name: every applied update has staleness <= $bound (max $mx, $n updates)"
+    else bad "$name" "staleness_max $mx (bound $bound), updates $n: $(tail -2 "$WORK/b.out")"; fi
+    echo "$mx" > "$WORK/last_max"
+}
+check_bound "ssp --staleness 0" 0 --sync ssp --staleness 0
+check_bound "bsp-ps" 0 --sync bsp-ps
+check_bound "ssp --staleness 3" 3 --sync ssp --staleness 3
+check_bound "dssp 2..6" 6 --sync dssp --staleness-low 2 --staleness-high 6
+# the bounds above are not vacuous: without a gate the straggler falls further behind
+"${MPIRUN[@]}" -np 6 "$DSGD" train "${H[@]}" --sync asp --metrics "$WORK/asp.jsonl" > /dev/null 2>&1
+mx=$(json_field "$WORK/asp.jsonl" done staleness_max)
+if awk -v m="$mx" 'BEGIN{exit !(m > 6)}'; then ok "asp with a 3x straggler exceeds those bounds (max staleness $mx)"
+else bad "asp staleness" "max $mx, expected > 6"; fi
+
+# A worker dies: the shards evict it and the run finishes (exit 0 on every survivor).
+for s in asp "ssp --staleness 3" "downpour --server-opt adagrad --adagrad-lr 0.05"; do
+    name=${s%% *}
+    rm -f "$WORK"/rc.*
+    "${MPIRUN[@]}" --enable-recovery -np 5 sh -c '"$0" "$@"; echo $? > "'"$WORK"'/rc.$OMPI_COMM_WORLD_RANK"' \
+        "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 300 --quiet --sync $s \
+        --fail 2@50 --timeout 3 --metrics "$WORK/f.jsonl" > "$WORK/f.out" 2> "$WORK/f.err"
+    rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 "$WORK"/rc.4 2>/dev/null | tr '\n' ' ')"
+    ev=$(json_field "$WORK/f.jsonl" done evictions 2>/dev/null)
+    acc=$(json_field "$WORK/f.jsonl" done test_acc 2>/dev/null)
+    if [ "$rcs" = "0 0 0 3 0 " ] && [ "$ev" = 1 ] && awk -v a="$acc" 'BEGIN{exit !(a >= 0.95)}' &&
+       grep -q "evicting worker 2 (rank 3)" "$WORK/f.err"; then
+        ok "$name: worker 2 dies at step 50, is evicted, the rest finish (exit codes $rcs, test_acc $acc)"
+    else bad "$name with a dead worker" "exit codes [$rcs], evictions $ev, acc $acc: $(grep dsgd "$WORK/f.err" | head -3)"; fi
+done
+
+# Wrong role counts are refused at start-up.
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync ssp --servers 2 > "$WORK/r.out" 2> "$WORK/r.err"
+if [ $? -ne 0 ] && grep -q "needs --servers S >= 1 server ranks plus at least one worker" "$WORK/r.err"; then ok "2 ranks with --servers 2 is refused"
+else bad "role check" "$(cat "$WORK/r.err")"; fi
+
+echo "ps: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
