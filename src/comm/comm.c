@@ -29,6 +29,12 @@ void comm_init(comm_t *c, int *argc, char ***argv)
      * slower than its blocking one for gradient-sized vectors on 2 ranks; the
      * ring is within 3% (make bench). A user's own setting wins. */
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
+    /* Open MPI's shared-memory transport reads large messages straight from
+     * the sender's memory (CMA); when the sender has died that read fails
+     * inside MPI and takes the receiver down with it. Copying through the
+     * shared segment instead lets a parameter-server shard time out on a
+     * dead worker's half-sent message and evict it. */
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
     if (!up && MPI_Init(argc, argv) != MPI_SUCCESS) die("MPI_Init failed; check the MPI installation (mpirun --version)");
     c->world = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);

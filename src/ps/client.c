@@ -46,6 +46,12 @@ void ps_client_free(ps_client_t *pc)
     free(pc);
 }
 
+/* How long a shard may keep a worker waiting before it counts as dead: a
+ * gated pull waits for slow peers, and a shard may spend up to the timeout
+ * on a dead worker's half-sent message before evicting it; twice the
+ * timeout plus slack covers both. */
+static double shard_limit(const ps_client_t *pc) { return 2 * pc->cfg->timeout_s + 10; }
+
 /* Wait for n requests; a shard silent past the limit stops the job. */
 static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit, const char *what)
 {
@@ -97,7 +103,7 @@ void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step)
 void ps_push_wait(ps_client_t *pc)
 {
     if (!pc->push_active) return;
-    wait_shards(pc, pc->cfg->servers, pc->push_req, pc->cfg->timeout_s, "a push");
+    wait_shards(pc, pc->cfg->servers, pc->push_req, shard_limit(pc), "a push");
     pc->push_active = 0;
 }
 
@@ -151,10 +157,7 @@ static void take_replies(ps_client_t *pc, float *params, int with_stats)
 void ps_pull_wait(ps_client_t *pc, float *params)
 {
     if (!pc->pull_active) return;
-    /* a gated pull may wait for slow peers, and for the eviction of a dead
-     * one (which takes the timeout), so it gets twice that plus slack */
-    double limit = pc->pull_tag == PS_PARAMS ? 2 * pc->cfg->timeout_s + 10 : pc->cfg->timeout_s;
-    wait_shards(pc, 2 * pc->cfg->servers, pc->pull_req, limit, pc->pull_tag == PS_PARAMS ? "a pull" : "an evaluation pull");
+    wait_shards(pc, 2 * pc->cfg->servers, pc->pull_req, shard_limit(pc), pc->pull_tag == PS_PARAMS ? "a pull" : "an evaluation pull");
     pc->pull_active = 0;
     take_replies(pc, params, pc->pull_tag == PS_EVAL_PARAMS);
 }
@@ -189,9 +192,9 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
             MPI_Recv(&h, (int)sizeof h, MPI_BYTE, st.MPI_SOURCE, PS_KEEPALIVE, c->world, MPI_STATUS_IGNORE);
             last = now_s();
         }
-        if (now_s() - last > 2 * pc->cfg->timeout_s + 10)
+        if (now_s() - last > shard_limit(pc))
             die("the server shards sent neither the final parameters nor a keep-alive within %.0f s; stopping",
-                2 * pc->cfg->timeout_s + 10);
+                shard_limit(pc));
         sched_yield();
     }
     if (lead) {

@@ -121,6 +121,7 @@ static void answer_parked(shard_t *s)
         int slow;
         w->parked = 0;
         w->granted = 0;
+        w->last_seen = now_s();   /* its silence starts now, not when it asked */
         send_params(s, p, PS_PARAMS, min_clock(s, &slow));
     }
 }
@@ -182,6 +183,30 @@ static void evict(shard_t *s, int p, double silent)
                 worker_rank(s, p), silent, s->cfg->timeout_s);
 }
 
+/* Receive the probed message. A worker that dies while its message is in
+ * flight never finishes sending it, so the receive is nonblocking and gives
+ * up after the timeout: the sender is evicted and the buffer, which MPI may
+ * still own, is abandoned for a fresh one. */
+static int recv_or_evict(shard_t *s, const MPI_Status *st, int p)
+{
+    MPI_Request req;
+    MPI_CHECK(s->c, MPI_Irecv(s->in, (int)msg_bytes(s->n), MPI_BYTE, st->MPI_SOURCE, st->MPI_TAG, s->c->world, &req));
+    double t0 = now_s();
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (done) return 0;
+        if (now_s() - t0 > s->cfg->timeout_s) break;
+        sched_yield();
+    }
+    s->in = xmalloc(msg_bytes(s->n));   /* the old buffer stays with the dead request */
+    if (p >= 0 && p < s->cfg->workers && s->ws[p].alive) {
+        evict(s, p, now_s() - t0);
+        answer_parked(s);
+    }
+    return -1;
+}
+
 static int all_finished(const shard_t *s)
 {
     for (int p = 0; p < s->cfg->workers; p++)
@@ -238,7 +263,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
             continue;
         }
         int src = stt.MPI_SOURCE, p = src - cfg->servers;
-        MPI_CHECK(c, MPI_Recv(s->in, (int)msg_bytes(s->n), MPI_BYTE, src, stt.MPI_TAG, c->world, MPI_STATUS_IGNORE));
+        if (recv_or_evict(s, &stt, p) != 0) continue;
         if (p < 0 || p >= cfg->workers) continue;   /* not a worker: ignore (e.g. a roll call) */
         ps_hdr_t h;
         memcpy(&h, s->in, sizeof h);
