@@ -89,9 +89,44 @@ bench_single() {
     cat "$logdir/compare.log" 2>/dev/null
 }
 
+# ---- 2. two processes: bsp against one process and PyTorch DDP; all-reduce cost ----
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+# done_rate JSONL: samples per second of training time in a run's done record
+done_rate() { "$PY" -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][-1]; print("%.0f" % (d["samples"]/d["train_s"]))' "$1"; }
+
+bench_dist() {
+    section "bsp on 2 processes, mlp, batch 64 per worker, 1 thread per process"
+    local T=(train --data fashion-mnist --model mlp --batch 64 --lr 0.05 --momentum 0.9 --steps 3000 --eval-every 1000000 --quiet)
+    run_clean "$logdir/one.log" "$BUILD/dsgd" "${T[@]}" --metrics "$logdir/one.jsonl" > /dev/null &&
+    run_clean "$logdir/two.log" mpirun -q -np 2 "$BUILD/dsgd" "${T[@]}" --sync bsp --metrics "$logdir/two.jsonl" > /dev/null ||
+        { echo "bench: dsgd training failed"; status=1; return; }
+    local one two eff
+    one=$(done_rate "$logdir/one.jsonl"); two=$(done_rate "$logdir/two.jsonl")
+    eff=$(awk -v a="$one" -v b="$two" 'BEGIN { printf "%.2f", b / (2 * a) }')
+    echo "dsgd none x1: $one samples/s   bsp x2: $two samples/s   scaling efficiency $eff (target >= 0.85)"
+    run_clean "$logdir/ar.log" mpirun -q -np 2 "$BUILD/bench/allreduce" 300 || status=1
+    if "$PY" -c 'import torch' 2>/dev/null; then
+        run_clean "$logdir/ddp.log" "$PY" bench/torch_ddp.py 2 1000 || { echo "bench: torch_ddp.py failed"; return; }
+        local ddp
+        ddp=$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' "$logdir/ddp.log")
+        awk -v a="$two" -v b="$ddp" 'BEGIN { r = a / b; printf "compare bsp2=%.0f ddp2=%.0f ratio=%.2f target=3 met=%s\n", a, b, r, r >= 3 ? "yes" : "no" }'
+    fi
+}
+
+# ---- 3. parameter server: push+pull round trip, shard throughput ----
+bench_ps() {
+    section "parameter server, mlp vector"
+    run_clean "$logdir/rt.log" mpirun -q -np 2 "$BUILD/bench/ps_bench" roundtrip 300 || status=1
+    local w
+    for w in 1 2 4; do
+        run_clean "$logdir/tp$w.log" mpirun -q -np $((w + 1)) "$BUILD/bench/ps_bench" throughput 300 || status=1
+    done
+    echo "(on this 2-core machine, 4 workers plus a shard are oversubscribed)"
+}
+
 bench_single
-# ---- later sections (multi-process throughput under mpirun, ...) go here:
-# define bench_NAME above in the same style (section "...", run_clean LOG CMD,
-# set status=1 on failure) and call it below. ----
+bench_dist
+bench_ps
 
 exit "$status"
