@@ -110,7 +110,7 @@ bench_dist() {
         run_clean "$logdir/ddp.log" "$PY" bench/torch_ddp.py 2 1000 || { echo "bench: torch_ddp.py failed"; return; }
         local ddp
         ddp=$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' "$logdir/ddp.log")
-        awk -v a="$two" -v b="$ddp" 'BEGIN { r = a / b; printf "compare bsp2=%.0f ddp2=%.0f ratio=%.2f target=3 met=%s\n", a, b, r, r >= 3 ? "yes" : "no" }'
+        awk -v a="$two" -v b="$ddp" 'BEGIN { r = a / b; printf "compare bsp2=%.0f ddp2=%.0f ratio=%.2f target=3 met=%s\n", a, b, r, (r >= 3 ? "yes" : "no") }'
     fi
 }
 

@@ -19,7 +19,7 @@ declare -A ARGS=(
     [asp]="--sync asp"
     [ssp]="--sync ssp --staleness 3"
     [dssp]="--sync dssp --staleness-low 3 --staleness-high 15"
-    [downpour]="--sync downpour --server-opt adagrad --adagrad-lr 0.1 --optimizer sgd --momentum 0 --lr 0.02 --warmup-steps 100"
+    [downpour]="--sync downpour --server-opt adagrad --adagrad-lr 0.01 --optimizer sgd --momentum 0 --lr 0.05 --warmup-steps 100"
 )
 ORDER=(bsp-ps asp ssp dssp downpour)
 

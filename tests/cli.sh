@@ -6,24 +6,11 @@
 set -u
 BUILD=${1:-build}
 DSGD="$BUILD/dsgd"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-MPIRUN=(mpirun -q -np 2)
 WORK=$(mktemp -d /tmp/dsgd-cli-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-pass=0 fail=0
+. "$(dirname "$0")/lib.sh"
 
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
 
-# json_field FILE EVENT FIELD: the field of the last record with that event
-json_field() {
-    python3 -c 'import json,sys
-v=None
-for l in open(sys.argv[1]):
-    r=json.loads(l)
-    if r["event"]==sys.argv[2]: v=r[sys.argv[3]]
-print(v)' "$@"
-}
 
 # ge A B: A >= B as numbers
 ge() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a+0 >= b+0)}'; }
@@ -186,7 +173,6 @@ expect_error "missing checkpoint" "cannot open checkpoint" "$DSGD" eval --checkp
 # an unwritable checkpoint path fails cleanly and removes the partial metrics
 expect_error "unwritable checkpoint" "cannot write --checkpoint" "$DSGD" train "${TRAIN_COMMON[@]}" --epochs 1 \
     --metrics "$OUT/m.jsonl" --checkpoint "$OUT/missing-dir/c.st"
-expect_error "--sync none on 2 ranks" "--sync none trains in one process" "${MPIRUN[@]}" "$DSGD" train --data synthetic "${M[@]}"
+expect_error "--sync none on 2 ranks" "--sync none trains in one process" "${MPIRUN[@]}" -np 2 "$DSGD" train --data synthetic "${M[@]}"
 
-echo "cli: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary cli

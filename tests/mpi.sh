@@ -9,20 +9,8 @@ DSGD="$BUILD/dsgd"
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d /tmp/dsgd-mpi-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-MPIRUN=(mpirun -q)
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 diff_le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a+0 <= b+0)}'; }
-json_field() {
-    python3 -c 'import json,sys
-v=None
-for l in open(sys.argv[1]):
-    r=json.loads(l)
-    if r["event"]==sys.argv[2]: v=r[sys.argv[3]]
-print(v)' "$@"
-}
 
 # A small run: 40 steps of mlp:32 on synthetic data, plain SGD.
 C=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet)
@@ -94,5 +82,4 @@ if [ "$rcs" = "1 1 3 1 " ] && grep -q "rank 2 did not arrive at the gradient all
     ok "bsp with rank 2 dead: ranks 0,1,3 exit 1 in ${took}s, naming rank 2"
 else bad "bsp with a dead rank" "exit codes [$rcs] after ${took}s: $(grep dsgd "$WORK/fail.err" | head -3)"; fi
 
-echo "mpi: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary mpi

@@ -9,19 +9,7 @@ DSGD="$BUILD/dsgd"
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d /tmp/dsgd-ps-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-MPIRUN=(mpirun -q)
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-json_field() {
-    python3 -c 'import json,sys
-v=None
-for l in open(sys.argv[1]):
-    r=json.loads(l)
-    if r["event"]==sys.argv[2]: v=r[sys.argv[3]]
-print(v)' "$@"
-}
+. "$(dirname "$0")/lib.sh"
 le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a != "None" && a+0 <= b+0)}'; }
 
 C=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet)
@@ -85,5 +73,4 @@ done
 if [ $? -ne 0 ] && grep -q "needs --servers S >= 1 server ranks plus at least one worker" "$WORK/r.err"; then ok "2 ranks with --servers 2 is refused"
 else bad "role check" "$(cat "$WORK/r.err")"; fi
 
-echo "ps: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary ps

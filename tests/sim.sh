@@ -7,18 +7,7 @@ REAL=${2:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d /tmp/dsgd-sim-test-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-json_field() {
-    python3 -c 'import json,sys
-v=None
-for l in open(sys.argv[1]):
-    r=json.loads(l)
-    if r["event"]==sys.argv[2]: v=r[sys.argv[3]]
-print(v)' "$@"
-}
+. "$(dirname "$0")/lib.sh"
 if [ ! -x "$SIM/dsgd" ]; then
     bad "simulated build" "$SIM/dsgd missing (make sim needs smpicc from libsimgrid-dev)"
     echo "sim: $pass passed, $fail failed"; exit 1
@@ -49,5 +38,4 @@ t1=$(json_field "$WORK/fast.jsonl" done train_s); t4=$(json_field "$WORK/slow.js
 if awk -v a="$t1" -v b="$t4" 'BEGIN{exit !(a > 0 && b >= 1.4 * a)}'; then ok "a 4x slower simulated host slows bsp (${t1}s -> ${t4}s simulated)"
 else bad "slow simulated host" "train_s ${t1} -> ${t4}"; fi
 
-echo "sim: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary sim

@@ -100,24 +100,10 @@ static int localsgd_stats(run_t *r, sync_stat_t *out, int max, int progress)
     return 1;
 }
 
-const sync_ops_t sync_localsgd = {
-    .name = "localsgd",
-    .help = "H local steps, then parameter averaging",
-    .layout = sync_layout_all_workers,
-    .init = localsgd_init,
-    .step = localsgd_step,
-    .finish = localsgd_finish,
-    .destroy = localsgd_destroy,
-    .stats = localsgd_stats,
-};
+#define LOCALSGD_OPS(NAME, HELP) {                                                  \
+        .name = NAME, .help = HELP, .layout = sync_layout_all_workers, .init = localsgd_init, \
+        .step = localsgd_step, .finish = localsgd_finish, .destroy = localsgd_destroy,    \
+        .stats = localsgd_stats }
 
-const sync_ops_t sync_fedavg = {
-    .name = "fedavg",
-    .help = "local SGD with per-round client sampling and sample-count weights",
-    .layout = sync_layout_all_workers,
-    .init = localsgd_init,
-    .step = localsgd_step,
-    .finish = localsgd_finish,
-    .destroy = localsgd_destroy,
-    .stats = localsgd_stats,
-};
+const sync_ops_t sync_localsgd = LOCALSGD_OPS("localsgd", "H local steps, then parameter averaging");
+const sync_ops_t sync_fedavg = LOCALSGD_OPS("fedavg", "local SGD with per-round client sampling and sample-count weights");
