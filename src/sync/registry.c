@@ -5,7 +5,7 @@
 #include "sync.h"
 
 extern const sync_ops_t sync_none, sync_bsp, sync_localsgd, sync_fedavg, sync_selsync;
-extern const sync_ops_t sync_asp, sync_ssp, sync_dssp, sync_bsp_ps, sync_downpour;
+extern const sync_ops_t sync_asp, sync_ssp, sync_dssp, sync_bsp_ps, sync_downpour, sync_easgd;
 
 static const sync_ops_t *const registry[] = {
     &sync_none,
@@ -18,6 +18,7 @@ static const sync_ops_t *const registry[] = {
     &sync_ssp,
     &sync_dssp,
     &sync_downpour,
+    &sync_easgd,
 };
 
 const sync_ops_t *sync_find(const char *name)

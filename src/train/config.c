@@ -9,7 +9,7 @@
 const opt_def_t config_train_opts[] = {
     { "model", OT_STR, S(model), "mlp", "model spec: logreg | mlp[:H1,H2,...][:tanh] (mlp = mlp:256,128) | lenet[:tanh]" },
     { "data", OT_STR, S(data), "fashion-mnist", "fashion-mnist | mnist | synthetic[:N] | DIR of IDX or CIFAR-10 binary files" },
-    { "sync", OT_STR, S(sync), "none", "paradigm: none | bsp | localsgd | fedavg | selsync | bsp-ps | asp | ssp | dssp | downpour" },
+    { "sync", OT_STR, S(sync), "none", "paradigm: none | bsp | localsgd | fedavg | selsync | bsp-ps | asp | ssp | dssp | downpour | easgd | gossip" },
     { "epochs", OT_LONG, S(epochs), "3", "training epochs (over the whole training set)" },
     { "steps", OT_LONG, S(steps), "0", "stop after this many steps (0: epochs decide)" },
     { "batch", OT_LONG, S(batch), "64", "minibatch size per worker" },
@@ -50,6 +50,12 @@ const opt_def_t config_train_opts[] = {
     { "fetch-every", OT_LONG, S(fetch_every), "1", "downpour: steps between parameter fetches (n_fetch)" },
     { "push-every", OT_LONG, S(push_every), "1", "downpour: steps between gradient pushes (n_push)" },
     { "warmup-steps", OT_LONG, S(warmup_steps), "0", "downpour: worker 0 trains this many steps alone first (warm start)" },
+    { "tau", OT_LONG, S(tau), "4", "easgd: steps between elastic moves (tau)" },
+    { "alpha", OT_DOUBLE, S(alpha), "0", "easgd: elastic rate alpha (0: 0.9/N)" },
+    { "momentum-nesterov", OT_DOUBLE, S(momentum_nesterov), "0", "easgd: Nesterov momentum delta of EAMSGD (0: plain EASGD)" },
+    { "easgd-mode", OT_STR, S(easgd_mode), "async", "easgd: async (center on the parameter server) | sync (collectives)" },
+    { "gossip", OT_STR, S(gossip), "pull", "gossip: pull | push | round" },
+    { "beta", OT_DOUBLE, S(beta), "0.5", "gossip: mixing weight of the peer's parameters" },
     { "inject-alpha", OT_DOUBLE, S(inject_alpha), "0", "data injection: each batch adds ceil(alpha*C) classes the worker lacks (0: off; paper 0.25)" },
     { "inject-beta", OT_DOUBLE, S(inject_beta), "0.25", "data injection: floor(beta*B*N/C) samples of each injected class" },
     { "quiet", OT_FLAG, S(quiet), "0", "print only errors and the final result" },
@@ -158,6 +164,10 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (c->staleness < 0 || c->staleness_low < 0 || c->staleness_high < 0) BAD("staleness bounds must be >= 0");
     if (c->fetch_every < 1 || c->push_every < 1) BAD("--fetch-every and --push-every must be >= 1");
     if (c->warmup_steps < 0 || c->adagrad_lr < 0) BAD("--warmup-steps and --adagrad-lr must be >= 0");
+    if (c->tau < 1) BAD("--tau must be >= 1 (got %ld)", c->tau);
+    if (c->alpha < 0 || c->alpha >= 1) BAD("--alpha must be in [0, 1) (got %g)", c->alpha);
+    if (c->momentum_nesterov < 0 || c->momentum_nesterov >= 1) BAD("--momentum-nesterov must be in [0, 1)");
+    if (!(c->beta > 0 && c->beta <= 1)) BAD("--beta must be in (0, 1] (got %g)", c->beta);
     if (c->inject_alpha < 0 || c->inject_alpha > 1 || c->inject_beta < 0)
         BAD("--inject-alpha must be in [0, 1] and --inject-beta >= 0");
     if (*c->metrics && *c->checkpoint && !strcmp(c->metrics, c->checkpoint))

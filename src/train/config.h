@@ -21,6 +21,9 @@ typedef struct config {
     long servers, staleness, staleness_low, staleness_high;  /* parameter server */
     long fetch_every, push_every, warmup_steps;               /* Downpour */
     double adagrad_lr;
+    const char *easgd_mode, *gossip;                          /* EASGD, gossip */
+    long tau;
+    double alpha, momentum_nesterov, beta;
     int quiet;
 } config_t;
 
