@@ -5,7 +5,7 @@
 #include "sync.h"
 
 extern const sync_ops_t sync_none, sync_bsp, sync_localsgd, sync_fedavg, sync_selsync;
-extern const sync_ops_t sync_asp, sync_ssp, sync_dssp, sync_bsp_ps, sync_downpour, sync_easgd;
+extern const sync_ops_t sync_asp, sync_ssp, sync_dssp, sync_bsp_ps, sync_downpour, sync_easgd, sync_gossip;
 
 static const sync_ops_t *const registry[] = {
     &sync_none,
@@ -19,6 +19,7 @@ static const sync_ops_t *const registry[] = {
     &sync_dssp,
     &sync_downpour,
     &sync_easgd,
+    &sync_gossip,
 };
 
 const sync_ops_t *sync_find(const char *name)

@@ -1,0 +1,378 @@
+/* --sync gossip: gossiping SGD (Jin, Yuan, Iandola, Keutzer 2016;
+ * ALGORITHMS §8). No server and no barrier in the step loop. Each step every
+ * rank takes its local optimizer step, θ_i' = θ_i − η g_i, then:
+ *
+ *   pull   pick a peer j uniformly among the live others (a per-rank seeded
+ *          generator, fresh each step); read θ_j' with a one-sided MPI_Get
+ *          from j's published copy, j does not stop; θ_i = (1−β) θ_i' + β θ_j'
+ *   push   send θ_i' to a random peer; mix every message received since the
+ *          last step: θ_i = (1−β) θ_i' + β mean(received)
+ *   round  a random perfect matching per round from a seed shared by all
+ *          ranks; partners exchange θ' and mix (deterministic; for tests)
+ *
+ * Every rank publishes its parameters (and step) after each step in an RMA
+ * window, written under an exclusive lock of its own window and read under
+ * a shared lock, so a reader never sees a half-written vector. The lead
+ * evaluates the average of all live ranks' published parameters (and logs
+ * the consensus distance mean_i ‖θ_i − θ̄‖) by reading them one-sidedly, so
+ * evaluation needs no collective either. A peer whose published step has not
+ * moved for --timeout seconds (pull), or that does not take a message within
+ * --timeout (push), is marked dead and never chosen again. */
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "sync.h"
+
+enum { TAG_GOSSIP = TAG_GOSSIP_BASE, TAG_GOSSIP_DONE, TAG_GOSSIP_BYE, NSEND = 4 };
+
+typedef struct published {
+    int64_t step;            /* steps completed; total_steps + 1 once finished */
+    int64_t pad;
+    /* followed by n floats */
+} published_t;
+
+typedef struct gossip {
+    int mode;                /* 0 pull, 1 push, 2 round */
+    float beta;
+    rng_t rng;               /* peer choice, per rank */
+    size_t n, bytes;
+    unsigned char *pub;      /* window memory: published_t + n floats */
+    MPI_Win win;
+    unsigned char *peer;     /* a peer's published copy */
+    float *mix;              /* (n) push: Σ received; round: partner's θ' */
+    int *alive;              /* (ranks) */
+    int *done_from;          /* (ranks) push: that rank's DONE marker has arrived */
+    int64_t *seen_step;      /* (ranks) last published step read */
+    double *seen_time;       /* (ranks) when it last moved */
+    unsigned char *sbuf[NSEND];
+    MPI_Request sreq[NSEND];
+    int sdest[NSEND];
+    double stime[NSEND];
+    long mixes, dead;
+    double consensus;        /* at the last evaluation */
+    float *avg;              /* (n) lead: average of the published replicas */
+} gossip_t;
+
+static void publish(run_t *r, gossip_t *g, int64_t step)
+{
+    MPI_CHECK(r->comm, MPI_Win_lock(MPI_LOCK_EXCLUSIVE, r->comm->rank, 0, g->win));
+    published_t h = { .step = step };
+    memcpy(g->pub, &h, sizeof h);
+    memcpy(g->pub + sizeof h, r->model->params, g->n * sizeof(float));
+    MPI_CHECK(r->comm, MPI_Win_unlock(r->comm->rank, g->win));
+}
+
+/* Read rank j's published copy into g->peer; returns its step. */
+static int64_t read_peer(run_t *r, gossip_t *g, int j)
+{
+    MPI_CHECK(r->comm, MPI_Win_lock(MPI_LOCK_SHARED, j, 0, g->win));
+    MPI_CHECK(r->comm, MPI_Get(g->peer, (int)g->bytes, MPI_BYTE, j, 0, (int)g->bytes, MPI_BYTE, g->win));
+    MPI_CHECK(r->comm, MPI_Win_unlock(j, g->win));
+    r->comm->bytes_sent += sizeof(published_t);   /* the request; the data flows to us */
+    published_t h;
+    memcpy(&h, g->peer, sizeof h);
+    double now = now_s();
+    if (h.step != g->seen_step[j]) { g->seen_step[j] = h.step; g->seen_time[j] = now; }
+    return h.step;
+}
+
+static void mark_dead(run_t *r, gossip_t *g, int j, const char *why)
+{
+    if (!g->alive[j]) return;
+    g->alive[j] = 0;
+    g->dead++;
+    r->comm->peer_lost = 1;
+    fprintf(stderr, "dsgd: rank %d: peer rank %d is dead (%s within --timeout %g s); no longer chosen\n",
+            r->comm->rank, j, why, r->cfg->timeout);
+}
+
+static int pick_peer(run_t *r, gossip_t *g)
+{
+    int N = r->comm->size, live = 0;
+    for (int j = 0; j < N; j++) live += g->alive[j] && j != r->comm->rank;
+    if (!live) return -1;
+    int k = (int)rng_below(&g->rng, (uint32_t)live);
+    for (int j = 0; j < N; j++)
+        if (g->alive[j] && j != r->comm->rank && k-- == 0) return j;
+    return -1;
+}
+
+static int gossip_init(run_t *r)
+{
+    gossip_t *g = xcalloc(1, sizeof *g);
+    r->sync_state = g;
+    const char *m = r->cfg->gossip;
+    g->mode = !strcmp(m, "pull") ? 0 : !strcmp(m, "push") ? 1 : !strcmp(m, "round") ? 2 : -1;
+    if (g->mode < 0) {
+        snprintf(r->err, sizeof r->err, "unknown --gossip '%s'; choose pull, push or round", m);
+        return -1;
+    }
+    if (r->comm->size < 2) {
+        snprintf(r->err, sizeof r->err, "--sync gossip needs at least 2 ranks");
+        return -1;
+    }
+    int N = r->comm->size;
+    g->beta = (float)r->cfg->beta;
+    rng_seed(&g->rng, (uint64_t)r->cfg->seed, 0x6055000ULL + (uint64_t)r->comm->rank);
+    g->n = r->model->nparams;
+    g->bytes = sizeof(published_t) + g->n * sizeof(float);
+    g->peer = xmalloc(g->bytes);
+    g->mix = xalloc_floats(g->n);
+    g->alive = xcalloc((size_t)N, sizeof(int));
+    g->done_from = xcalloc((size_t)N, sizeof(int));
+    g->seen_step = xcalloc((size_t)N, sizeof(int64_t));
+    g->seen_time = xcalloc((size_t)N, sizeof(double));
+    double now = now_s();
+    for (int j = 0; j < N; j++) { g->alive[j] = 1; g->seen_step[j] = -1; g->seen_time[j] = now; }
+    for (int k = 0; k < NSEND; k++) { g->sbuf[k] = xmalloc(g->n * sizeof(float)); g->sreq[k] = MPI_REQUEST_NULL; }
+    if (r->lead) g->avg = xalloc_floats(g->n);
+    /* MPI_Win_allocate lets the MPI place the window (Open MPI's shared-memory
+     * one-sided component only serves windows it allocates itself) */
+    MPI_CHECK(r->comm, MPI_Win_allocate((MPI_Aint)g->bytes, 1, MPI_INFO_NULL, r->comm->world, &g->pub, &g->win));
+    sync_bcast_params(r);
+    publish(r, g, 0);
+    MPI_CHECK(r->comm, MPI_Barrier(r->comm->world));   /* every window holds θ_0 before anyone reads */
+    return 0;
+}
+
+static void mix_into(float *theta, const float *other, float beta, size_t n)
+{
+    for (size_t i = 0; i < n; i++) theta[i] = (1.0f - beta) * theta[i] + beta * other[i];
+}
+
+static void step_pull(run_t *r, gossip_t *g)
+{
+    for (int tries = 0; tries < r->comm->size; tries++) {
+        int j = pick_peer(r, g);
+        if (j < 0) return;
+        read_peer(r, g, j);
+        if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "its parameters did not change"); continue; }
+        mix_into(r->model->params, (const float *)(g->peer + sizeof(published_t)), g->beta, g->n);
+        g->mixes++;
+        return;
+    }
+}
+
+/* Receive whatever arrived; sum into g->mix. Returns the count. A sender
+ * that dies mid-message is given up after the timeout. */
+static int drain_inbox(run_t *r, gossip_t *g, int first)
+{
+    int count = 0;
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        /* DONE markers first; the lead's goodbye is left for gossip_finish */
+        MPI_CHECK(r->comm, MPI_Iprobe(MPI_ANY_SOURCE, TAG_GOSSIP_DONE, r->comm->world, &flag, &st));
+        if (flag) {
+            int v;
+            MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, TAG_GOSSIP_DONE, r->comm->world, MPI_STATUS_IGNORE);
+            g->done_from[st.MPI_SOURCE] = 1;   /* may come while this rank still trains */
+            continue;
+        }
+        MPI_CHECK(r->comm, MPI_Iprobe(MPI_ANY_SOURCE, TAG_GOSSIP, r->comm->world, &flag, &st));
+        if (!flag) return count;
+        float *buf = (float *)g->peer;   /* large enough for n floats */
+        MPI_Request q;
+        MPI_CHECK(r->comm, MPI_Irecv(buf, (int)g->n, MPI_FLOAT, st.MPI_SOURCE, TAG_GOSSIP, r->comm->world, &q));
+        double t0 = now_s();
+        int got = 0;
+        while (!got && now_s() - t0 < r->cfg->timeout) { MPI_Test(&q, &got, MPI_STATUS_IGNORE); if (!got) sched_yield(); }
+        if (!got) {
+            g->peer = xmalloc(g->bytes);   /* the old buffer stays with the dead request */
+            mark_dead(r, g, st.MPI_SOURCE, "it stopped in the middle of a message");
+            continue;
+        }
+        if (first && count == 0) memcpy(g->mix, buf, g->n * sizeof(float));
+        else for (size_t i = 0; i < g->n; i++) g->mix[i] += buf[i];
+        count++;
+        first = 1;
+    }
+}
+
+static void step_push(run_t *r, gossip_t *g)
+{
+    /* a free send slot; a send pending past the timeout means a dead receiver */
+    int slot = -1;
+    for (int k = 0; k < NSEND && slot < 0; k++) {
+        int done = 1;
+        if (g->sreq[k] != MPI_REQUEST_NULL) MPI_Test(&g->sreq[k], &done, MPI_STATUS_IGNORE);
+        if (done) slot = k;
+        else if (now_s() - g->stime[k] > r->cfg->timeout) {
+            mark_dead(r, g, g->sdest[k], "it took no message");
+            g->sbuf[k] = xmalloc(g->n * sizeof(float));   /* abandon the buffer to MPI */
+            g->sreq[k] = MPI_REQUEST_NULL;
+            slot = k;
+        }
+    }
+    int j = pick_peer(r, g);
+    if (slot >= 0 && j >= 0) {
+        memcpy(g->sbuf[slot], r->model->params, g->n * sizeof(float));
+        MPI_CHECK(r->comm, MPI_Isend(g->sbuf[slot], (int)g->n, MPI_FLOAT, j, TAG_GOSSIP, r->comm->world, &g->sreq[slot]));
+        g->sdest[slot] = j;
+        g->stime[slot] = now_s();
+        r->comm->bytes_sent += g->n * sizeof(float);
+        r->comm->msgs_sent++;
+    }
+    int got = drain_inbox(r, g, 1);
+    if (got) {
+        const float inv = 1.0f / (float)got;
+        for (size_t i = 0; i < g->n; i++) g->mix[i] *= inv;
+        mix_into(r->model->params, g->mix, g->beta, g->n);
+        g->mixes++;
+    }
+}
+
+static void step_round(run_t *r, gossip_t *g)
+{
+    int N = r->comm->size, me = r->comm->rank;
+    int32_t *perm = (int32_t *)g->mix;   /* scratch: N ints fit in n floats for any real model */
+    if ((size_t)N > g->n) die("gossip round: more ranks than parameters");
+    for (int j = 0; j < N; j++) perm[j] = j;
+    rng_t shared;
+    rng_seed(&shared, (uint64_t)r->cfg->seed, 0x60550000ULL + (uint64_t)r->step);
+    rng_shuffle(&shared, perm, (size_t)N);
+    int partner = -1;
+    for (int k = 0; k + 1 < N; k += 2) {
+        if (perm[k] == me) partner = perm[k + 1];
+        if (perm[k + 1] == me) partner = perm[k];
+    }
+    if (partner < 0) return;   /* odd N: this rank sits the round out */
+    float *other = (float *)g->peer;
+    MPI_Request q[2];
+    MPI_CHECK(r->comm, MPI_Irecv(other, (int)g->n, MPI_FLOAT, partner, TAG_GOSSIP, r->comm->world, &q[0]));
+    MPI_CHECK(r->comm, MPI_Isend(r->model->params, (int)g->n, MPI_FLOAT, partner, TAG_GOSSIP, r->comm->world, &q[1]));
+    r->comm->bytes_sent += g->n * sizeof(float);
+    r->comm->msgs_sent++;
+    comm_waitall(r->comm, 2, q, "the gossip exchange with this round's partner");
+    mix_into(r->model->params, other, g->beta, g->n);
+    g->mixes++;
+}
+
+static int gossip_step(run_t *r)
+{
+    gossip_t *g = r->sync_state;
+    optim_step(r->opt, r->model->params, r->model->grads, 0, g->n, r->lr);   /* θ' */
+    if (g->mode == 0) step_pull(r, g);
+    else if (g->mode == 1) step_push(r, g);
+    else step_round(r, g);
+    publish(r, g, r->step + 1);
+    return 0;
+}
+
+/* Lead: θ̄ over the live ranks' published copies, and the consensus distance. */
+static float *gossip_average(run_t *r)
+{
+    gossip_t *g = r->sync_state;
+    int N = r->comm->size, live = 0;
+    memset(g->avg, 0, g->n * sizeof(float));
+    for (int j = 0; j < N; j++) {
+        if (!g->alive[j]) continue;
+        read_peer(r, g, j);
+        const float *t = (const float *)(g->peer + sizeof(published_t));
+        for (size_t i = 0; i < g->n; i++) g->avg[i] += t[i];
+        live++;
+    }
+    for (size_t i = 0; i < g->n; i++) g->avg[i] /= (float)live;
+    double dist = 0;
+    for (int j = 0; j < N; j++) {
+        if (!g->alive[j]) continue;
+        read_peer(r, g, j);
+        const float *t = (const float *)(g->peer + sizeof(published_t));
+        double ss = 0;
+        for (size_t i = 0; i < g->n; i++) { double d = (double)t[i] - g->avg[i]; ss += d * d; }
+        dist += sqrt(ss);
+    }
+    g->consensus = dist / live;
+    return g->avg;
+}
+
+static void gossip_finish(run_t *r)
+{
+    gossip_t *g = r->sync_state;
+    int N = r->comm->size, me = r->comm->rank;
+    publish(r, g, r->total_steps + 1);   /* "finished" */
+    if (g->mode == 1) {
+        /* deliver the pushes in flight: DONE to every live peer, then drain until
+         * every live peer's DONE is in (messages from one sender arrive in order) */
+        int one = 1;
+        for (int j = 0; j < N; j++)
+            if (j != me && g->alive[j]) MPI_Send(&one, 1, MPI_INT, j, TAG_GOSSIP_DONE, r->comm->world);
+        double t0 = now_s();
+        for (;;) {
+            drain_inbox(r, g, 0);
+            int missing = -1;
+            for (int j = 0; j < N; j++) if (j != me && g->alive[j] && !g->done_from[j]) missing = j;
+            if (missing < 0) break;
+            if (now_s() - t0 > r->cfg->timeout + 10) { mark_dead(r, g, missing, "it never finished"); t0 = now_s(); }
+            sched_yield();
+        }
+    }
+    if (r->lead) {
+        /* wait until every live rank has published its final parameters */
+        for (int j = 0; j < N; j++) {
+            double t0 = now_s();
+            while (g->alive[j] && read_peer(r, g, j) <= r->total_steps) {
+                if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "it never finished"); break; }
+                (void)t0;
+                sched_yield();
+            }
+        }
+        memcpy(r->model->params, gossip_average(r), g->n * sizeof(float));
+        int lost = r->comm->peer_lost;
+        for (int j = 0; j < N; j++)
+            if (j != me && g->alive[j]) MPI_Send(&lost, 1, MPI_INT, j, TAG_GOSSIP_BYE, r->comm->world);
+    } else {
+        /* keep the window up until the lead has read it */
+        int lost = 0;
+        MPI_Request q;
+        MPI_CHECK(r->comm, MPI_Irecv(&lost, 1, MPI_INT, 0, TAG_GOSSIP_BYE, r->comm->world, &q));
+        double t0 = now_s();
+        int got = 0;
+        while (!got) {
+            MPI_Test(&q, &got, MPI_STATUS_IGNORE);
+            if (!got && now_s() - t0 > 3 * r->cfg->timeout + 10) { mark_dead(r, g, 0, "the lead never said goodbye"); break; }
+            if (!got) sched_yield();
+        }
+        if (lost) r->comm->peer_lost = 1;
+    }
+}
+
+static void gossip_destroy(run_t *r)
+{
+    gossip_t *g = r->sync_state;
+    if (!g) return;
+    /* MPI_Win_free is collective: with a dead peer it would wait forever */
+    if (!r->comm->peer_lost) {
+        for (int k = 0; k < NSEND; k++) MPI_Wait(&g->sreq[k], MPI_STATUS_IGNORE);
+        MPI_Win_free(&g->win);   /* frees pub too */
+        for (int k = 0; k < NSEND; k++) free(g->sbuf[k]);
+    }
+    free(g->peer); free(g->mix); free(g->alive); free(g->done_from); free(g->seen_step); free(g->seen_time); free(g->avg);
+    free(g);
+    r->sync_state = NULL;
+}
+
+static int gossip_stats(run_t *r, sync_stat_t *out, int max, int progress)
+{
+    gossip_t *g = r->sync_state;
+    if (!g || max < 3) return 0;
+    out[0] = (sync_stat_t){ "consensus_distance", g->consensus, NULL };
+    out[1] = (sync_stat_t){ "mixes", (double)g->mixes, NULL };
+    out[2] = (sync_stat_t){ "dead_peers", (double)g->dead, NULL };
+    return 3;
+}
+
+const sync_ops_t sync_gossip = {
+    .name = "gossip",
+    .help = "gossiping SGD: pull, push or round-based pairwise averaging, no barrier",
+    .layout = sync_layout_all_workers,
+    .init = gossip_init,
+    .step = gossip_step,
+    .finish = gossip_finish,
+    .destroy = gossip_destroy,
+    .stats = gossip_stats,
+    .eval_params = gossip_average,
+};

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Elastic averaging and gossip: equivalences, that gossip alone averages,
+# convergence of the center variable, and a dead peer.
+# Usage: tests/decentral.sh BUILD_DIR   (prints "decentral: N passed, M failed")
+set -u
+BUILD=${1:-build}
+DSGD="$BUILD/dsgd"
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d /tmp/dsgd-dec-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+. "$(dirname "$0")/lib.sh"
+C=(train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet)
+
+# round gossip on 2 ranks with beta 0.5 is a parameter average every step
+"${MPIRUN[@]}" -np 2 "$DSGD" "${C[@]}" --sync localsgd --period 1 --checkpoint "$WORK/avg.st" > /dev/null
+"${MPIRUN[@]}" -np 2 "$DSGD" "${C[@]}" --sync gossip --gossip round --beta 0.5 --checkpoint "$WORK/round.st" > /dev/null
+d=$(python3 "$HERE/ckpt_diff.py" "$WORK/avg.st" "$WORK/round.st" 2>&1)
+if awk -v d="$d" 'BEGIN{exit !(d != "" && d+0 <= 1e-6)}'; then ok "gossip round, 2 ranks, beta 0.5 equals averaging every step (max |diff| $d)"
+else bad "gossip round vs averaging" "max |diff| $d"; fi
+
+# gossip alone averages: after step 100 the rate is ~0 (x1e-30), so the
+# consensus distance must shrink between evaluations
+"${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.2 --steps 300 --quiet \
+    --eval-every 100 --lr-schedule step --lr-step-every 100 --lr-gamma 1e-30 --sync gossip --gossip pull \
+    --metrics "$WORK/cons.jsonl" > /dev/null 2>&1
+read -r c1 c3 < <(python3 -c 'import json,sys
+e=[json.loads(l) for l in open(sys.argv[1]) if "\"eval\"" in l]
+print(e[0]["consensus_distance"], e[-1]["consensus_distance"])' "$WORK/cons.jsonl" 2>/dev/null)
+if awk -v a="$c1" -v b="$c3" 'BEGIN{exit !(a > 0 && b < 0.5 * a)}'; then ok "with the rate at ~0, pull gossip shrinks the consensus distance ($c1 -> $c3)"
+else bad "gossip averaging" "consensus distance $c1 -> $c3"; fi
+
+# each method trains (center variable / averaged model evaluated)
+for s in "easgd --tau 4" "easgd --tau 4 --momentum-nesterov 0.9 --momentum 0" "easgd --easgd-mode sync --tau 2" \
+         "gossip --gossip pull" "gossip --gossip push"; do
+    n=4; case "$s" in "easgd --tau"*) n=5 ;; esac
+    "${MPIRUN[@]}" -np $n "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 200 --quiet \
+        --sync $s --metrics "$WORK/t.jsonl" > "$WORK/t.out" 2>&1
+    acc=$(json_field "$WORK/t.jsonl" done test_acc 2>/dev/null)
+    if awk -v a="$acc" 'BEGIN{exit !(a >= 0.95)}'; then ok "--sync $s trains on $n ranks (test_acc $acc)"
+    else bad "--sync $s" "test_acc $acc: $(tail -2 "$WORK/t.out")"; fi
+done
+
+# a dead peer: gossip (pull) and easgd carry on without it. A dead rank's
+# window stays readable, so pull gossip finds it by its published step not
+# moving for --timeout; the run must outlast that to shed the frozen replica.
+for s in "gossip --gossip pull --model mlp:256,256 --steps 4000 --timeout 1:4" "easgd --tau 4 --model mlp:32 --steps 400 --timeout 2:5"; do
+    args=${s%:*} n=${s##*:}
+    rm -f "$WORK"/rc.*
+    "${MPIRUN[@]}" --enable-recovery -np "$n" sh -c '"$0" "$@"; echo $? > "'"$WORK"'/rc.$OMPI_COMM_WORLD_RANK"' \
+        "$DSGD" train --data synthetic --batch 32 --lr 0.05 --quiet --sync $args \
+        --fail 2@50 --metrics "$WORK/f.jsonl" > "$WORK/f.out" 2> "$WORK/f.err"
+    rcs=$(for i in $(seq 0 $((n - 1))); do cat "$WORK/rc.$i" 2>/dev/null || echo x; done | tr '\n' ' ')
+    acc=$(json_field "$WORK/f.jsonl" done test_acc 2>/dev/null)
+    want="0 0 0 3 "; [ "$n" = 5 ] && want="0 0 0 3 0 "
+    [ "${args%% *}" = gossip ] && want="0 0 3 0 "
+    if [ "$rcs" = "$want" ] && awk -v a="$acc" 'BEGIN{exit !(a >= 0.95)}' && grep -q "dead\|evicting" "$WORK/f.err"; then
+        ok "${args%% *}: a peer dies at step 50, the rest finish (exit codes $rcs, test_acc $acc)"
+    else bad "${args%% *} with a dead peer" "exit codes [$rcs] want [$want], acc $acc: $(grep dsgd "$WORK/f.err" | head -3)"; fi
+done
+
+summary decentral
