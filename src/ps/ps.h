@@ -116,8 +116,10 @@ void ps_push_wait(ps_client_t *pc);
 void ps_pull_start(ps_client_t *pc, int eval);
 /* Wait for the pull and copy the slices into params. */
 void ps_pull_wait(ps_client_t *pc, float *params);
-/* Tell every shard this worker is done; the lead worker then waits for the
- * final parameters and statistics (into params and pc->stats). */
+/* Tell every shard this worker is done, then wait for the shards' final
+ * message (sent once every worker is done or evicted): the lead worker takes
+ * the final parameters and statistics (into params and pc->stats); every
+ * worker learns whether a peer was evicted (comm->peer_lost). */
 void ps_finish(ps_client_t *pc, int lead, float *params);
 
 #endif
