@@ -312,14 +312,11 @@ static void gossip_finish(run_t *r)
     }
     if (r->lead) {
         /* wait until every live rank has published its final parameters */
-        for (int j = 0; j < N; j++) {
-            double t0 = now_s();
+        for (int j = 0; j < N; j++)
             while (g->alive[j] && read_peer(r, g, j) <= r->total_steps) {
                 if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "it never finished"); break; }
-                (void)t0;
                 sched_yield();
             }
-        }
         memcpy(r->model->params, gossip_average(r), g->n * sizeof(float));
         int lost = r->comm->peer_lost;
         for (int j = 0; j < N; j++)

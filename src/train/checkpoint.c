@@ -11,6 +11,17 @@
 
 #define MAX_HEADER (64u << 20)
 
+/* zlib's CRC-32 of a buffer of any size (crc32 takes a uInt length). */
+static uLong crc_of(const unsigned char *p, size_t len)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (size_t off = 0; off < len; off += 1u << 30) {
+        size_t chunk = len - off < (1u << 30) ? len - off : (1u << 30);
+        crc = crc32(crc, p + off, (uInt)chunk);
+    }
+    return crc;
+}
+
 static void tensor_name(char *out, size_t len, const model_t *m, int i, const char *what)
 {
     snprintf(out, len, "layer%d.%s.%s", i, layer_kind_name(m->layers[i].kind), what);
@@ -85,11 +96,7 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
     at = np * 4;
     for (int s = 0; s < 2; s++)
         if (state[s]) { memcpy(data + at, state[s], np * 4); at += np * 4; }
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (size_t off = 0; off < data_len; off += 1u << 30) {
-        size_t chunk = data_len - off < (1u << 30) ? data_len - off : (1u << 30);
-        crc = crc32(crc, data + off, (uInt)chunk);
-    }
+    uLong crc = crc_of(data, data_len);
     char crcs[16], shape[64];
     snprintf(crcs, sizeof crcs, "%08lx", (unsigned long)crc);
     snprintf(shape, sizeof shape, "%d,%d,%d", meta->c, meta->h, meta->w);
@@ -202,11 +209,7 @@ int ckpt_load(const char *path, ckpt_t *ck, char *err, size_t errlen)
     snprintf(m->optimizer, sizeof m->optimizer, "%s", meta_str(md, "optimizer") ? meta_str(md, "optimizer") : "");
     if (meta_str(md, "seed")) parse_long(meta_str(md, "seed"), &m->seed);
     size_t data_len = ck->size - ck->data_off;
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (size_t off = 0; off < data_len; off += 1u << 30) {
-        size_t chunk = data_len - off < (1u << 30) ? data_len - off : (1u << 30);
-        crc = crc32(crc, ck->buf + ck->data_off + off, (uInt)chunk);
-    }
+    uLong crc = crc_of(ck->buf + ck->data_off, data_len);
     char want[16];
     snprintf(want, sizeof want, "%08lx", (unsigned long)crc);
     if (strcmp(want, crcs)) FAIL("checkpoint '%s' is corrupt: CRC32 of its data is %s, header says %s", path, want, crcs);

@@ -338,6 +338,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     metrics_long(&mx, "samples", steps * samples_per_step);
     metrics_long(&mx, "bytes_sent", (long)comm->bytes_sent);
     metrics_long(&mx, "msgs_sent", (long)comm->msgs_sent);
+    metrics_long(&mx, "collectives", (long)comm->collectives);
     metrics_double(&mx, "comm_s", comm->comm_s);
     metrics_double(&mx, "wall_s", now_s() - t0);
     metrics_double(&mx, "train_s", train_s);
