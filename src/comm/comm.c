@@ -193,7 +193,8 @@ static void __attribute__((noreturn)) comm_rollcall_and_exit(comm_t *c, const ch
         int nmiss = 0;
         for (int p = 0; p < n; p++)
             if (!heard[p] && at < sizeof missing)
-                at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%d", nmiss++ ? ", " : "", p);
+                at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%d", nmiss++ ? ", " : "",
+                                       c->world_ranks ? c->world_ranks[p] : p);
         if (nmiss)
             fprintf(stderr, "dsgd: error: rank%s %s did not arrive at %s (step %ld) within --timeout %g s (dead or hung); stopping all ranks\n",
                     nmiss > 1 ? "s" : "", missing, what, c->step, c->timeout_s);

@@ -27,6 +27,7 @@ typedef struct comm {
     /* traffic counters, reported in the done event */
     uint64_t bytes_sent, msgs_sent, collectives;
     double comm_s;           /* seconds spent inside communication calls */
+    int *world_ranks;        /* a sub-communicator's members as world ranks (for messages), or NULL */
 } comm_t;
 
 /* MPI_Init (if needed), rank/size/host, errors returned instead of aborting. */
@@ -62,5 +63,25 @@ void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what)
 void comm_iallreduce_sum(comm_t *c, float *buf, size_t n, MPI_Request *req);
 /* Broadcast from root with the timeout; counted. */
 void comm_bcast(comm_t *c, void *buf, size_t bytes, int root, const char *what);
+
+/* ---- groups (group.c) ---- */
+/* The ranks of parent with the same color, ordered by key, as a comm_t of
+ * their own (same timeout; own traffic counters). Collective over parent. */
+void comm_split(comm_t *parent, int color, int key, comm_t *out);
+void comm_split_free(comm_t *c);
+
+/* Model parallelism's two collectives over the ranks of one replica, in the
+ * shape nn's model_part_t hooks take (ctx is a comm_mp_t). */
+typedef struct comm_mp {
+    comm_t *c;               /* the replica's ranks, partition p = rank in c */
+    float *stage;            /* (cap) gathered blocks before they are interleaved */
+    size_t cap;
+    int *counts, *displs;    /* (M) */
+} comm_mp_t;
+/* cap: the most floats one gather moves (max batch × widest split output). */
+comm_mp_t *comm_mp_create(comm_t *c, size_t cap);
+void comm_mp_free(comm_mp_t *g);
+void comm_mp_gather(void *ctx, float *full, const float *local, int B, int R, const int *pb);
+void comm_mp_sum(void *ctx, float *buf, long n);
 
 #endif

@@ -157,20 +157,57 @@ int model_spec_check(const char *spec, int c, int h, int w, int classes, char *e
 
 static long layer_out_size(const layer_t *l) { return (long)l->out_c * l->out_h * l->out_w; }
 
-static conv_geom_t layer_geom(const layer_t *l, int B)
+/* OC: output channels computed here (a partition's share for split convs). */
+static conv_geom_t layer_geom(const layer_t *l, int B, int OC)
 {
-    conv_geom_t g = { .B = B, .C = l->in_c, .H = l->in_h, .W = l->in_w, .OC = l->out_c,
+    conv_geom_t g = { .B = B, .C = l->in_c, .H = l->in_h, .W = l->in_w, .OC = OC,
                       .KH = l->k, .KW = l->k, .stride = l->stride, .pad = l->pad };
     conv_geom_init(&g);
     return g;
 }
 
+static int layer_split(const layer_t *l) { return l->kind == LAYER_DENSE || l->kind == LAYER_CONV; }
+
+int model_part_check(const char *spec, int c, int h, int w, int classes, int M, char *err, size_t errlen)
+{
+    plan_t p;
+    if (plan_build(&p, spec, c, h, w, classes, err, errlen) != 0) return -1;
+    for (int i = 0; i < p.n; i++)
+        if (layer_split(&p.l[i]) && p.l[i].out_c < M) {
+            snprintf(err, errlen, "--model-parallel %d splits every layer by output units, but layer %d (%s) of '%s' has only %d; use at most %d partitions",
+                     M, i + 1, layer_kind_name(p.l[i].kind), spec, p.l[i].out_c, p.l[i].out_c);
+            return -1;
+        }
+    return 0;
+}
+
 model_t *model_create(const char *spec, int c, int h, int w, int classes, int max_batch)
+{
+    return model_create_part(spec, c, h, w, classes, max_batch, NULL);
+}
+
+/* Cut a planned layer down to partition P of M: units [u_lo, u_hi) of out_c. */
+static void layer_cut(layer_t *l, int P, int M)
+{
+    const size_t per_unit = l->w_len / (size_t)l->out_c;
+    const int plane = l->out_h * l->out_w;
+    l->u_lo = (int)((long)l->out_c * P / M);
+    l->u_hi = (int)((long)l->out_c * (P + 1) / M);
+    l->w_len = per_unit * (size_t)(l->u_hi - l->u_lo);
+    l->b_len = (size_t)(l->u_hi - l->u_lo);
+    l->pb = xcalloc((size_t)M + 1, sizeof(int));
+    for (int q = 0; q <= M; q++) l->pb[q] = (int)((long)l->out_c * q / M) * plane;
+}
+
+model_t *model_create_part(const char *spec, int c, int h, int w, int classes, int max_batch,
+                           const model_part_t *part)
 {
     plan_t p;
     char err[256];
     if (plan_build(&p, spec, c, h, w, classes, err, sizeof err) != 0) die("%s", err);
     if (max_batch < 1) die("model_create: max_batch %d < 1", max_batch);
+    const int M = part && part->count > 1 ? part->count : 1;
+    if (M > 1 && model_part_check(spec, c, h, w, classes, M, err, sizeof err) != 0) die("%s", err);
     model_t *m = xcalloc(1, sizeof *m);
     snprintf(m->spec, sizeof m->spec, "%s", spec);
     m->in_c = c; m->in_h = h; m->in_w = w; m->classes = classes;
@@ -179,15 +216,20 @@ model_t *model_create(const char *spec, int c, int h, int w, int classes, int ma
     m->layers = xcalloc((size_t)p.n, sizeof(layer_t));
     memcpy(m->layers, p.l, sizeof(layer_t) * (size_t)p.n);
     m->col_off = xcalloc((size_t)p.n, sizeof(long));
+    if (M > 1) m->part = *part; else m->part = (model_part_t){ .index = 0, .count = 1 };
 
-    size_t off = 0;
+    size_t off = 0, full = 0;
     long col_total = 0, tmp_max = 0;
     for (int i = 0; i < p.n; i++) {
         layer_t *l = &m->layers[i];
+        l->gw_off = full; full += l->w_len;
+        l->gb_off = full; full += l->b_len;
+        l->u_lo = 0; l->u_hi = l->out_c;
+        if (M > 1 && layer_split(l)) layer_cut(l, part->index, M);
         l->w_off = off; off += l->w_len;
         l->b_off = off; off += l->b_len;
         if (l->kind == LAYER_CONV) {
-            conv_geom_t g = layer_geom(l, max_batch);
+            conv_geom_t g = layer_geom(l, max_batch, l->u_hi - l->u_lo);
             m->col_off[i] = col_total;
             col_total += conv_col_size(&g);
             long t = (long)g.OC * g.B * g.OH * g.OW;
@@ -195,6 +237,7 @@ model_t *model_create(const char *spec, int c, int h, int w, int classes, int ma
         }
     }
     m->nparams = off;
+    m->full_nparams = full;
     m->params = xalloc_floats(off);
     m->grads = xalloc_floats(off);
     m->col = col_total ? xalloc_floats((size_t)col_total) : NULL;
@@ -214,6 +257,11 @@ model_t *model_create(const char *spec, int c, int h, int w, int classes, int ma
         }
         l->out = xalloc_floats((size_t)n);
         l->dout = (i == p.n - 1) ? m->dlogits : xalloc_floats((size_t)n);
+        if (l->pb) {
+            long nl = (long)max_batch * (l->pb[part->index + 1] - l->pb[part->index]);
+            l->lout = xalloc_floats((size_t)nl);
+            l->ldout = xalloc_floats((size_t)nl);
+        }
         if (l->kind == LAYER_MAXPOOL) l->argmax = xcalloc((size_t)n, sizeof(int32_t));
     }
     return m;
@@ -228,6 +276,7 @@ void model_free(model_t *m)
         free(l->out);
         if (i != m->nlayers - 1) free(l->dout);
         free(l->argmax);
+        free(l->pb); free(l->lout); free(l->ldout);
     }
     free(m->layers); free(m->col_off);
     free(m->params); free(m->grads); free(m->col); free(m->tmp);
@@ -243,17 +292,27 @@ void model_init_params(model_t *m, uint64_t seed)
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
         if (!l->w_len) continue;
-        long fan_out = (long)(l->b_len ? l->b_len : 1);
-        long fan_in = (long)(l->w_len / (size_t)fan_out);
+        /* the whole layer's values are drawn in order; a partition keeps
+         * the rows of its units [u_lo, u_hi) */
+        long fan_in = (long)(l->w_len / l->b_len);
+        long fan_out = (long)l->out_c;
         if (l->kind == LAYER_CONV) fan_out *= (long)l->k * l->k;
+        const size_t all = (size_t)l->out_c * (size_t)fan_in;
+        const size_t lo = (size_t)l->u_lo * (size_t)fan_in, hi = lo + l->w_len;
         int relu_next = i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_RELU;
         float *w = m->params + l->w_off;
         if (relu_next) {
             float sd = sqrtf(2.0f / (float)fan_in);
-            for (size_t j = 0; j < l->w_len; j++) w[j] = sd * rng_normal(&r);
+            for (size_t j = 0; j < all; j++) {
+                float v = sd * rng_normal(&r);
+                if (j >= lo && j < hi) w[j - lo] = v;
+            }
         } else {
             float a = sqrtf(6.0f / (float)(fan_in + fan_out));
-            for (size_t j = 0; j < l->w_len; j++) w[j] = a * (float)(2.0 * rng_uniform(&r) - 1.0);
+            for (size_t j = 0; j < all; j++) {
+                float v = a * (float)(2.0 * rng_uniform(&r) - 1.0);
+                if (j >= lo && j < hi) w[j - lo] = v;
+            }
         }
     }
 }
@@ -269,15 +328,15 @@ const float *model_forward(model_t *m, const float *x, int B)
         long n = (long)B * layer_out_size(l);
         switch (l->kind) {
         case LAYER_DENSE:
-            dense_forward(l->out, inp, W, bias, B, l->in_c * l->in_h * l->in_w, l->out_c);
+            dense_forward(l->pb ? l->lout : l->out, inp, W, bias, B, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
             break;
         case LAYER_CONV: {
-            conv_geom_t g = layer_geom(l, B);
-            conv2d_forward(l->out, m->col + m->col_off[i], m->tmp, inp, W, bias, &g);
+            conv_geom_t g = layer_geom(l, B, l->u_hi - l->u_lo);
+            conv2d_forward(l->pb ? l->lout : l->out, m->col + m->col_off[i], m->tmp, inp, W, bias, &g);
             break;
         }
         case LAYER_MAXPOOL: {
-            conv_geom_t g = layer_geom(l, B);
+            conv_geom_t g = layer_geom(l, B, l->out_c);
             maxpool_forward(l->out, l->argmax, inp, &g);
             break;
         }
@@ -285,6 +344,7 @@ const float *model_forward(model_t *m, const float *x, int B)
         case LAYER_TANH: tanh_forward(l->out, inp, n); break;
         case LAYER_FLATTEN: l->out = (float *)inp; break;
         }
+        if (l->pb) m->part.gather(m->part.ctx, l->out, l->lout, B, (int)layer_out_size(l), l->pb);
         inp = l->out;
     }
     return inp;
@@ -294,6 +354,16 @@ float model_loss(model_t *m, const int32_t *labels, int B)
 {
     const float *logits = m->layers[m->nlayers - 1].out;
     return softmax_xent_forward(m->probs, logits, labels, B, m->classes);
+}
+
+/* This partition's columns of a split layer's whole output gradient, made
+ * contiguous for the kernels. */
+static const float *part_slice(model_t *m, layer_t *l, int B)
+{
+    const int R = (int)layer_out_size(l), lo = l->pb[m->part.index], nl = l->pb[m->part.index + 1] - lo;
+    for (int b = 0; b < B; b++)
+        memcpy(l->ldout + (long)b * nl, l->dout + (long)b * R + lo, sizeof(float) * (size_t)nl);
+    return l->ldout;
 }
 
 void model_backward(model_t *m, const int32_t *labels, int B)
@@ -307,24 +377,27 @@ void model_backward(model_t *m, const int32_t *labels, int B)
         const float *inp = i > 0 ? m->layers[i - 1].out : m->input;
         float *dinp = (i > first_param) ? m->layers[i - 1].dout : NULL;
         long n = (long)B * layer_out_size(l);
+        const float *dout = l->pb ? part_slice(m, l, B) : l->dout;
         switch (l->kind) {
         case LAYER_DENSE:
-            dense_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, l->dout, inp,
-                           m->params + l->w_off, B, l->in_c * l->in_h * l->in_w, l->out_c);
+            dense_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, dout, inp,
+                           m->params + l->w_off, B, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
             break;
         case LAYER_CONV: {
-            conv_geom_t g = layer_geom(l, B);
+            conv_geom_t g = layer_geom(l, B, l->u_hi - l->u_lo);
             conv2d_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, m->col + m->col_off[i],
-                            m->tmp, l->dout, m->params + l->w_off, &g);
+                            m->tmp, dout, m->params + l->w_off, &g);
             break;
         }
         case LAYER_MAXPOOL:
-            if (dinp) { conv_geom_t g = layer_geom(l, B); maxpool_backward(dinp, l->dout, l->argmax, &g); }
+            if (dinp) { conv_geom_t g = layer_geom(l, B, l->out_c); maxpool_backward(dinp, l->dout, l->argmax, &g); }
             break;
         case LAYER_RELU: if (dinp) relu_backward(dinp, l->dout, l->out, n); break;
         case LAYER_TANH: if (dinp) tanh_backward(dinp, l->dout, l->out, n); break;
         case LAYER_FLATTEN: break;  /* dout aliases the layer below */
         }
+        /* each partition's contribution to the input gradient, summed */
+        if (l->pb && dinp) m->part.sum(m->part.ctx, dinp, (long)B * l->in_c * l->in_h * l->in_w);
         if (l->w_len && m->grad_ready) m->grad_ready(m->grad_ctx, l->w_off, l->w_len + l->b_len);
     }
 }
@@ -351,4 +424,18 @@ double model_forward_macs(const model_t *m)
         else if (l->kind == LAYER_CONV) macs += (double)l->w_len * l->out_h * l->out_w;
     }
     return macs;
+}
+
+int model_spans(const model_t *m, model_span_t *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (!l->w_len) continue;
+        if (n + 2 > max) die("model_spans: more than %d spans", max);
+        size_t per_unit = l->w_len / l->b_len;
+        out[n++] = (model_span_t){ l->w_off, l->gw_off + (size_t)l->u_lo * per_unit, l->w_len };
+        out[n++] = (model_span_t){ l->b_off, l->gb_off + (size_t)l->u_lo, l->b_len };
+    }
+    return n;
 }

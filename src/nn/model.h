@@ -34,7 +34,36 @@ typedef struct layer {
     float *out;                 /* (max_batch, out size) activations */
     float *dout;                /* (max_batch, out size) gradient of the loss w.r.t. out */
     int32_t *argmax;            /* maxpool only */
+    /* Model parallelism: a dense or conv layer of a partitioned model holds
+     * only output units [u_lo, u_hi) of out_c (w_len, b_len are this
+     * partition's); out/dout stay whole, gathered from the partitions. */
+    int u_lo, u_hi;
+    int *pb;                    /* (M+1) partition bounds in floats of one sample's output, or NULL: not split */
+    float *lout, *ldout;        /* (max_batch, (u_hi-u_lo)·OH·OW) this partition's outputs and their gradient */
+    size_t gw_off, gb_off;      /* the whole layer's weight/bias offsets in the unpartitioned vector */
 } layer_t;
+
+/* Model parallelism within a replica (DistBelief; ALGORITHMS §11): M ranks
+ * each hold a slice of the output units of every dense and conv layer.
+ * Forward: each computes its slice, gather() assembles the whole output on
+ * every rank. Backward: each computes its input-gradient contribution, sum()
+ * adds them. Weights never move. The hooks come from the layer above (nn
+ * never calls MPI). */
+typedef struct model_part {
+    int index, count;           /* this rank's partition p, and M */
+    /* full (B, R) := the partitions' column blocks [pb[q], pb[q+1]), each
+     * given by its owner as a contiguous (B, pb[q+1]−pb[q]) block; local is
+     * this rank's. */
+    void (*gather)(void *ctx, float *full, const float *local, int B, int R, const int *pb);
+    void (*sum)(void *ctx, float *buf, long n);   /* in-place sum over the M partitions */
+    void *ctx;
+} model_part_t;
+
+/* A span of the local parameter vector and where it lies in the
+ * unpartitioned one (checkpoints and resume assemble the whole model). */
+typedef struct model_span {
+    size_t off, full_off, len;
+} model_span_t;
 
 typedef struct model {
     char spec[128];
@@ -56,6 +85,8 @@ typedef struct model {
      * start communicating it while the layers below are still computing. */
     void (*grad_ready)(void *ctx, size_t off, size_t len);
     void *grad_ctx;
+    model_part_t part;          /* count = 1: not partitioned */
+    size_t full_nparams;        /* parameters of the unpartitioned model */
 } model_t;
 
 /* Check a spec against an input shape without building; on error writes a
@@ -64,8 +95,19 @@ int model_spec_check(const char *spec, int c, int h, int w, int classes, char *e
 /* Build (dies with a clear message on a bad spec). Parameters are zero until
  * model_init_params. */
 model_t *model_create(const char *spec, int c, int h, int w, int classes, int max_batch);
+/* The same, holding partition part->index of part->count (NULL or count 1:
+ * the whole model). Dies if a split layer has fewer units than partitions
+ * (model_part_check says so first). */
+model_t *model_create_part(const char *spec, int c, int h, int w, int classes, int max_batch,
+                           const model_part_t *part);
+/* -1 with a one-line reason if some dense/conv layer has fewer than M units. */
+int model_part_check(const char *spec, int c, int h, int w, int classes, int M, char *err, size_t errlen);
+/* The spans of the local parameter vector (2 per parameter layer); returns
+ * how many were written (at most max). */
+int model_spans(const model_t *m, model_span_t *out, int max);
 void model_free(model_t *m);
-/* He-normal for layers followed by ReLU, Xavier-uniform otherwise; zero bias. */
+/* He-normal for layers followed by ReLU, Xavier-uniform otherwise; zero bias.
+ * A partitioned model gets exactly its slice of the unpartitioned values. */
 void model_init_params(model_t *m, uint64_t seed);
 
 /* Forward pass on x (B, C·H·W); returns the logits (B, classes). */

@@ -6,7 +6,9 @@
  * Overlap: model_backward reports each layer's gradient span as soon as it
  * is final (last layer first) and a nonblocking all-reduce starts on it at
  * once; step() waits for all of them before the optimizer step. Equals SSP
- * with staleness 0; on one rank it is exactly --sync none. */
+ * with staleness 0; on one rank it is exactly --sync none. With
+ * --model-parallel M, each rank all-reduces the slices it owns among the
+ * ranks of the other replicas that own the same slices (r->dp). */
 #include <stdlib.h>
 
 #include "../util/util.h"
@@ -32,7 +34,7 @@ static void bsp_pump(bsp_t *s)
         if (!done) return;
     }
     if (s->started < s->queued) {
-        comm_iallreduce_sum(s->r->comm, s->r->model->grads + s->off[s->started], s->len[s->started], &s->req);
+        comm_iallreduce_sum(s->r->dp, s->r->model->grads + s->off[s->started], s->len[s->started], &s->req);
         s->started++;
     }
 }
@@ -62,12 +64,12 @@ static int bsp_step(run_t *r)
 {
     bsp_t *s = r->sync_state;
     for (;;) {
-        comm_waitall(r->comm, 1, &s->req, "the gradient all-reduce");
+        comm_waitall(r->dp, 1, &s->req, "the gradient all-reduce");
         if (s->started == s->queued) break;
         bsp_pump(s);
     }
     s->queued = s->started = 0;
-    optim_step_scaled(r->opt, r->model->params, r->model->grads, 1.0f / (float)r->nworkers, 0, r->model->nparams, r->lr);
+    optim_step_scaled(r->opt, r->model->params, r->model->grads, 1.0f / (float)r->replicas, 0, r->model->nparams, r->lr);
     return 0;
 }
 
@@ -85,4 +87,5 @@ const sync_ops_t sync_bsp = {
     .init = bsp_init,
     .step = bsp_step,
     .destroy = bsp_destroy,
+    .model_parallel = 1,
 };

@@ -12,7 +12,7 @@ int sync_layout_all_workers(run_t *r)
 
 int sync_bcast_params(run_t *r)
 {
-    comm_bcast(r->comm, r->model->params, r->model->nparams * sizeof(float), 0, "the initial parameter broadcast");
+    comm_bcast(r->dp, r->model->params, r->model->nparams * sizeof(float), 0, "the initial parameter broadcast");
     return 0;
 }
 
@@ -21,5 +21,5 @@ void sync_average_params(run_t *r, float weight, const char *what)
     float *w = r->model->params;
     const size_t n = r->model->nparams;
     for (size_t i = 0; i < n; i++) w[i] *= weight;
-    comm_allreduce_sum(r->comm, w, n, what);
+    comm_allreduce_sum(r->dp, w, n, what);
 }

@@ -44,6 +44,17 @@ typedef struct run {
     float loss;              /* loss of the current batch */
     int is_worker;           /* runs the worker loop (else ops->serve) */
     int lead;                /* evaluates, prints and writes metrics/checkpoints */
+    /* Model parallelism (--model-parallel M): a replica is M consecutive
+     * worker ranks. Data and batches follow the replica; layout's
+     * nworkers/wrank still count worker ranks. M = 1: replica = wrank. */
+    int replica, replicas;   /* this rank's replica, and how many */
+    int mp_index, mp_size;   /* this rank's partition p of M */
+    int evaluates;           /* takes part in evaluation: the lead's replica */
+    comm_t *dp;              /* data-parallel peers: the ranks holding the same partition (= comm when M = 1) */
+    comm_t mp_comm, dp_comm; /* owned groups when M > 1 */
+    struct comm_mp *mp;      /* the gather/sum hooks of the model (M > 1) */
+    model_t *full;           /* the lead's unpartitioned model for checkpoints (M > 1) */
+    optim_t *full_opt;
     char err[512];           /* setup error message, for comm_setup_check */
 } run_t;
 
@@ -62,6 +73,7 @@ struct sync_ops {
     /* The parameters to evaluate, if not the local replica (e.g. the
      * parameter server's global model); called on the lead rank only. */
     float *(*eval_params)(run_t *r);
+    int model_parallel;          /* combines with --model-parallel M > 1 */
 };
 
 /* Helpers shared by the collective paradigms (common.c). */

@@ -56,6 +56,7 @@ const opt_def_t config_train_opts[] = {
     { "easgd-mode", OT_STR, S(easgd_mode), "async", "easgd: async (center on the parameter server) | sync (collectives)" },
     { "gossip", OT_STR, S(gossip), "pull", "gossip: pull | push | round" },
     { "beta", OT_DOUBLE, S(beta), "0.5", "gossip: mixing weight of the peer's parameters" },
+    { "model-parallel", OT_LONG, S(model_parallel), "1", "model parallelism: each replica spans M consecutive worker ranks, every dense/conv layer split by output units (with none, bsp, downpour)" },
     { "inject-alpha", OT_DOUBLE, S(inject_alpha), "0", "data injection: each batch adds ceil(alpha*C) classes the worker lacks (0: off; paper 0.25)" },
     { "inject-beta", OT_DOUBLE, S(inject_beta), "0.25", "data injection: floor(beta*B*N/C) samples of each injected class" },
     { "quiet", OT_FLAG, S(quiet), "0", "print only errors and the final result" },
@@ -165,6 +166,7 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (c->fetch_every < 1 || c->push_every < 1) BAD("--fetch-every and --push-every must be >= 1");
     if (c->warmup_steps < 0 || c->adagrad_lr < 0) BAD("--warmup-steps and --adagrad-lr must be >= 0");
     if (c->tau < 1) BAD("--tau must be >= 1 (got %ld)", c->tau);
+    if (c->model_parallel < 1 || c->model_parallel > 1024) BAD("--model-parallel must be in 1..1024 (got %ld)", c->model_parallel);
     if (c->alpha < 0 || c->alpha >= 1) BAD("--alpha must be in [0, 1) (got %g)", c->alpha);
     if (c->momentum_nesterov < 0 || c->momentum_nesterov >= 1) BAD("--momentum-nesterov must be in [0, 1)");
     if (!(c->beta > 0 && c->beta <= 1)) BAD("--beta must be in (0, 1] (got %g)", c->beta);

@@ -23,6 +23,7 @@ typedef struct config {
     double adagrad_lr;
     const char *easgd_mode, *gossip;                          /* EASGD, gossip */
     long tau;
+    long model_parallel;                                      /* M ranks per replica */
     double alpha, momentum_nesterov, beta;
     int quiet;
 } config_t;

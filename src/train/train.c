@@ -13,6 +13,7 @@
 #include "checkpoint.h"
 #include "faults.h"
 #include "metrics.h"
+#include "parallel.h"
 
 #define EVAL_CHUNK 256
 
@@ -94,15 +95,21 @@ static void print_progress(run_t *r, const evaluator_t *ev, double train_loss, d
     fflush(stdout);
 }
 
+/* Called on every rank of the lead's replica (they assemble a partitioned
+ * model); the lead writes. */
 static int save_checkpoint(run_t *r)
 {
     const config_t *cfg = r->cfg;
+    const model_t *m;
+    const optim_t *o;
+    par_assemble(r, &m, &o);
+    if (!r->lead) return 0;
     ckpt_meta_t meta = { .step = r->step, .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
                          .w = r->model->in_w, .classes = r->model->classes };
     snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
     snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
     snprintf(meta.optimizer, sizeof meta.optimizer, "%s", optim_kind_name(r->opt->cfg.kind));
-    return ckpt_save(cfg->checkpoint, r->model, r->opt, &meta, r->err, sizeof r->err);
+    return ckpt_save(cfg->checkpoint, m, o, &meta, r->err, sizeof r->err);
 }
 
 /* Setup, stage 1: flags and files, before anything is loaded. */
@@ -143,7 +150,8 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
     if (load_data(r, cfg) != 0) return -1;
     if (model_spec_check(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, r->err, sizeof r->err) != 0)
         return -1;
-    int nworkers = r->nworkers, wrank = r->wrank;
+    /* data and batches follow the replica: its M ranks see the same samples */
+    int nworkers = r->replicas, wrank = r->replica;
     r->part = partition_indices(&r->train, pk, wrank, nworkers, (uint64_t)cfg->seed, &r->part_n);
     if (r->part_n < 1) FAIL("rank %d's data partition is empty; use fewer ranks or more data", wrank);
     r->it = batch_iter_create(&r->train, r->part, r->part_n, (int)cfg->batch, (uint64_t)cfg->seed, (uint64_t)wrank);
@@ -154,12 +162,13 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
         batch_iter_inject(r->it, k, m);
     }
     int max_batch = r->it->nb > EVAL_CHUNK ? r->it->nb : EVAL_CHUNK;
-    r->model = model_create(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, max_batch);
+    if (par_check_model(r) != 0) return -1;
+    r->model = par_model_create(r, max_batch);
     model_init_params(r->model, (uint64_t)cfg->seed);
     r->opt = optim_create(oc, r->model->nparams);
     if (*cfg->resume) {
         char why[400];
-        if (ckpt_restore(resume, r->model, r->opt, why, sizeof why) != 0) FAIL("'%s': %s", cfg->resume, why);
+        if (par_restore(r, resume, why, sizeof why) != 0) FAIL("'%s': %s", cfg->resume, why);
         r->step = resume->meta.step;
     }
     r->steps_per_epoch = r->train.n / ((long)nworkers * cfg->batch);
@@ -188,6 +197,8 @@ static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, f
     free(desc);
     comm_setup_check(comm, setup_config(r, &oc, &pk, resume) != 0, r->err);
     comm_setup_check(comm, r->ops->layout(r) != 0, r->err);
+    comm_setup_check(comm, par_layout(r) != 0, r->err);
+    par_groups(r);
     comm_setup_check(comm, faults_parse(faults, cfg->slowdown, cfg->fail, r->wrank, r->nworkers, r->err, sizeof r->err) != 0,
                      r->err);
     comm_setup_check(comm, setup_model(r, &oc, pk, resume) != 0, r->err);
@@ -198,6 +209,7 @@ static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, f
 static void teardown(run_t *r)
 {
     if (r->ops && r->ops->destroy) r->ops->destroy(r);
+    par_free(r);
     batch_iter_free(r->it);
     free(r->part);
     optim_free(r->opt);
@@ -267,6 +279,8 @@ int train_main(const config_t *cfg, comm_t *comm)
     metrics_long(&mx, "nparams", (long)r->model->nparams);
     metrics_long(&mx, "ranks", comm->size);
     metrics_long(&mx, "workers", r->nworkers);
+    metrics_long(&mx, "replicas", r->replicas);
+    metrics_long(&mx, "model_parallel", r->mp_size);
     metrics_long(&mx, "train_samples", r->train.n);
     metrics_long(&mx, "test_samples", r->test.n);
     metrics_end(&mx);
@@ -274,7 +288,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN };
     for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
     const long eval_every = cfg->eval_every > 0 ? cfg->eval_every : r->steps_per_epoch;
-    const long start_step = r->step, samples_per_step = (long)r->it->nb * r->nworkers;
+    const long start_step = r->step, samples_per_step = (long)r->it->nb * r->replicas;
     double train_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0;
     long loss_n = 0, seg_samples = 0;
     const int tty = live_line(r);
@@ -310,36 +324,43 @@ int train_main(const config_t *cfg, comm_t *comm)
         }
         if (r->step % eval_every == 0 && r->step < r->total_steps) {
             double tl = loss_sum / (double)loss_n, sps = seg_t > 0 ? seg_samples / seg_t : 0;
-            if (lead) {
+            if (r->evaluates) {
                 evaluate(r, &ev, 1);
                 print_progress(r, &ev, tl, sps, now_s() - t0);
                 eval_record(r, &mx, &ev, tl, sps);
             }
             loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
         }
-        if (lead && cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && save_checkpoint(r) != 0)
+        if (r->evaluates && cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && save_checkpoint(r) != 0)
             run_abort(&mx, "%s", r->err);
     }
     /* the paradigm's final synchronization, then the final evaluation */
     double tf = now_s();
     if (r->ops->finish) r->ops->finish(r);
     train_s += now_s() - tf;
-    if (lead) {
+    if (r->evaluates) {
         double tl = loss_n ? loss_sum / (double)loss_n : NAN, sps = seg_t > 0 ? seg_samples / seg_t : 0;
         evaluate(r, &ev, 0);   /* after finish the local model is the final one */
         print_progress(r, &ev, tl, sps, now_s() - t0);
         eval_record(r, &mx, &ev, tl, sps);
     }
-    if (lead && *cfg->checkpoint && save_checkpoint(r) != 0) run_abort(&mx, "%s", r->err);
+    if (r->evaluates && *cfg->checkpoint && save_checkpoint(r) != 0) run_abort(&mx, "%s", r->err);
 
     const long steps = r->step - start_step;
     metrics_begin(&mx, "done", now_s());
     metrics_long(&mx, "steps", r->step);
     metrics_long(&mx, "samples", steps * samples_per_step);
-    metrics_long(&mx, "bytes_sent", (long)comm->bytes_sent);
-    metrics_long(&mx, "msgs_sent", (long)comm->msgs_sent);
-    metrics_long(&mx, "collectives", (long)comm->collectives);
-    metrics_double(&mx, "comm_s", comm->comm_s);
+    /* the lead's traffic, its replica and data-parallel groups' included */
+    const comm_t *g[3] = { comm, &r->mp_comm, &r->dp_comm };
+    uint64_t bytes = 0, msgs = 0, colls = 0;
+    double comm_s = 0;
+    for (int i = 0; i < (r->mp_size > 1 ? 3 : 1); i++) {
+        bytes += g[i]->bytes_sent; msgs += g[i]->msgs_sent; colls += g[i]->collectives; comm_s += g[i]->comm_s;
+    }
+    metrics_long(&mx, "bytes_sent", (long)bytes);
+    metrics_long(&mx, "msgs_sent", (long)msgs);
+    metrics_long(&mx, "collectives", (long)colls);
+    metrics_double(&mx, "comm_s", comm_s);
     metrics_double(&mx, "wall_s", now_s() - t0);
     metrics_double(&mx, "train_s", train_s);
     metrics_double(&mx, "test_acc", ev.acc);
