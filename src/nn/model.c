@@ -439,3 +439,17 @@ int model_spans(const model_t *m, model_span_t *out, int max)
     }
     return n;
 }
+
+size_t model_part_nparams(const model_t *m, int q)
+{
+    const int M = m->part.count;
+    if (M == 1) return m->nparams;
+    size_t n = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (!l->w_len) continue;
+        size_t units = (size_t)((long)l->out_c * (q + 1) / M - (long)l->out_c * q / M);
+        n += (l->w_len / l->b_len + 1) * units;
+    }
+    return n;
+}

@@ -105,6 +105,9 @@ int model_part_check(const char *spec, int c, int h, int w, int classes, int M, 
 /* The spans of the local parameter vector (2 per parameter layer); returns
  * how many were written (at most max). */
 int model_spans(const model_t *m, model_span_t *out, int max);
+/* Parameters partition q of the model's M holds (the partitions' local
+ * vectors laid end to end are a permutation of the whole one). */
+size_t model_part_nparams(const model_t *m, int q);
 void model_free(model_t *m);
 /* He-normal for layers followed by ReLU, Xavier-uniform otherwise; zero bias.
  * A partitioned model gets exactly its slice of the unpartitioned values. */

@@ -26,6 +26,8 @@ ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, siz
     pc->push_req = xcalloc((size_t)S, sizeof(MPI_Request));
     pc->pull_req = xcalloc((size_t)(2 * S), sizeof(MPI_Request));
     pc->stamp = xcalloc((size_t)S, sizeof(int64_t));
+    pc->off = xcalloc((size_t)S, sizeof(size_t));
+    pc->cnt = xcalloc((size_t)S, sizeof(size_t));
     for (int k = 0; k < S; k++) {
         ps_shard_range(nparams, S, k, &pc->lo[k], &pc->n[k]);
         pc->sbuf[k] = xmalloc(msg_bytes(pc->n[k]));
@@ -34,7 +36,32 @@ ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, siz
         pc->push_req[k] = MPI_REQUEST_NULL;
         pc->pull_req[k] = pc->pull_req[S + k] = MPI_REQUEST_NULL;
     }
+    ps_client_set_range(pc, 0, nparams);
     return pc;
+}
+
+void ps_client_set_range(ps_client_t *pc, size_t klo, size_t kn)
+{
+    if (klo + kn > pc->nparams) die("ps_client_set_range: keys [%zu, %zu) exceed the %zu keys", klo, klo + kn, pc->nparams);
+    pc->klo = klo;
+    pc->kn = kn;
+    for (int k = 0; k < pc->cfg->servers; k++) {
+        size_t a = pc->lo[k] > klo ? pc->lo[k] : klo;
+        size_t b = pc->lo[k] + pc->n[k] < klo + kn ? pc->lo[k] + pc->n[k] : klo + kn;
+        pc->off[k] = b > a ? a - pc->lo[k] : 0;
+        pc->cnt[k] = b > a ? b - a : 0;
+    }
+}
+
+/* Where shard k's part starts in the worker's range vector. */
+static size_t local_at(const ps_client_t *pc, int k) { return pc->lo[k] + pc->off[k] - pc->klo; }
+
+static void hdr_init(const ps_client_t *pc, int k, ps_hdr_t *h)
+{
+    memset(h, 0, sizeof *h);
+    h->worker = pc->worker;
+    h->off = (int64_t)pc->off[k];
+    h->cnt = (int64_t)pc->cnt[k];
 }
 
 void ps_client_free(ps_client_t *pc)
@@ -43,6 +70,7 @@ void ps_client_free(ps_client_t *pc)
     for (int k = 0; k < pc->cfg->servers; k++) { free(pc->sbuf[k]); free(pc->rbuf[k]); free(pc->qbuf[k]); }
     free(pc->sbuf); free(pc->rbuf); free(pc->qbuf);
     free(pc->lo); free(pc->n); free(pc->push_req); free(pc->pull_req); free(pc->stamp);
+    free(pc->off); free(pc->cnt);
     free(pc);
 }
 
@@ -83,17 +111,16 @@ void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step)
     ps_push_wait(pc);
     for (int k = 0; k < S; k++) {
         ps_hdr_t h;
-        memset(&h, 0, sizeof h);
-        h.worker = pc->worker;
+        hdr_init(pc, k, &h);
         h.clock = pc->clock;
         h.stamp = pc->stamp[k];
         h.step = step;
         h.lr = lr;
         memcpy(pc->sbuf[k], &h, sizeof h);
-        memcpy(pc->sbuf[k] + sizeof h, g + pc->lo[k], pc->n[k] * sizeof(float));
-        MPI_CHECK(pc->comm, MPI_Isend(pc->sbuf[k], (int)msg_bytes(pc->n[k]), MPI_BYTE, k, PS_PUSH,
+        memcpy(pc->sbuf[k] + sizeof h, g + local_at(pc, k), pc->cnt[k] * sizeof(float));
+        MPI_CHECK(pc->comm, MPI_Isend(pc->sbuf[k], (int)msg_bytes(pc->cnt[k]), MPI_BYTE, k, PS_PUSH,
                                       pc->comm->world, &pc->push_req[k]));
-        pc->comm->bytes_sent += msg_bytes(pc->n[k]);
+        pc->comm->bytes_sent += msg_bytes(pc->cnt[k]);
         pc->comm->msgs_sent++;
     }
     pc->clock++;
@@ -112,11 +139,10 @@ void ps_pull_start(ps_client_t *pc, int eval)
     const int S = pc->cfg->servers;
     pc->pull_tag = eval ? PS_EVAL_PARAMS : PS_PARAMS;
     for (int k = 0; k < S; k++) {
-        MPI_CHECK(pc->comm, MPI_Irecv(pc->rbuf[k], (int)msg_bytes(pc->n[k]), MPI_BYTE, k, pc->pull_tag,
+        MPI_CHECK(pc->comm, MPI_Irecv(pc->rbuf[k], (int)msg_bytes(pc->cnt[k]), MPI_BYTE, k, pc->pull_tag,
                                       pc->comm->world, &pc->pull_req[S + k]));
         ps_hdr_t h;
-        memset(&h, 0, sizeof h);
-        h.worker = pc->worker;
+        hdr_init(pc, k, &h);
         h.clock = pc->clock;
         memcpy(pc->qbuf[k], &h, sizeof h);
         MPI_CHECK(pc->comm, MPI_Isend(pc->qbuf[k], (int)sizeof h, MPI_BYTE, k, eval ? PS_EVAL_PULL : PS_PULL,
@@ -149,7 +175,7 @@ static void take_replies(ps_client_t *pc, float *params, int with_stats)
         memcpy(&h, pc->rbuf[k], sizeof h);
         if (!with_stats) pc->stamp[k] = h.stamp;   /* gated replies stamp the next gradient */
         if (h.stats.evicted > 0) pc->comm->peer_lost = 1;
-        memcpy(params + pc->lo[k], pc->rbuf[k] + sizeof h, pc->n[k] * sizeof(float));
+        memcpy(params + local_at(pc, k), pc->rbuf[k] + sizeof h, pc->cnt[k] * sizeof(float));
         if (with_stats) merge_stats(&pc->stats, &h.stats, k == 0);
     }
 }
@@ -170,14 +196,13 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
     if (pc->pull_active) ps_pull_wait(pc, params);
     for (int k = 0; k < S; k++) {
         ps_hdr_t h;
-        memset(&h, 0, sizeof h);
-        h.worker = pc->worker;
+        hdr_init(pc, k, &h);
         MPI_CHECK(c, MPI_Send(&h, (int)sizeof h, MPI_BYTE, k, PS_DONE, c->world));
     }
     /* the shards answer when every worker is done or evicted; until then
      * they send keep-alives, so only a silent shard runs into the timeout */
     for (int k = 0; k < S; k++)
-        MPI_CHECK(c, MPI_Irecv(pc->rbuf[k], (int)msg_bytes(pc->n[k]), MPI_BYTE, k, PS_FINAL, c->world, &pc->pull_req[k]));
+        MPI_CHECK(c, MPI_Irecv(pc->rbuf[k], (int)msg_bytes(pc->cnt[k]), MPI_BYTE, k, PS_FINAL, c->world, &pc->pull_req[k]));
     double last = now_s();
     for (;;) {
         int done = 0;

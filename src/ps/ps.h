@@ -18,6 +18,12 @@
  *   dssp      SSP(s_L) plus extra iterations granted at push time by the
  *             synchronization controller (ALGORITHMS §6), bounded by s_U
  *
+ * Key ranges. A worker may own only part of the vector (a rank of a
+ * model-parallel replica pushes and pulls only the slices it holds): it
+ * sets its range [klo, klo + kn) once, and every message carries the part
+ * of the shard's slice it covers (possibly empty, so that clocks and
+ * liveness stay the same at every shard).
+ *
  * Failure: a worker silent for more than the timeout (no message, no pull
  * waiting) is evicted: its clock no longer holds anyone back. A shard that
  * does not answer makes the worker stop the job with a message naming it.
@@ -65,6 +71,7 @@ typedef struct ps_hdr {
     int64_t step;            /* push: the worker's step count after this push */
     float lr;                /* push: learning rate for this update */
     float pad2;
+    int64_t off, cnt;        /* the sender's part of the shard's slice: [off, off + cnt) */
     ps_stats_t stats;        /* eval and final replies */
 } ps_hdr_t;
 
@@ -75,6 +82,7 @@ typedef struct ps_config {
     long staleness;              /* ssp s (0: BSP); dssp s_L */
     long staleness_high;         /* dssp s_U */
     long warmup_steps;           /* Downpour warm start: worker 0 trains this many steps alone */
+    int replica_size;            /* workers [0, replica_size) form worker 0's replica: they train together */
     optim_cfg_t opt;             /* server-side optimizer */
     float fixed_lr;              /* > 0: the server uses this rate (Adagrad γ), not the pushed one */
     double timeout_s;
@@ -95,6 +103,8 @@ typedef struct ps_client {
     int worker;                  /* this worker's index */
     size_t nparams;
     size_t *lo, *n;              /* (servers) slices */
+    size_t klo, kn;              /* this worker's key range (default: all) */
+    size_t *off, *cnt;           /* (servers) its part of each slice, shard-relative */
     unsigned char **sbuf;        /* (servers) push message buffers */
     unsigned char **rbuf;        /* (servers) reply buffers */
     unsigned char **qbuf;        /* (servers) pull request buffers (header only) */
@@ -108,7 +118,10 @@ typedef struct ps_client {
 
 ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, size_t nparams);
 void ps_client_free(ps_client_t *pc);
-/* Push g (the full vector; each shard gets its slice) applied with rate lr.
+/* Own only keys [klo, klo + kn): vectors passed to push/pull/finish are then
+ * that range (index 0 = key klo). */
+void ps_client_set_range(ps_client_t *pc, size_t klo, size_t kn);
+/* Push g (the worker's range; each shard gets its part) applied with rate lr.
  * The gradient is copied into the message buffers, so g may change at once. */
 void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step);
 void ps_push_wait(ps_client_t *pc);

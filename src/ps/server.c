@@ -17,6 +17,7 @@ typedef struct worker_state {
     int granted;             /* DSSP: its next pull is answered regardless of s_L */
     int parked;              /* a pull is waiting for the gate */
     int alive, done;
+    size_t off, cnt;         /* its part of this shard's slice (from its messages) */
 } worker_state_t;
 
 typedef struct shard {
@@ -73,11 +74,12 @@ static void send_params(shard_t *s, int p, int tag, int64_t stamp)
     memset(&h, 0, sizeof h);
     h.stamp = stamp;
     h.stats = s->st;
+    const worker_state_t *w = &s->ws[p];
     memcpy(s->out[slot], &h, sizeof h);
-    memcpy(s->out[slot] + sizeof h, s->w, s->n * sizeof(float));
-    MPI_CHECK(s->c, MPI_Isend(s->out[slot], (int)msg_bytes(s->n), MPI_BYTE, worker_rank(s, p), tag, s->c->world,
+    memcpy(s->out[slot] + sizeof h, s->w + w->off, w->cnt * sizeof(float));
+    MPI_CHECK(s->c, MPI_Isend(s->out[slot], (int)msg_bytes(w->cnt), MPI_BYTE, worker_rank(s, p), tag, s->c->world,
                               &s->out_req[slot]));
-    s->c->bytes_sent += msg_bytes(s->n);
+    s->c->bytes_sent += msg_bytes(w->cnt);
     s->c->msgs_sent++;
 }
 
@@ -103,7 +105,7 @@ static int64_t dssp_controller(const shard_t *s, int fast, int slow, int64_t rma
 static int gate_open(shard_t *s, int p)
 {
     worker_state_t *w = &s->ws[p];
-    if (s->cfg->warmup_steps > 0 && p != 0 && s->ws[0].alive && !s->ws[0].done &&
+    if (s->cfg->warmup_steps > 0 && p >= s->cfg->replica_size && s->ws[0].alive && !s->ws[0].done &&
         s->ws[0].step < s->cfg->warmup_steps)
         return 0;
     if (s->cfg->gate == GATE_ASP) return 1;
@@ -136,12 +138,14 @@ static void record_staleness(shard_t *s, int64_t st)
     s->st.updates++;
 }
 
-static void on_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
+/* g: the pushed part, moved in place to its offset in the receive buffer */
+static void on_push(shard_t *s, int p, const ps_hdr_t *h, float *g)
 {
     worker_state_t *w = &s->ws[p];
     record_staleness(s, h->clock - h->stamp);
     float lr = s->cfg->fixed_lr > 0 ? s->cfg->fixed_lr : h->lr;
-    optim_step(s->opt, s->w, g, 0, s->n, lr);
+    if (w->off) memmove(g + w->off, g, w->cnt * sizeof(float));
+    if (w->cnt) optim_step(s->opt, s->w, g, w->off, w->cnt, lr);
     w->t++;
     w->step = h->step;
     double now = now_s();
@@ -227,7 +231,11 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     s->opt = optim_create(&cfg->opt, s->n);
     s->ws = xcalloc((size_t)cfg->workers, sizeof(worker_state_t));
     double t0 = now_s();
-    for (int p = 0; p < cfg->workers; p++) { s->ws[p].alive = 1; s->ws[p].last_seen = t0; }
+    for (int p = 0; p < cfg->workers; p++) {
+        s->ws[p].alive = 1;
+        s->ws[p].last_seen = t0;
+        s->ws[p].cnt = s->n;   /* until its first message says otherwise */
+    }
     s->in = xmalloc(msg_bytes(s->n));
     s->out = xcalloc((size_t)(2 * cfg->workers), sizeof(unsigned char *));
     s->out_req = xcalloc((size_t)(2 * cfg->workers), sizeof(MPI_Request));
@@ -270,9 +278,14 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         worker_state_t *w = &s->ws[p];
         if (!w->alive) continue;                     /* an evicted worker stays out */
         w->last_seen = now;
+        if (h.off < 0 || h.cnt < 0 || (size_t)(h.off + h.cnt) > s->n)
+            die("server shard %d: worker %d sent keys [%lld, %lld) outside its slice of %zu; the ranks disagree on the model",
+                s->k, p, (long long)h.off, (long long)(h.off + h.cnt), s->n);
+        w->off = (size_t)h.off;
+        w->cnt = (size_t)h.cnt;
         switch (stt.MPI_TAG) {
         case PS_PUSH:
-            on_push(s, p, &h, (const float *)(s->in + sizeof h));
+            on_push(s, p, &h, (float *)(s->in + sizeof h));
             answer_parked(s);
             break;
         case PS_PULL:

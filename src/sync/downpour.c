@@ -14,7 +14,11 @@
  * γ = --adagrad-lr, one accumulator per shard shared by all replicas).
  * Warm start (--warmup-steps K): worker 0 trains K steps alone; the other
  * workers spend their first step on a fetch that the shards hold until then,
- * so they start from its parameters. */
+ * so they start from its parameters.
+ *
+ * Model parallel (--model-parallel M, ALGORITHMS §11): a replica is M
+ * ranks, and each pushes and pulls only the slices of the layers it holds,
+ * as a client of its own; worker 0's whole replica warms up together. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +38,7 @@ static int downpour_step(run_t *r)
     ps_sync_t *s = r->sync_state;
     model_t *m = r->model;
     const size_t n = m->nparams;
-    if (r->step == 0 && r->wrank != 0 && r->cfg->warmup_steps > 0) {
+    if (r->step == 0 && r->replica != 0 && r->cfg->warmup_steps > 0) {
         /* warm start: this step only fetches worker 0's parameters, which
          * the shards hand out once it has trained --warmup-steps alone */
         ps_pull_start(s->client, 0);
@@ -71,4 +75,5 @@ const sync_ops_t sync_downpour = {
     .destroy = ps_sync_destroy,
     .stats = ps_sync_stats,
     .eval_params = ps_sync_eval_params,
+    .model_parallel = 1,
 };

@@ -55,6 +55,7 @@ int ps_sync_init(run_t *r, ps_gate_kind_t gate, long warmup_steps)
     pc->staleness = gate == GATE_DSSP ? cfg->staleness_low : cfg->staleness;
     pc->staleness_high = cfg->staleness_high;
     pc->warmup_steps = warmup_steps;
+    pc->replica_size = r->mp_size;
     pc->timeout_s = cfg->timeout;
     pc->fixed_lr = cfg->adagrad_lr > 0 ? (float)cfg->adagrad_lr : 0.0f;
     if (server_opt(cfg, &pc->opt, r->err, sizeof r->err) != 0) return -1;
@@ -63,8 +64,13 @@ int ps_sync_init(run_t *r, ps_gate_kind_t gate, long warmup_steps)
         return -1;
     }
     if (r->is_worker) {
-        s->client = ps_client_create(r->comm, pc, r->wrank, r->model->nparams);
-        if (r->lead) s->eval = xalloc_floats(r->model->nparams);
+        /* model parallel: the key space is the partitions' vectors end to
+         * end, and each rank owns its partition's range */
+        s->client = ps_client_create(r->comm, pc, r->wrank, r->model->full_nparams);
+        size_t base = 0;
+        for (int q = 0; q < r->mp_index; q++) base += model_part_nparams(r->model, q);
+        ps_client_set_range(s->client, base, r->model->nparams);
+        if (r->evaluates) s->eval = xalloc_floats(r->model->nparams);
     }
     return 0;
 }
@@ -72,7 +78,23 @@ int ps_sync_init(run_t *r, ps_gate_kind_t gate, long warmup_steps)
 int ps_sync_serve(run_t *r)
 {
     ps_sync_t *s = r->sync_state;
-    return ps_server_run(r->comm, &s->pcfg, r->comm->rank, r->model->params, r->model->nparams);
+    if (r->mp_size == 1) return ps_server_run(r->comm, &s->pcfg, r->comm->rank, r->model->params, r->model->nparams);
+    /* the initial key space: every partition's initial slice, end to end */
+    const size_t n = r->model->full_nparams;
+    float *keys = xalloc_floats(n);
+    const model_t *m0 = r->model;
+    size_t at = 0;
+    for (int q = 0; q < r->mp_size; q++) {
+        model_part_t part = { .index = q, .count = r->mp_size };
+        model_t *mq = model_create_part(m0->spec, m0->in_c, m0->in_h, m0->in_w, m0->classes, 1, &part);
+        model_init_params(mq, (uint64_t)r->cfg->seed);
+        memcpy(keys + at, mq->params, mq->nparams * sizeof(float));
+        at += mq->nparams;
+        model_free(mq);
+    }
+    int rc = ps_server_run(r->comm, &s->pcfg, r->comm->rank, keys, n);
+    free(keys);
+    return rc;
 }
 
 float *ps_sync_eval_params(run_t *r)
@@ -86,7 +108,7 @@ float *ps_sync_eval_params(run_t *r)
 void ps_sync_finish(run_t *r)
 {
     ps_sync_t *s = r->sync_state;
-    ps_finish(s->client, r->lead, r->model->params);
+    ps_finish(s->client, r->evaluates, r->model->params);
 }
 
 void ps_sync_destroy(run_t *r)
