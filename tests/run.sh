@@ -53,6 +53,7 @@ run_part cli tests/cli.sh "$BUILD"
 run_part mpi tests/mpi.sh "$BUILD"
 run_part ps tests/ps.sh "$BUILD"
 run_part decentral tests/decentral.sh "$BUILD"
+run_part mp tests/mp.sh "$BUILD"
 # the simulated build is tested once, with the plain build
 [ "${SANITIZE:-0}" = 1 ] || run_part sim tests/sim.sh build-sim "$BUILD"
 

@@ -361,6 +361,10 @@ int train_main(const config_t *cfg, comm_t *comm)
     metrics_long(&mx, "msgs_sent", (long)msgs);
     metrics_long(&mx, "collectives", (long)colls);
     metrics_double(&mx, "comm_s", comm_s);
+    if (r->mp_size > 1) {   /* of which within the replica: activations and input gradients */
+        metrics_long(&mx, "mp_bytes_sent", (long)r->mp_comm.bytes_sent);
+        metrics_double(&mx, "mp_comm_s", r->mp_comm.comm_s);
+    }
     metrics_double(&mx, "wall_s", now_s() - t0);
     metrics_double(&mx, "train_s", train_s);
     metrics_double(&mx, "test_acc", ev.acc);
