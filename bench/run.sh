@@ -125,8 +125,29 @@ bench_ps() {
     echo "(on this 2-core machine, 4 workers plus a shard are oversubscribed)"
 }
 
+# ---- 4. model parallelism: one replica over M ranks, a wide MLP ----
+bench_mp() {
+    section "model parallelism, mlp:2048,2048, batch 64, one replica over M ranks"
+    local T=(train --data fashion-mnist --model mlp:2048,2048 --batch 64 --lr 0.01 --steps 200 --eval-every 1000000 --quiet)
+    local m rate1="" rate share
+    printf '%-3s %16s %9s %14s\n' M samples/s speedup comm_share
+    for m in 1 2; do
+        if ! run_clean "$logdir/mp$m.log" mpirun -q -np $m "$BUILD/dsgd" "${T[@]}" --model-parallel $m \
+            --metrics "$logdir/mp$m.jsonl" > /dev/null; then
+            echo "bench: model-parallel run M=$m failed"; status=1; return
+        fi
+        rate=$(done_rate "$logdir/mp$m.jsonl")
+        share=$("$PY" -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][-1]; print("%.2f" % (d.get("mp_comm_s", 0)/d["train_s"]))' "$logdir/mp$m.jsonl")
+        [ -z "$rate1" ] && rate1=$rate
+        printf '%-3s %16s %9s %14s\n' "$m" "$rate" "$(awk -v a="$rate" -v b="$rate1" 'BEGIN{printf "%.2f", a/b}')" "$share"
+        echo "mp M=$m samples_per_s=$rate comm_share=$share" >> "$logdir/compare.log"
+    done
+    echo "(comm_share: time in the replica's activation gathers and input-gradient sums / training time)"
+}
+
 bench_single
 bench_dist
 bench_ps
+bench_mp
 
 exit "$status"
