@@ -24,6 +24,9 @@ typedef struct config {
     const char *easgd_mode, *gossip;                          /* EASGD, gossip */
     long tau;
     double alpha, momentum_nesterov, beta;
+    long batch_total, push_portions, lbfgs_history;           /* L-BFGS, Sandblaster */
+    const char *portion, *line_search;
+    int no_backup_tasks;
     int quiet;
 } config_t;
 
