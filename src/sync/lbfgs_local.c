@@ -152,6 +152,7 @@ static int local_step(run_t *r)
 {
     local_t *l = r->sync_state;
     r->loss = (float)lbfgs_iterate(&l->lb, &l->vops, r->step);
+    memcpy(r->model->params, l->v[LB_W], r->model->nparams * sizeof(float));   /* what a checkpoint saves */
     return 0;
 }
 

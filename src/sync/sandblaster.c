@@ -127,14 +127,6 @@ static int sb_init(run_t *r)
     return 0;
 }
 
-static int sb_step(run_t *r)
-{
-    sb_t *s = r->sync_state;
-    double f = lbfgs_iterate(&s->lb, &s->vops, r->step);
-    r->loss = (float)f;
-    return 0;
-}
-
 /* The coordinator fetches vector a from the shards into out. */
 static void fetch_vector(run_t *r, int a, float *out)
 {
@@ -143,6 +135,17 @@ static void fetch_vector(run_t *r, int a, float *out)
         MPI_CHECK(r->comm, MPI_Irecv(out + s->lo[k], (int)s->n[k], MPI_FLOAT, 1 + k, SB_SLICE, r->comm->world, &s->req[k]));
     sb_coord_op(&s->co, OP_GET, a, 0, 0, 0);
     comm_waitall(r->comm, s->S, s->req, "fetching the parameters from the shards");
+}
+
+/* One L-BFGS iteration. The loop checkpoints the lead's model: bring w
+ * there when a checkpoint is due. */
+static int sb_step(run_t *r)
+{
+    sb_t *s = r->sync_state;
+    r->loss = (float)lbfgs_iterate(&s->lb, &s->vops, r->step);
+    long every = r->cfg->checkpoint_every;
+    if (every > 0 && (r->step + 1) % every == 0) fetch_vector(r, LB_W, r->model->params);
+    return 0;
 }
 
 static float *sb_eval_params(run_t *r)
@@ -251,6 +254,7 @@ static int replica_run(run_t *r)
             continue;
         }
         if (pushed_now) send_req(r, REQ_NOTICE, -1, my_pass, 0);
+        r->comm->step = t.batch;
         if (t.pass != my_pass) {
             if (s->grp.nids) die("sandblaster replica %d: holds portions of pass %lld at pass %lld (a bug)", s->me,
                                  (long long)my_pass, (long long)t.pass);

@@ -16,7 +16,12 @@ enum { PENDING, ISSUED, KEPT };
 static void send_task(sb_coord_t *co, int q, int action, int verdict, int portion, int flags)
 {
     sb_task_t t = { action, verdict, portion, flags, co->pass, co->batch, co->c->peer_lost, 0 };
-    MPI_CHECK(co->c, MPI_Send(&t, (int)sizeof t, MPI_BYTE, co->first_replica + q, SB_TASK, co->c->world));
+    if (MPI_Send(&t, (int)sizeof t, MPI_BYTE, co->first_replica + q, SB_TASK, co->c->world) != MPI_SUCCESS) {
+        /* MPI knows it is dead: let the clock evict it at once */
+        co->rep[q].parked = 0;
+        co->rep[q].last_heard = -1e30;
+        return;
+    }
     co->c->bytes_sent += sizeof t;
     co->c->msgs_sent++;
 }
@@ -82,6 +87,7 @@ static void assign(sb_coord_t *co, int q, int verdict)
         rp->cur = p;
         rp->cur_pass = co->pass;
         rp->started = now_s();
+        if (rp->parked) rp->last_heard = rp->started;   /* its silence starts now, not when it asked */
         rp->parked = 0;
         int flags = co->solo[p] ? SB_SOLO | SB_FLUSH_FIRST : 0;
         if (dup || near_end(co, q)) flags |= SB_FLUSH_FIRST;
@@ -187,7 +193,8 @@ static int poll_once(sb_coord_t *co)
     double now = now_s();
     for (int q = 0; q < co->R; q++) {
         sb_rep_t *rp = &co->rep[q];
-        if (rp->alive && !rp->parked && (rp->cur >= 0 || rp->kept > rp->pushed) && now - rp->last_heard > co->c->timeout_s)
+        if (rp->alive && !rp->parked && (rp->cur >= 0 || rp->kept > rp->pushed || rp->last_heard < 0) &&
+            now - rp->last_heard > co->c->timeout_s)
             evict(co, q);
     }
     if (now - co->last_ping > co->c->timeout_s / 4) {
@@ -276,10 +283,11 @@ void sb_coord_stop(sb_coord_t *co)
             co->rep[q].last_heard = now_s();
             if (m.kind == REQ_DONE) co->dup_discarded++;   /* a backup copy still running at the end */
             co->rep[q].parked = 1;
-        } else if (now_s() - t0 > co->c->timeout_s) {
+        } else if (now_s() - t0 > co->c->timeout_s) {   /* died after its last task: nothing of it counts */
             for (int q = 0; q < co->R; q++)
                 if (co->rep[q].alive && !co->rep[q].stopped) { co->rep[q].alive = 0; co->c->peer_lost = 1; }
         } else {
+            if (now_s() - co->last_ping > co->c->timeout_s / 4) sb_coord_op(co, OP_PING, 0, 0, 0, 0);
             sched_yield();
         }
     }
