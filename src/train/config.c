@@ -41,7 +41,7 @@ const opt_def_t config_train_opts[] = {
     { "window", OT_LONG, S(window), "25", "selsync: window W of the EWMAs (and warm-up steps that always sync)" },
     { "smoothing", OT_DOUBLE, S(smoothing), "0.01", "selsync: EWMA smoothing a" },
     { "aggregation", OT_STR, S(aggregation), "parameter", "selsync: what a sync averages: parameter | gradient" },
-    { "servers", OT_LONG, S(servers), "1", "parameter server: server ranks (the first S ranks; the rest are workers)" },
+    { "servers", OT_LONG, S(servers), "1", "parameter server: server ranks (the first S ranks; the rest are workers; sandblaster: ranks 1..S, after the coordinator)" },
     { "staleness", OT_LONG, S(staleness), "3", "ssp: staleness bound s (0 = BSP)" },
     { "staleness-low", OT_LONG, S(staleness_low), "3", "dssp: lower staleness bound s_L" },
     { "staleness-high", OT_LONG, S(staleness_high), "15", "dssp: upper staleness bound s_U" },
