@@ -52,6 +52,7 @@ done
 run_part cli tests/cli.sh "$BUILD"
 run_part mpi tests/mpi.sh "$BUILD"
 run_part ps tests/ps.sh "$BUILD"
+run_part sandblaster tests/sandblaster.sh "$BUILD"
 run_part decentral tests/decentral.sh "$BUILD"
 run_part mp tests/mp.sh "$BUILD"
 # the simulated build is tested once, with the plain build

@@ -6,6 +6,7 @@
 
 extern const sync_ops_t sync_none, sync_bsp, sync_localsgd, sync_fedavg, sync_selsync;
 extern const sync_ops_t sync_asp, sync_ssp, sync_dssp, sync_bsp_ps, sync_downpour, sync_easgd, sync_gossip;
+extern const sync_ops_t sync_lbfgs, sync_sandblaster;
 
 static const sync_ops_t *const registry[] = {
     &sync_none,
@@ -20,6 +21,8 @@ static const sync_ops_t *const registry[] = {
     &sync_downpour,
     &sync_easgd,
     &sync_gossip,
+    &sync_lbfgs,
+    &sync_sandblaster,
 };
 
 const sync_ops_t *sync_find(const char *name)

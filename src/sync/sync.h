@@ -73,6 +73,13 @@ struct sync_ops {
     /* The parameters to evaluate, if not the local replica (e.g. the
      * parameter server's global model); called on the lead rank only. */
     float *(*eval_params)(run_t *r);
+    /* Set by paradigms whose step draws and processes its own samples (L-BFGS
+     * over a large batch; Sandblaster's coordinator hands the batch out to
+     * replicas): the loop then draws no batch and computes no gradient before
+     * step (and applies no --fail/--slowdown: the paradigm does, to its own
+     * workers), and one step counts this many training samples instead of
+     * batch × workers. Called once the data is loaded. */
+    long (*step_samples)(run_t *r);
     int model_parallel;          /* combines with --model-parallel M > 1 */
 };
 

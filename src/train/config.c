@@ -9,7 +9,7 @@
 const opt_def_t config_train_opts[] = {
     { "model", OT_STR, S(model), "mlp", "model spec: logreg | mlp[:H1,H2,...][:tanh] (mlp = mlp:256,128) | lenet[:tanh]" },
     { "data", OT_STR, S(data), "fashion-mnist", "fashion-mnist | mnist | synthetic[:N] | DIR of IDX or CIFAR-10 binary files" },
-    { "sync", OT_STR, S(sync), "none", "paradigm: none | bsp | localsgd | fedavg | selsync | bsp-ps | asp | ssp | dssp | downpour | easgd | gossip" },
+    { "sync", OT_STR, S(sync), "none", "paradigm: none | bsp | localsgd | fedavg | selsync | bsp-ps | asp | ssp | dssp | downpour | easgd | gossip | lbfgs | sandblaster" },
     { "epochs", OT_LONG, S(epochs), "3", "training epochs (over the whole training set)" },
     { "steps", OT_LONG, S(steps), "0", "stop after this many steps (0: epochs decide)" },
     { "batch", OT_LONG, S(batch), "64", "minibatch size per worker" },
@@ -41,7 +41,7 @@ const opt_def_t config_train_opts[] = {
     { "window", OT_LONG, S(window), "25", "selsync: window W of the EWMAs (and warm-up steps that always sync)" },
     { "smoothing", OT_DOUBLE, S(smoothing), "0.01", "selsync: EWMA smoothing a" },
     { "aggregation", OT_STR, S(aggregation), "parameter", "selsync: what a sync averages: parameter | gradient" },
-    { "servers", OT_LONG, S(servers), "1", "parameter server: server ranks (the first S ranks; the rest are workers)" },
+    { "servers", OT_LONG, S(servers), "1", "parameter server: server ranks (the first S ranks; the rest are workers; sandblaster: ranks 1..S, after the coordinator)" },
     { "staleness", OT_LONG, S(staleness), "3", "ssp: staleness bound s (0 = BSP)" },
     { "staleness-low", OT_LONG, S(staleness_low), "3", "dssp: lower staleness bound s_L" },
     { "staleness-high", OT_LONG, S(staleness_high), "15", "dssp: upper staleness bound s_U" },
@@ -57,6 +57,12 @@ const opt_def_t config_train_opts[] = {
     { "gossip", OT_STR, S(gossip), "pull", "gossip: pull | push | round" },
     { "beta", OT_DOUBLE, S(beta), "0.5", "gossip: mixing weight of the peer's parameters" },
     { "model-parallel", OT_LONG, S(model_parallel), "1", "model parallelism: each replica spans M consecutive worker ranks, every dense/conv layer split by output units (with none, bsp, downpour)" },
+    { "batch-total", OT_LONG, S(batch_total), "0", "lbfgs/sandblaster: samples per L-BFGS iteration (0: the whole training set)" },
+    { "portion", OT_STR, S(portion), "auto", "lbfgs/sandblaster: samples per portion handed to a replica (auto: batch-total/(10 x replicas))" },
+    { "push-portions", OT_LONG, S(push_portions), "4", "sandblaster: portions a replica sums before pushing to the shards" },
+    { "lbfgs-history", OT_LONG, S(lbfgs_history), "10", "lbfgs/sandblaster: curvature pairs kept (m)" },
+    { "line-search", OT_STR, S(line_search), "wolfe", "lbfgs/sandblaster: wolfe (weak Wolfe, bisection) | armijo (backtracking)" },
+    { "no-backup-tasks", OT_FLAG, S(no_backup_tasks), "0", "sandblaster: never hand idle replicas duplicates of outstanding portions" },
     { "inject-alpha", OT_DOUBLE, S(inject_alpha), "0", "data injection: each batch adds ceil(alpha*C) classes the worker lacks (0: off; paper 0.25)" },
     { "inject-beta", OT_DOUBLE, S(inject_beta), "0.25", "data injection: floor(beta*B*N/C) samples of each injected class" },
     { "quiet", OT_FLAG, S(quiet), "0", "print only errors and the final result" },
@@ -170,6 +176,15 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (c->alpha < 0 || c->alpha >= 1) BAD("--alpha must be in [0, 1) (got %g)", c->alpha);
     if (c->momentum_nesterov < 0 || c->momentum_nesterov >= 1) BAD("--momentum-nesterov must be in [0, 1)");
     if (!(c->beta > 0 && c->beta <= 1)) BAD("--beta must be in (0, 1] (got %g)", c->beta);
+    if (c->batch_total < 0) BAD("--batch-total must be >= 0 (got %ld; 0: the whole training set)", c->batch_total);
+    if (c->push_portions < 1) BAD("--push-portions must be >= 1 (got %ld)", c->push_portions);
+    if (c->lbfgs_history < 1 || c->lbfgs_history > 1000) BAD("--lbfgs-history must be in 1..1000 (got %ld)", c->lbfgs_history);
+    if (strcmp(c->line_search, "wolfe") && strcmp(c->line_search, "armijo"))
+        BAD("unknown --line-search '%s'; choose wolfe or armijo", c->line_search);
+    if (strcmp(c->portion, "auto")) {
+        long p;
+        if (parse_long(c->portion, &p) != 0 || p < 1) BAD("--portion must be a positive number of samples or auto (got '%s')", c->portion);
+    }
     if (c->inject_alpha < 0 || c->inject_alpha > 1 || c->inject_beta < 0)
         BAD("--inject-alpha must be in [0, 1] and --inject-beta >= 0");
     if (*c->metrics && *c->checkpoint && !strcmp(c->metrics, c->checkpoint))

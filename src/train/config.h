@@ -25,6 +25,9 @@ typedef struct config {
     long tau;
     long model_parallel;                                      /* M ranks per replica */
     double alpha, momentum_nesterov, beta;
+    long batch_total, push_portions, lbfgs_history;           /* L-BFGS, Sandblaster */
+    const char *portion, *line_search;
+    int no_backup_tasks;
     int quiet;
 } config_t;
 

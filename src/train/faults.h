@@ -6,7 +6,8 @@
  *
  * A slowdown is a delay of (F−1)·(the step's measured compute time) after
  * backward, so it scales with the model and machine. R is the worker index
- * (equal to the MPI rank for collective paradigms). */
+ * (equal to the MPI rank for collective paradigms; for Sandblaster the
+ * replica index, and S counts the portions it starts). */
 #ifndef DSGD_FAULTS_H
 #define DSGD_FAULTS_H
 

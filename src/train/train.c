@@ -171,7 +171,10 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
         if (par_restore(r, resume, why, sizeof why) != 0) FAIL("'%s': %s", cfg->resume, why);
         r->step = resume->meta.step;
     }
-    r->steps_per_epoch = r->train.n / ((long)nworkers * cfg->batch);
+    long per_step = r->ops->step_samples ? r->ops->step_samples(r) : (long)nworkers * cfg->batch;
+    r->steps_per_epoch = per_step > 0 ? r->train.n / per_step : 0;
+    if (r->steps_per_epoch < 1 && r->ops->step_samples)
+        FAIL("--sync %s: a step's %ld samples exceed the %ld training samples", cfg->sync, per_step, r->train.n);
     if (r->steps_per_epoch < 1)
         FAIL("--batch %ld x %d workers exceeds the %ld training samples; use a smaller batch", cfg->batch, nworkers, r->train.n);
     r->total_steps = cfg->steps > 0 ? cfg->steps : cfg->epochs * r->steps_per_epoch;
@@ -288,24 +291,27 @@ int train_main(const config_t *cfg, comm_t *comm)
     evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN };
     for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
     const long eval_every = cfg->eval_every > 0 ? cfg->eval_every : r->steps_per_epoch;
-    const long start_step = r->step, samples_per_step = (long)r->it->nb * r->replicas;
+    const int own_data = r->ops->step_samples != NULL;   /* the paradigm's step draws its samples */
+    const long start_step = r->step, samples_per_step = own_data ? r->ops->step_samples(r) : (long)r->it->nb * r->replicas;
     double train_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0;
     long loss_n = 0, seg_samples = 0;
     const int tty = live_line(r);
 
     while (r->step < r->total_steps) {
         comm->step = r->step;
-        if (r->step == faults.fail_step) {
+        if (r->step == faults.fail_step && !own_data) {
             fprintf(stderr, "dsgd: worker %d (rank %d) exits at step %ld as --fail asked\n", r->wrank, comm->rank, r->step);
             fflush(stderr);
             _exit(3);  /* abrupt: no goodbye to the peers */
         }
         double ts = now_s();
-        batch_iter_next(r->it);
-        model_forward(r->model, r->it->x, r->it->nb);
-        r->loss = model_loss(r->model, r->it->y, r->it->nb);
-        model_backward(r->model, r->it->y, r->it->nb);
-        faults_delay(&faults, now_s() - ts);
+        if (!own_data) {
+            batch_iter_next(r->it);
+            model_forward(r->model, r->it->x, r->it->nb);
+            r->loss = model_loss(r->model, r->it->y, r->it->nb);
+            model_backward(r->model, r->it->y, r->it->nb);
+            faults_delay(&faults, now_s() - ts);
+        }
         r->lr = lr_at(&r->sched, r->step);
         if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
         r->step++;

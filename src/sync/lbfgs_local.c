@@ -1,0 +1,210 @@
+/* --sync lbfgs: L-BFGS in one process over large batches, the reference
+ * Sandblaster is tested against. Its vector operations run on full local
+ * vectors with the kernels the shards run on their slices, and a batch's
+ * gradient is summed portion by portion in the groups a single Sandblaster
+ * replica pushes; so Sandblaster with one shard and one replica adds the
+ * same floats in the same order. Also: the batch and portion helpers of sb.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "sb.h"
+
+long sb_step_samples(run_t *r)
+{
+    return r->cfg->batch_total > 0 ? r->cfg->batch_total : r->train.n;
+}
+
+int sb_data_init(sb_data_t *b, run_t *r, int replicas)
+{
+    const config_t *cfg = r->cfg;
+    memset(b, 0, sizeof *b);
+    b->d = &r->train;
+    b->n = r->train.n;
+    b->BT = sb_step_samples(r);
+    if (strcmp(cfg->portion, "auto")) parse_long(cfg->portion, &b->PS);   /* checked by config_validate */
+    else b->PS = (b->BT + 10L * replicas - 1) / (10L * replicas);
+    if (b->PS < 1) b->PS = 1;
+    if (b->BT < b->PS) {
+        snprintf(r->err, sizeof r->err, "--batch-total %ld is smaller than one --portion of %ld samples; lower --portion",
+                 b->BT, b->PS);
+        return -1;
+    }
+    if (cfg->push_portions > SB_MAX_PUSH) {
+        snprintf(r->err, sizeof r->err, "--push-portions must be at most %d (got %ld)", SB_MAX_PUSH, cfg->push_portions);
+        return -1;
+    }
+    if ((b->BT + b->PS - 1) / b->PS > 1000000) {
+        snprintf(r->err, sizeof r->err, "--portion %ld makes more than 10^6 portions per batch; raise it", b->PS);
+        return -1;
+    }
+    b->P = (int)((b->BT + b->PS - 1) / b->PS);
+    b->K = (int)cfg->push_portions;
+    b->perm = xmalloc(sizeof(int32_t) * (size_t)b->n);
+    for (long i = 0; i < b->n; i++) b->perm[i] = (int32_t)i;
+    rng_t g;
+    rng_seed(&g, (uint64_t)cfg->seed, 0x5b1a);
+    rng_shuffle(&g, b->perm, (size_t)b->n);
+    b->x = xalloc_floats((size_t)r->model->max_batch * (size_t)dataset_dim(b->d));
+    b->y = xmalloc(sizeof(int32_t) * (size_t)r->model->max_batch);
+    return 0;
+}
+
+void sb_data_free(sb_data_t *b)
+{
+    free(b->perm);
+    free(b->x);
+    free(b->y);
+    memset(b, 0, sizeof *b);
+}
+
+double sb_portion_grad(sb_data_t *b, model_t *m, long k, int p, float *g)
+{
+    const long dim = dataset_dim(b->d), first = (long)p * b->PS;
+    const long cnt = b->BT - first < b->PS ? b->BT - first : b->PS;
+    double loss = 0;
+    memset(g, 0, m->nparams * sizeof(float));
+    for (long at = 0; at < cnt; at += m->max_batch) {
+        int B = (int)(cnt - at < m->max_batch ? cnt - at : m->max_batch);
+        for (int j = 0; j < B; j++) {
+            long s = b->perm[(k * b->BT + first + at + j) % b->n];
+            memcpy(b->x + (size_t)j * (size_t)dim, b->d->x + s * dim, (size_t)dim * sizeof(float));
+            b->y[j] = b->d->y[s];
+        }
+        model_forward(m, b->x, B);
+        loss += (double)model_loss(m, b->y, B) * B;
+        model_backward(m, b->y, B);
+        lbfgs_kaxpy((double)B, m->grads, g, m->nparams);   /* mean gradient × B = the chunk's sum */
+    }
+    return loss;
+}
+
+/* ---- the one-process paradigm ---- */
+typedef struct local {
+    sb_data_t data;
+    lbfgs_t lb;
+    lbfgs_vops_t vops;
+    model_t *m;
+    float **v;               /* (nvecs) full vectors */
+    float *gp, *grp;         /* (n) a portion's sum; a push group's sum */
+} local_t;
+
+static double l_dot(void *c, int a, int b)
+{
+    local_t *l = c;
+    return lbfgs_kdot(l->v[a], l->v[b], l->m->nparams);
+}
+static void l_axpy(void *c, double al, int x, int y) { local_t *l = c; lbfgs_kaxpy(al, l->v[x], l->v[y], l->m->nparams); }
+static void l_scale(void *c, double al, int x) { local_t *l = c; lbfgs_kscale(al, l->v[x], l->m->nparams); }
+static void l_copy(void *c, int s, int d) { local_t *l = c; memcpy(l->v[d], l->v[s], l->m->nparams * sizeof(float)); }
+
+static double l_eval(void *c, long k)
+{
+    local_t *l = c;
+    sb_data_t *b = &l->data;
+    const size_t n = l->m->nparams;
+    memcpy(l->m->params, l->v[LB_X], n * sizeof(float));
+    memset(l->v[LB_GX], 0, n * sizeof(float));
+    memset(l->grp, 0, n * sizeof(float));
+    double loss = 0;
+    for (int p = 0; p < b->P; p++) {
+        loss += sb_portion_grad(b, l->m, k, p, l->gp);
+        lbfgs_kadd(l->gp, l->grp, n);
+        if (sb_single_push_after(p, b->P, b->K)) {
+            lbfgs_kadd(l->grp, l->v[LB_GX], n);
+            memset(l->grp, 0, n * sizeof(float));
+        }
+    }
+    lbfgs_kscale(1.0 / (double)b->BT, l->v[LB_GX], n);
+    return loss / (double)b->BT;
+}
+
+static int local_layout(run_t *r)
+{
+    if (r->comm->size > 1) {
+        snprintf(r->err, sizeof r->err, "--sync lbfgs trains in one process but %d ranks were started; use --sync sandblaster",
+                 r->comm->size);
+        return -1;
+    }
+    return sync_layout_all_workers(r);
+}
+
+static int local_init(run_t *r)
+{
+    local_t *l = xcalloc(1, sizeof *l);
+    r->sync_state = l;
+    lbfgs_ls_t ls;
+    lbfgs_ls_parse(r->cfg->line_search, &ls);   /* checked by config_validate */
+    if (sb_data_init(&l->data, r, 1) != 0) return -1;
+    l->m = r->model;
+    const int m = (int)r->cfg->lbfgs_history, nv = lbfgs_nvecs(m);
+    lbfgs_init(&l->lb, m, ls, r->cfg->weight_decay, l->data.BT == l->data.n);
+    l->v = xcalloc((size_t)nv, sizeof(float *));
+    for (int i = 0; i < nv; i++) l->v[i] = xalloc_floats(l->m->nparams);
+    memcpy(l->v[LB_W], l->m->params, l->m->nparams * sizeof(float));
+    l->gp = xalloc_floats(l->m->nparams);
+    l->grp = xalloc_floats(l->m->nparams);
+    l->vops = (lbfgs_vops_t){ l, l_dot, l_axpy, l_scale, l_copy, l_eval };
+    return 0;
+}
+
+static int local_step(run_t *r)
+{
+    local_t *l = r->sync_state;
+    r->loss = (float)lbfgs_iterate(&l->lb, &l->vops, r->step);
+    memcpy(r->model->params, l->v[LB_W], r->model->nparams * sizeof(float));   /* what a checkpoint saves */
+    return 0;
+}
+
+static float *local_eval_params(run_t *r)
+{
+    local_t *l = r->sync_state;
+    return l->v[LB_W];
+}
+
+static void local_finish(run_t *r)
+{
+    local_t *l = r->sync_state;
+    memcpy(r->model->params, l->v[LB_W], r->model->nparams * sizeof(float));
+}
+
+static void local_destroy(run_t *r)
+{
+    local_t *l = r->sync_state;
+    if (!l) return;
+    if (l->v)
+        for (int i = 0; i < lbfgs_nvecs(l->lb.m); i++) free(l->v[i]);
+    free(l->v);
+    free(l->gp);
+    free(l->grp);
+    lbfgs_free(&l->lb);
+    sb_data_free(&l->data);
+    free(l);
+    r->sync_state = NULL;
+}
+
+static int local_stats(run_t *r, sync_stat_t *out, int max, int progress)
+{
+    local_t *l = r->sync_state;
+    if (!l || max < 4) return 0;
+    int n = 0;
+    out[n++] = (sync_stat_t){ "lbfgs_evals", (double)l->lb.evals, NULL };
+    out[n++] = (sync_stat_t){ "lbfgs_step", l->lb.t, NULL };
+    if (progress) return n;
+    out[n++] = (sync_stat_t){ "ls_failures", (double)l->lb.ls_failures, NULL };
+    out[n++] = (sync_stat_t){ "portions_per_batch", (double)l->data.P, NULL };
+    return n;
+}
+
+const sync_ops_t sync_lbfgs = {
+    .name = "lbfgs",
+    .help = "L-BFGS in one process over --batch-total samples per iteration (Sandblaster's reference)",
+    .layout = local_layout,
+    .init = local_init,
+    .step = local_step,
+    .finish = local_finish,
+    .destroy = local_destroy,
+    .stats = local_stats,
+    .eval_params = local_eval_params,
+    .step_samples = sb_step_samples,
+};

@@ -1,0 +1,213 @@
+/* One Sandblaster shard: its slice of every named L-BFGS vector (w, g, d,
+ * the trial point x, the gradient accumulator, the history s_i, y_i), the
+ * operations the coordinator sends, parameter fetches and gradient pushes
+ * from the replicas.
+ *
+ * Never counting a portion twice: a push carries the ids of the whole
+ * portions it sums; the shard keeps, per pass, which ids it holds. The
+ * coordinator grants each portion to one replica only, so in a healthy run
+ * no id ever repeats. After a replica dies, the portions it held but may
+ * not have pushed everywhere are recomputed and pushed alone (one id per
+ * push): a shard that already holds that id drops the push. A group push
+ * that repeats a held id would be a bug; it is dropped and reported
+ * (conflicts), and the coordinator stops the run. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "sb.h"
+
+typedef struct shard {
+    comm_t *c;
+    int k, S, R, P, nv;
+    size_t lo, n;
+    double timeout;
+    float **v;               /* (nv) slices of the named vectors */
+    unsigned char *have;     /* (P) portions held this pass */
+    int64_t pass;
+    long counted, discarded, conflicts;
+    int end_wanted, stop, peer_lost;
+    unsigned char *in;       /* receive buffer: push header + n floats */
+    float **out;             /* (R) X slices on their way to replicas */
+    MPI_Request *out_req;    /* (R) */
+    int64_t *fetch_pass;     /* (R) parked fetch: the pass wanted, or -1 */
+    unsigned char *dead;     /* (R) */
+} shard_t;
+
+static size_t push_bytes(const shard_t *s) { return sizeof(sb_push_hdr_t) + s->n * sizeof(float); }
+
+static void send_x(shard_t *s, int q)
+{
+    /* the replica has received the previous slice before it could ask again */
+    MPI_CHECK(s->c, MPI_Wait(&s->out_req[q], MPI_STATUS_IGNORE));
+    memcpy(s->out[q], s->v[LB_X], s->n * sizeof(float));
+    MPI_CHECK(s->c, MPI_Isend(s->out[q], (int)s->n, MPI_FLOAT, 1 + s->S + q, SB_PARAMS, s->c->world, &s->out_req[q]));
+    s->c->bytes_sent += s->n * sizeof(float);
+    s->c->msgs_sent++;
+    s->fetch_pass[q] = -1;
+}
+
+static void reply(shard_t *s, double value)
+{
+    sb_reply_t rp = { value, s->counted, s->discarded, s->conflicts };
+    MPI_CHECK(s->c, MPI_Send(&rp, (int)sizeof rp, MPI_BYTE, 0, SB_REPLY, s->c->world));
+    s->c->bytes_sent += sizeof rp;
+    s->c->msgs_sent++;
+}
+
+static void on_op(shard_t *s, const sb_op_t *o)
+{
+    float **v = s->v;
+    switch (o->op) {
+    case OP_DOT: reply(s, lbfgs_kdot(v[o->a], v[o->b], s->n)); break;
+    case OP_AXPY: lbfgs_kaxpy(o->alpha, v[o->a], v[o->b], s->n); break;
+    case OP_SCALE: lbfgs_kscale(o->alpha, v[o->a], s->n); break;
+    case OP_COPY: memcpy(v[o->b], v[o->a], s->n * sizeof(float)); break;
+    case OP_BEGIN:
+        s->pass = o->pass;
+        s->counted = 0;
+        s->end_wanted = 0;
+        memset(v[LB_GX], 0, s->n * sizeof(float));
+        memset(s->have, 0, (size_t)s->P);
+        for (int q = 0; q < s->R; q++)
+            if (!s->dead[q] && s->fetch_pass[q] >= 0 && s->fetch_pass[q] <= s->pass) send_x(s, q);
+        break;
+    case OP_END:
+        s->end_wanted = 1;
+        if (s->counted == s->P) { reply(s, 0); s->end_wanted = 0; }
+        break;
+    case OP_EVICT:
+        s->dead[o->who] = 1;
+        s->peer_lost = 1;
+        MPI_CHECK(s->c, MPI_Send(s->have, s->P, MPI_BYTE, 0, SB_BITMAP, s->c->world));
+        break;
+    case OP_GET:
+        MPI_CHECK(s->c, MPI_Send(v[o->a], (int)s->n, MPI_FLOAT, 0, SB_SLICE, s->c->world));
+        s->c->bytes_sent += s->n * sizeof(float);
+        break;
+    case OP_STOP:
+        s->stop = 1;
+        s->peer_lost |= o->who;
+        break;
+    default: break;   /* OP_PING */
+    }
+}
+
+static void on_push(shard_t *s, const sb_push_hdr_t *h, const float *g)
+{
+    if (h->pass != s->pass || h->nids < 1 || h->nids > SB_MAX_PUSH) { s->discarded++; return; }
+    int repeated = 0;
+    for (int i = 0; i < h->nids; i++) {
+        if (h->ids[i] < 0 || h->ids[i] >= s->P) return;
+        repeated += s->have[h->ids[i]];
+    }
+    if (repeated) {   /* a reissued portion that arrived here before: the first copy counts */
+        if (h->nids == 1) s->discarded++;
+        else s->conflicts++;
+        return;
+    }
+    for (int i = 0; i < h->nids; i++) s->have[h->ids[i]] = 1;
+    s->counted += h->nids;
+    lbfgs_kadd(g, s->v[LB_GX], s->n);
+    if (s->end_wanted && s->counted == s->P) { reply(s, 0); s->end_wanted = 0; }
+}
+
+/* Receive a probed push. A replica that dies while sending never finishes
+ * the message: give up after the timeout and abandon the buffer, which MPI
+ * may still own (the coordinator evicts that replica on its own clock). */
+static int recv_push(shard_t *s, const MPI_Status *st, int q)
+{
+    MPI_Request req;
+    MPI_CHECK(s->c, MPI_Irecv(s->in, (int)push_bytes(s), MPI_BYTE, st->MPI_SOURCE, SB_PUSH, s->c->world, &req));
+    double t0 = now_s();
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (done) return 0;
+        if (now_s() - t0 > s->timeout) break;
+        sched_yield();
+    }
+    s->in = xmalloc(push_bytes(s));
+    if (q >= 0 && q < s->R) s->dead[q] = 1;
+    return -1;
+}
+
+int sb_shard_run(run_t *r, const sb_data_t *b, int k)
+{
+    comm_t *c = r->comm;
+    shard_t sh, *s = &sh;
+    memset(s, 0, sizeof *s);
+    s->c = c;
+    s->k = k;
+    s->S = (int)r->cfg->servers;
+    s->R = r->nworkers;
+    s->P = b->P;
+    s->timeout = r->cfg->timeout;
+    s->nv = lbfgs_nvecs((int)r->cfg->lbfgs_history);
+    s->pass = -1;
+    ps_shard_range(r->model->nparams, s->S, k, &s->lo, &s->n);
+    s->v = xcalloc((size_t)s->nv, sizeof(float *));
+    for (int i = 0; i < s->nv; i++) s->v[i] = xalloc_floats(s->n ? s->n : 1);
+    memcpy(s->v[LB_W], r->model->params + s->lo, s->n * sizeof(float));
+    s->have = xcalloc((size_t)s->P, 1);
+    s->in = xmalloc(push_bytes(s));
+    s->out = xcalloc((size_t)s->R, sizeof(float *));
+    s->out_req = xmalloc(sizeof(MPI_Request) * (size_t)s->R);
+    s->fetch_pass = xmalloc(sizeof(int64_t) * (size_t)s->R);
+    s->dead = xcalloc((size_t)s->R, 1);
+    for (int q = 0; q < s->R; q++) {
+        s->out[q] = xalloc_floats(s->n ? s->n : 1);
+        s->out_req[q] = MPI_REQUEST_NULL;
+        s->fetch_pass[q] = -1;
+    }
+    double heard = now_s();
+    long idle = 0;
+    while (!s->stop) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_CHECK(c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &flag, &st));
+        if (!flag) {
+            if (now_s() - heard > s->timeout)
+                die("sandblaster shard %d: the coordinator (rank 0) has been silent for %.1f s (--timeout %g); stopping",
+                    k, now_s() - heard, s->timeout);
+            if (++idle > 1000) sched_yield();
+            continue;
+        }
+        idle = 0;
+        int src = st.MPI_SOURCE, q = src - 1 - s->S;
+        if (src == 0 && st.MPI_TAG == SB_OP) {
+            sb_op_t o;
+            MPI_CHECK(c, MPI_Recv(&o, (int)sizeof o, MPI_BYTE, 0, SB_OP, c->world, MPI_STATUS_IGNORE));
+            heard = now_s();
+            on_op(s, &o);
+        } else if (q >= 0 && q < s->R && st.MPI_TAG == SB_FETCH) {
+            sb_req_t f;
+            MPI_CHECK(c, MPI_Recv(&f, (int)sizeof f, MPI_BYTE, src, SB_FETCH, c->world, MPI_STATUS_IGNORE));
+            if (s->dead[q]) continue;
+            s->fetch_pass[q] = f.pass;
+            /* a fetch of a later pass waits for its OP_BEGIN; one of an
+             * earlier pass gets the current X: its result comes too late
+             * to count and is discarded by the coordinator */
+            if (f.pass <= s->pass) send_x(s, q);
+        } else if (q >= 0 && q < s->R && st.MPI_TAG == SB_PUSH) {
+            if (recv_push(s, &st, q) != 0 || s->dead[q]) continue;
+            on_push(s, (const sb_push_hdr_t *)s->in, (const float *)(s->in + sizeof(sb_push_hdr_t)));
+        } else {   /* not ours (e.g. a roll call): take it off the queue */
+            int bytes = 0;
+            MPI_Get_count(&st, MPI_BYTE, &bytes);
+            char *junk = xmalloc((size_t)bytes + 1);
+            MPI_Recv(junk, bytes, MPI_BYTE, src, st.MPI_TAG, c->world, MPI_STATUS_IGNORE);
+            free(junk);
+        }
+    }
+    for (int q = 0; q < s->R; q++) {
+        if (!s->dead[q]) MPI_CHECK(c, MPI_Wait(&s->out_req[q], MPI_STATUS_IGNORE));
+        else if (s->out_req[q] != MPI_REQUEST_NULL) MPI_Request_free(&s->out_req[q]);   /* to a dead replica: abandon */
+        free(s->out[q]);
+    }
+    if (s->peer_lost) c->peer_lost = 1;
+    for (int i = 0; i < s->nv; i++) free(s->v[i]);
+    free(s->v); free(s->have); free(s->in); free(s->out); free(s->out_req); free(s->fetch_pass); free(s->dead);
+    return 0;
+}
