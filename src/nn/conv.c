@@ -1,0 +1,350 @@
+/* nn/conv — 2-D convolution (declared in layers.h).
+ *
+ * Forward first writes a zero-padded copy of the input into the col
+ * workspace; backward works from that copy, so it needs neither the input
+ * pointer nor bounds checks. Two paths:
+ *
+ *  - One input channel (LeNet's first layer): direct convolution. An im2col
+ *    would blow the input up KH·KW times to feed a GEMM with only OC rows,
+ *    which OpenBLAS packs at the cost of the arithmetic. Here each output tile
+ *    of RB rows × TW columns is accumulated in registers over the KH·KW taps,
+ *    and the weight gradient is accumulated per tap in TW lanes. Tiles past
+ *    the output's edge are computed on the padding and not stored.
+ *  - Otherwise, per sample: im2col of one sample (small enough to stay in
+ *    cache), then out_b(OC, OH·OW) = w · col_b, which is already the NCHW
+ *    layout, so no transpose and no batch-sized col.
+ *
+ * The direct loops are compiled for AVX-512 and AVX2 as well as the baseline
+ * and picked at run time where the compiler supports it (target_clones), so
+ * the binary still runs on any x86-64.
+ *
+ * col workspace, conv_col_size(g) floats:
+ *   [ padded input (B, C, HP, WP) | col_b (C·KH·KW, OH·OW) | acc ]
+ * acc is the weight-gradient accumulator: (OC, KH·KW + 1, TW) lanes on the
+ * direct path (the extra tap is the bias), (C·KH·KW, OC) otherwise.
+ */
+#include "layers.h"
+
+#include <cblas.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { TW = 16, RB = 4 };   /* direct path: output tile columns, rows */
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define CONV_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef CONV_CLONES
+#define CONV_CLONES
+#endif
+
+/* One TW-wide row segment as a GCC/Clang vector; the compiler splits it
+ * into whatever registers the target has (1 zmm, 2 ymm, 4 xmm). */
+typedef float vtw_t __attribute__((vector_size(TW * sizeof(float))));
+typedef int32_t vti_t __attribute__((vector_size(TW * sizeof(int32_t))));
+
+/* Loads and stores through memcpy: unaligned, and no vector passed by value
+ * (whose ABI would differ between the clones). */
+#define VLOAD(v, p) memcpy(&(v), (p), sizeof(vtw_t))
+#define VSTORE(p, v) memcpy((p), &(v), sizeof(vtw_t))
+
+/* v = p[0], p[s], p[2s], ...; s is a constant after inlining in the common
+ * stride-1 case */
+static inline __attribute__((always_inline)) void vload_s(vtw_t *v, const float *p, int s)
+{
+    if (s == 1) { VLOAD(*v, p); return; }
+    for (int j = 0; j < TW; j++) (*v)[j] = p[(long)j * s];
+}
+
+int conv_geom_init(conv_geom_t *g)
+{
+    if (g->stride < 1 || g->KH < 1 || g->KW < 1 || g->pad < 0) return -1;
+    int eh = g->H + 2 * g->pad - g->KH, ew = g->W + 2 * g->pad - g->KW;
+    if (eh < 0 || ew < 0) return -1;
+    g->OH = eh / g->stride + 1;
+    g->OW = ew / g->stride + 1;
+    return 0;
+}
+
+typedef struct conv_layout {
+    long HP, WP;          /* padded input plane */
+    long n_pad, n_col, n_dpad, n_acc;
+    int direct;
+} conv_layout_t;
+
+static long round_up(long x, long m) { return (x + m - 1) / m * m; }
+static long max_l(long a, long b) { return a > b ? a : b; }
+
+static conv_layout_t conv_layout(const conv_geom_t *g)
+{
+    conv_layout_t L;
+    const long s = g->stride, KK = (long)g->KH * g->KW;
+    /* wide and tall enough for the last direct tile's reads */
+    L.WP = max_l(g->W + 2L * g->pad, (round_up(g->OW, TW) - 1) * s + g->KW);
+    L.HP = max_l(g->H + 2L * g->pad, (round_up(g->OH, RB) - 1) * s + g->KH);
+    L.direct = g->C == 1;
+    L.n_pad = (long)g->B * g->C * L.HP * L.WP;
+    L.n_col = (long)g->C * KK * g->OH * g->OW + TW;   /* + TW: vector overrun */
+    L.n_dpad = g->C * L.HP * L.WP;
+    /* + TW: room to align the direct path's vectors */
+    L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : (long)g->C * KK * g->OC;
+    return L;
+}
+
+long conv_col_size(const conv_geom_t *g)
+{
+    conv_layout_t L = conv_layout(g);
+    return L.n_pad + L.n_col + L.n_dpad + L.n_acc;
+}
+
+/* P(B, C, HP, WP) = inp with pad zeros above and left, zeros to fill below and right */
+static void pad_input(float *P, const float *inp, const conv_geom_t *g, const conv_layout_t *L)
+{
+    const long HW = (long)g->H * g->W, plane = L->HP * L->WP;
+    const int p = g->pad, W = g->W;
+    for (long bc = 0; bc < (long)g->B * g->C; bc++) {
+        float *d = P + bc * plane;
+        const float *s = inp + bc * HW;
+        memset(d, 0, sizeof(float) * (size_t)(p * L->WP));
+        for (int ih = 0; ih < g->H; ih++) {
+            float *row = d + (ih + p) * L->WP;
+            memset(row, 0, sizeof(float) * (size_t)p);
+            memcpy(row + p, s + (long)ih * W, sizeof(float) * (size_t)W);
+            memset(row + p + W, 0, sizeof(float) * (size_t)(L->WP - p - W));
+        }
+        memset(d + (g->H + p) * L->WP, 0, sizeof(float) * (size_t)((L->HP - g->H - p) * L->WP));
+    }
+}
+
+/* col_b[(c,ki,kj)][(oh,ow)] = Pb[c][oh·s+ki][ow·s+kj] for one sample. With
+ * stride 1 each row is copied in whole vectors: the last one runs past the
+ * row into the next, which the next row's copy overwrites (the buffer has TW
+ * floats of slack at its end), and reads stay inside the padded row. */
+CONV_CLONES
+static void im2col_sample(float *col, const float *Pb, const conv_geom_t *g, const conv_layout_t *L)
+{
+    const int OHW = g->OH * g->OW, OW = g->OW, s = g->stride;
+    for (int c = 0; c < g->C; c++)
+        for (int ki = 0; ki < g->KH; ki++)
+            for (int kj = 0; kj < g->KW; kj++) {
+                float *d = col + ((long)(c * g->KH + ki) * g->KW + kj) * OHW;
+                for (int oh = 0; oh < g->OH; oh++, d += OW) {
+                    const float *r = Pb + (c * L->HP + (long)oh * s + ki) * L->WP + kj;
+                    if (s == 1)
+                        for (int ow = 0; ow < OW; ow += TW) {
+                            vtw_t v;
+                            VLOAD(v, r + ow);
+                            VSTORE(d + ow, v);
+                        }
+                    else
+                        for (int ow = 0; ow < OW; ow++) d[ow] = r[(long)ow * s];
+                }
+            }
+}
+
+/* Adjoint of im2col for one sample: dP(C, HP, WP), a padded scratch, gets
+ * the sums, then its interior is copied to dinp_b (C, H, W). */
+CONV_CLONES
+static void col2im_sample(float *dinp, float *dP, const float *col, const conv_geom_t *g,
+                          const conv_layout_t *L)
+{
+    const int OHW = g->OH * g->OW, OW = g->OW, s = g->stride;
+    const long WP = L->WP;
+    memset(dP, 0, sizeof(float) * (size_t)L->n_dpad);
+    vti_t lane;
+    for (int j = 0; j < TW; j++) lane[j] = j;
+    for (int c = 0; c < g->C; c++)
+        for (int ki = 0; ki < g->KH; ki++)
+            for (int kj = 0; kj < g->KW; kj++) {
+                const float *sr = col + ((long)(c * g->KH + ki) * g->KW + kj) * OHW;
+                for (int oh = 0; oh < g->OH; oh++, sr += OW) {
+                    float *d = dP + (c * L->HP + (long)oh * s + ki) * WP + kj;
+                    if (s == 1)
+                        for (int ow = 0; ow < OW; ow += TW) {
+                            /* lanes past the row's end would add the next row: masked */
+                            const vti_t keep = lane < OW - ow;
+                            vtw_t v, acc;
+                            VLOAD(v, sr + ow);
+                            VLOAD(acc, d + ow);
+                            acc += (vtw_t)((vti_t)v & keep);
+                            VSTORE(d + ow, acc);
+                        }
+                    else
+                        for (int ow = 0; ow < OW; ow++) d[(long)ow * s] += sr[ow];
+                }
+            }
+    for (int c = 0; c < g->C; c++)
+        for (int ih = 0; ih < g->H; ih++)
+            memcpy(dinp + ((long)c * g->H + ih) * g->W, dP + (c * L->HP + ih + g->pad) * WP + g->pad,
+                   sizeof(float) * (size_t)g->W);
+}
+
+/* Σ x[0..n), in 8 lanes so that it vectorizes */
+static float sum_floats(const float *x, long n)
+{
+    float a[8] = { 0 };
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) a[j] += x[i + j];
+    float t = 0.0f;
+    for (; i < n; i++) t += x[i];
+    for (int j = 0; j < 8; j++) t += a[j];
+    return t;
+}
+
+/* ---------------- direct path, one input channel ---------------- */
+
+/* acc[r] += Σ_ki,kj wk[ki][kj] · src[(r·s+ki)·WP + kj + (0..TW−1)·s]; s is a
+ * constant after inlining in the common stride-1 case. */
+static inline __attribute__((always_inline)) void
+direct_tile(vtw_t acc[RB], const float *src, const float *wk, long WP, int KH, int KW, int s)
+{
+    for (int ki = 0; ki < KH; ki++)
+        for (int kj = 0; kj < KW; kj++) {
+            const float wv = wk[ki * KW + kj];
+            for (int r = 0; r < RB; r++) {
+                vtw_t x;
+                vload_s(&x, src + ((long)r * s + ki) * WP + kj, s);
+                acc[r] += wv * x;
+            }
+        }
+}
+
+CONV_CLONES
+static void direct_forward(float *out, const float *P, const float *w, const float *b,
+                           const conv_geom_t *g, const conv_layout_t *L)
+{
+    const int OH = g->OH, OW = g->OW, s = g->stride, KK = g->KH * g->KW;
+    for (int bb = 0; bb < g->B; bb++) {
+        const float *Pb = P + (long)bb * L->HP * L->WP;
+        for (int oc = 0; oc < g->OC; oc++) {
+            float *o = out + ((long)bb * g->OC + oc) * OH * OW;
+            const float *wk = w + (long)oc * KK;
+            for (int oh = 0; oh < OH; oh += RB)
+                for (int ow = 0; ow < OW; ow += TW) {
+                    vtw_t acc[RB];
+                    for (int r = 0; r < RB; r++) acc[r] = (vtw_t){ 0 } + b[oc];
+                    const float *src = Pb + (long)oh * s * L->WP + (long)ow * s;
+                    if (s == 1) direct_tile(acc, src, wk, L->WP, g->KH, g->KW, 1);
+                    else direct_tile(acc, src, wk, L->WP, g->KH, g->KW, s);
+                    const int nr = OH - oh < RB ? OH - oh : RB, nc = OW - ow < TW ? OW - ow : TW;
+                    for (int r = 0; r < nr; r++) {
+                        float *d = o + (long)(oh + r) * OW + ow;
+                        if (nc == TW) VSTORE(d, acc[r]);
+                        else for (int j = 0; j < nc; j++) d[j] = acc[r][j];
+                    }
+                }
+        }
+    }
+}
+
+/* a[(ki,kj)] += dt · src[ki·WP + kj + (0..TW−1)·s] */
+static inline __attribute__((always_inline)) void
+direct_dw_row(vtw_t *a, const vtw_t *dt, const float *src, long WP, int KH, int KW, int s)
+{
+    for (int ki = 0; ki < KH; ki++)
+        for (int kj = 0; kj < KW; kj++, a++) {
+            vtw_t x;
+            vload_s(&x, src + ki * WP + kj, s);
+            *a += *dt * x;
+        }
+}
+
+/* dw[oc][ki][kj] = Σ_b,oh,ow dout[b][oc][oh][ow] · P[b][oh·s+ki][ow·s+kj], db[oc] = Σ dout */
+CONV_CLONES
+static void direct_backward(float *dw, float *db, vtw_t *acc, const float *P, const float *dout,
+                            const conv_geom_t *g, const conv_layout_t *L)
+{
+    const int OH = g->OH, OW = g->OW, s = g->stride, KK = g->KH * g->KW;
+    const long per_oc = KK + 1;   /* taps, then the bias */
+    for (long i = 0; i < g->OC * per_oc; i++) acc[i] = (vtw_t){ 0 };
+    for (int bb = 0; bb < g->B; bb++) {
+        const float *Pb = P + (long)bb * L->HP * L->WP;
+        for (int oc = 0; oc < g->OC; oc++) {
+            vtw_t *a = acc + oc * per_oc;
+            const float *d = dout + ((long)bb * g->OC + oc) * OH * OW;
+            for (int oh = 0; oh < OH; oh++, d += OW)
+                for (int ow = 0; ow < OW; ow += TW) {
+                    /* this tile of the dout row, zero past its end */
+                    vtw_t dt = { 0 };
+                    const int nc = OW - ow < TW ? OW - ow : TW;
+                    if (nc == TW) VLOAD(dt, d + ow);
+                    else for (int j = 0; j < nc; j++) dt[j] = d[ow + j];
+                    a[KK] += dt;
+                    const float *src = Pb + (long)oh * s * L->WP + (long)ow * s;
+                    if (s == 1) direct_dw_row(a, &dt, src, L->WP, g->KH, g->KW, 1);
+                    else direct_dw_row(a, &dt, src, L->WP, g->KH, g->KW, s);
+                }
+        }
+    }
+    for (int oc = 0; oc < g->OC; oc++)
+        for (int k = 0; k <= KK; k++) {
+            const vtw_t v = acc[oc * per_oc + k];
+            float t = 0.0f;
+            for (int j = 0; j < TW; j++) t += v[j];
+            if (k < KK) dw[(long)oc * KK + k] = t;
+            else db[oc] = t;
+        }
+}
+
+/* ---------------- entry points ---------------- */
+
+void conv2d_forward(float *out, float *col, float *tmp, const float *inp,
+                    const float *w, const float *b, const conv_geom_t *g)
+{
+    (void)tmp;
+    const conv_layout_t L = conv_layout(g);
+    float *P = col, *cb = col + L.n_pad;
+    pad_input(P, inp, g, &L);
+    if (L.direct) {
+        direct_forward(out, P, w, b, g, &L);
+        return;
+    }
+    const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
+    for (int bb = 0; bb < g->B; bb++) {
+        im2col_sample(cb, P + (long)bb * g->C * L.HP * L.WP, g, &L);
+        float *o = out + (long)bb * g->OC * OHW;
+        for (int oc = 0; oc < g->OC; oc++)
+            for (int p = 0; p < OHW; p++) o[(long)oc * OHW + p] = b[oc];
+        /* out_b(OC, OHW) += w · col_b */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, OHW, CKK,
+                    1.0f, w, CKK, cb, OHW, 1.0f, o, OHW);
+    }
+}
+
+void conv2d_backward(float *dinp, float *dw, float *db, float *col, float *tmp,
+                     const float *dout, const float *w, const conv_geom_t *g)
+{
+    (void)tmp;
+    const conv_layout_t L = conv_layout(g);
+    const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
+    const long plane = (long)g->C * L.HP * L.WP;
+    float *P = col, *cb = col + L.n_pad, *dP = cb + L.n_col, *acc = dP + L.n_dpad;
+    if (L.direct) {
+        vtw_t *va = (vtw_t *)(((uintptr_t)acc + sizeof(vtw_t) - 1) & ~(uintptr_t)(sizeof(vtw_t) - 1));
+        direct_backward(dw, db, va, P, dout, g, &L);
+    }
+    else memset(db, 0, sizeof(float) * (size_t)g->OC);
+    for (int bb = 0; bb < g->B; bb++) {
+        const float *d = dout + (long)bb * g->OC * OHW;   /* (OC, OHW) */
+        if (!L.direct) {
+            for (int oc = 0; oc < g->OC; oc++) db[oc] += sum_floats(d + (long)oc * OHW, OHW);
+            /* accᵀ(CKK, OC) += col_b · d_bᵀ: this orientation packs faster
+             * than dw(OC, CKK) += d_b · col_bᵀ for few output channels */
+            im2col_sample(cb, P + bb * plane, g, &L);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CKK, g->OC, OHW,
+                        1.0f, cb, OHW, d, OHW, bb ? 1.0f : 0.0f, acc, g->OC);
+        }
+        if (dinp) {
+            /* dcol_b(CKK, OHW) = wᵀ · d_b, into the col_b buffer */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, OHW, g->OC,
+                        1.0f, w, CKK, d, OHW, 0.0f, cb, OHW);
+            col2im_sample(dinp + (long)bb * g->C * g->H * g->W, dP, cb, g, &L);
+        }
+    }
+    if (!L.direct)
+        for (int oc = 0; oc < g->OC; oc++)
+            for (int k = 0; k < CKK; k++) dw[(long)oc * CKK + k] = acc[(long)k * g->OC + oc];
+}
