@@ -123,15 +123,19 @@ static void pad_input(float *P, const float *inp, const conv_geom_t *g, const co
  * row into the next, which the next row's copy overwrites (the buffer has TW
  * floats of slack at its end), and reads stay inside the padded row. */
 CONV_CLONES
-static void im2col_sample(float *col, const float *Pb, const conv_geom_t *g, const conv_layout_t *L)
+static void im2col_sample(float *col, const float *Pb, const conv_geom_t *gp, const conv_layout_t *Lp)
 {
-    const int OHW = g->OH * g->OW, OW = g->OW, s = g->stride;
-    for (int c = 0; c < g->C; c++)
-        for (int ki = 0; ki < g->KH; ki++)
-            for (int kj = 0; kj < g->KW; kj++) {
-                float *d = col + ((long)(c * g->KH + ki) * g->KW + kj) * OHW;
-                for (int oh = 0; oh < g->OH; oh++, d += OW) {
-                    const float *r = Pb + (c * L->HP + (long)oh * s + ki) * L->WP + kj;
+    /* by value: the vector stores go through memcpy and could otherwise
+     * alias the geometry, which would be reloaded after every store */
+    const conv_geom_t g = *gp;
+    const conv_layout_t L = *Lp;
+    const int OHW = g.OH * g.OW, OW = g.OW, s = g.stride;
+    for (int c = 0; c < g.C; c++)
+        for (int ki = 0; ki < g.KH; ki++)
+            for (int kj = 0; kj < g.KW; kj++) {
+                float *d = col + ((long)(c * g.KH + ki) * g.KW + kj) * OHW;
+                for (int oh = 0; oh < g.OH; oh++, d += OW) {
+                    const float *r = Pb + (c * L.HP + (long)oh * s + ki) * L.WP + kj;
                     if (s == 1)
                         for (int ow = 0; ow < OW; ow += TW) {
                             vtw_t v;
@@ -147,20 +151,24 @@ static void im2col_sample(float *col, const float *Pb, const conv_geom_t *g, con
 /* Adjoint of im2col for one sample: dP(C, HP, WP), a padded scratch, gets
  * the sums, then its interior is copied to dinp_b (C, H, W). */
 CONV_CLONES
-static void col2im_sample(float *dinp, float *dP, const float *col, const conv_geom_t *g,
-                          const conv_layout_t *L)
+static void col2im_sample(float *dinp, float *dP, const float *col, const conv_geom_t *gp,
+                          const conv_layout_t *Lp)
 {
-    const int OHW = g->OH * g->OW, OW = g->OW, s = g->stride;
-    const long WP = L->WP;
-    memset(dP, 0, sizeof(float) * (size_t)L->n_dpad);
+    /* by value: the vector stores go through memcpy and could otherwise
+     * alias the geometry, which would be reloaded after every store */
+    const conv_geom_t g = *gp;
+    const conv_layout_t L = *Lp;
+    const int OHW = g.OH * g.OW, OW = g.OW, s = g.stride;
+    const long WP = L.WP;
+    memset(dP, 0, sizeof(float) * (size_t)L.n_dpad);
     vti_t lane;
     for (int j = 0; j < TW; j++) lane[j] = j;
-    for (int c = 0; c < g->C; c++)
-        for (int ki = 0; ki < g->KH; ki++)
-            for (int kj = 0; kj < g->KW; kj++) {
-                const float *sr = col + ((long)(c * g->KH + ki) * g->KW + kj) * OHW;
-                for (int oh = 0; oh < g->OH; oh++, sr += OW) {
-                    float *d = dP + (c * L->HP + (long)oh * s + ki) * WP + kj;
+    for (int c = 0; c < g.C; c++)
+        for (int ki = 0; ki < g.KH; ki++)
+            for (int kj = 0; kj < g.KW; kj++) {
+                const float *sr = col + ((long)(c * g.KH + ki) * g.KW + kj) * OHW;
+                for (int oh = 0; oh < g.OH; oh++, sr += OW) {
+                    float *d = dP + (c * L.HP + (long)oh * s + ki) * WP + kj;
                     if (s == 1)
                         for (int ow = 0; ow < OW; ow += TW) {
                             /* lanes past the row's end would add the next row: masked */
@@ -175,10 +183,10 @@ static void col2im_sample(float *dinp, float *dP, const float *col, const conv_g
                         for (int ow = 0; ow < OW; ow++) d[(long)ow * s] += sr[ow];
                 }
             }
-    for (int c = 0; c < g->C; c++)
-        for (int ih = 0; ih < g->H; ih++)
-            memcpy(dinp + ((long)c * g->H + ih) * g->W, dP + (c * L->HP + ih + g->pad) * WP + g->pad,
-                   sizeof(float) * (size_t)g->W);
+    for (int c = 0; c < g.C; c++)
+        for (int ih = 0; ih < g.H; ih++)
+            memcpy(dinp + ((long)c * g.H + ih) * g.W, dP + (c * L.HP + ih + g.pad) * WP + g.pad,
+                   sizeof(float) * (size_t)g.W);
 }
 
 /* Σ x[0..n), in 8 lanes so that it vectorizes */
@@ -214,21 +222,25 @@ direct_tile(vtw_t acc[RB], const float *src, const float *wk, long WP, int KH, i
 
 CONV_CLONES
 static void direct_forward(float *out, const float *P, const float *w, const float *b,
-                           const conv_geom_t *g, const conv_layout_t *L)
+                           const conv_geom_t *gp, const conv_layout_t *Lp)
 {
-    const int OH = g->OH, OW = g->OW, s = g->stride, KK = g->KH * g->KW;
-    for (int bb = 0; bb < g->B; bb++) {
-        const float *Pb = P + (long)bb * L->HP * L->WP;
-        for (int oc = 0; oc < g->OC; oc++) {
-            float *o = out + ((long)bb * g->OC + oc) * OH * OW;
+    /* by value: the vector stores go through memcpy and could otherwise
+     * alias the geometry, which would be reloaded after every store */
+    const conv_geom_t g = *gp;
+    const conv_layout_t L = *Lp;
+    const int OH = g.OH, OW = g.OW, s = g.stride, KK = g.KH * g.KW;
+    for (int bb = 0; bb < g.B; bb++) {
+        const float *Pb = P + (long)bb * L.HP * L.WP;
+        for (int oc = 0; oc < g.OC; oc++) {
+            float *o = out + ((long)bb * g.OC + oc) * OH * OW;
             const float *wk = w + (long)oc * KK;
             for (int oh = 0; oh < OH; oh += RB)
                 for (int ow = 0; ow < OW; ow += TW) {
                     vtw_t acc[RB];
                     for (int r = 0; r < RB; r++) acc[r] = (vtw_t){ 0 } + b[oc];
-                    const float *src = Pb + (long)oh * s * L->WP + (long)ow * s;
-                    if (s == 1) direct_tile(acc, src, wk, L->WP, g->KH, g->KW, 1);
-                    else direct_tile(acc, src, wk, L->WP, g->KH, g->KW, s);
+                    const float *src = Pb + (long)oh * s * L.WP + (long)ow * s;
+                    if (s == 1) direct_tile(acc, src, wk, L.WP, g.KH, g.KW, 1);
+                    else direct_tile(acc, src, wk, L.WP, g.KH, g.KW, s);
                     const int nr = OH - oh < RB ? OH - oh : RB, nc = OW - ow < TW ? OW - ow : TW;
                     for (int r = 0; r < nr; r++) {
                         float *d = o + (long)(oh + r) * OW + ow;
@@ -255,16 +267,20 @@ direct_dw_row(vtw_t *a, const vtw_t *dt, const float *src, long WP, int KH, int 
 /* dw[oc][ki][kj] = Σ_b,oh,ow dout[b][oc][oh][ow] · P[b][oh·s+ki][ow·s+kj], db[oc] = Σ dout */
 CONV_CLONES
 static void direct_backward(float *dw, float *db, vtw_t *acc, const float *P, const float *dout,
-                            const conv_geom_t *g, const conv_layout_t *L)
+                            const conv_geom_t *gp, const conv_layout_t *Lp)
 {
-    const int OH = g->OH, OW = g->OW, s = g->stride, KK = g->KH * g->KW;
+    /* by value: the vector stores go through memcpy and could otherwise
+     * alias the geometry, which would be reloaded after every store */
+    const conv_geom_t g = *gp;
+    const conv_layout_t L = *Lp;
+    const int OH = g.OH, OW = g.OW, s = g.stride, KK = g.KH * g.KW;
     const long per_oc = KK + 1;   /* taps, then the bias */
-    for (long i = 0; i < g->OC * per_oc; i++) acc[i] = (vtw_t){ 0 };
-    for (int bb = 0; bb < g->B; bb++) {
-        const float *Pb = P + (long)bb * L->HP * L->WP;
-        for (int oc = 0; oc < g->OC; oc++) {
+    for (long i = 0; i < g.OC * per_oc; i++) acc[i] = (vtw_t){ 0 };
+    for (int bb = 0; bb < g.B; bb++) {
+        const float *Pb = P + (long)bb * L.HP * L.WP;
+        for (int oc = 0; oc < g.OC; oc++) {
             vtw_t *a = acc + oc * per_oc;
-            const float *d = dout + ((long)bb * g->OC + oc) * OH * OW;
+            const float *d = dout + ((long)bb * g.OC + oc) * OH * OW;
             for (int oh = 0; oh < OH; oh++, d += OW)
                 for (int ow = 0; ow < OW; ow += TW) {
                     /* this tile of the dout row, zero past its end */
@@ -273,13 +289,13 @@ static void direct_backward(float *dw, float *db, vtw_t *acc, const float *P, co
                     if (nc == TW) VLOAD(dt, d + ow);
                     else for (int j = 0; j < nc; j++) dt[j] = d[ow + j];
                     a[KK] += dt;
-                    const float *src = Pb + (long)oh * s * L->WP + (long)ow * s;
-                    if (s == 1) direct_dw_row(a, &dt, src, L->WP, g->KH, g->KW, 1);
-                    else direct_dw_row(a, &dt, src, L->WP, g->KH, g->KW, s);
+                    const float *src = Pb + (long)oh * s * L.WP + (long)ow * s;
+                    if (s == 1) direct_dw_row(a, &dt, src, L.WP, g.KH, g.KW, 1);
+                    else direct_dw_row(a, &dt, src, L.WP, g.KH, g.KW, s);
                 }
         }
     }
-    for (int oc = 0; oc < g->OC; oc++)
+    for (int oc = 0; oc < g.OC; oc++)
         for (int k = 0; k <= KK; k++) {
             const vtw_t v = acc[oc * per_oc + k];
             float t = 0.0f;
