@@ -252,15 +252,20 @@ static void direct_forward(float *out, const float *P, const float *w, const flo
     }
 }
 
-/* a[(ki,kj)] += dt · src[ki·WP + kj + (0..TW−1)·s] */
+/* a[(ki,kj)] += Σ_r dt[r] · src[(r·s+ki)·WP + kj + (0..TW−1)·s]: RB output
+ * rows per update of each tap's lanes */
 static inline __attribute__((always_inline)) void
-direct_dw_row(vtw_t *a, const vtw_t *dt, const float *src, long WP, int KH, int KW, int s)
+direct_dw_rows(vtw_t *a, const vtw_t dt[RB], const float *src, long WP, int KH, int KW, int s)
 {
     for (int ki = 0; ki < KH; ki++)
         for (int kj = 0; kj < KW; kj++, a++) {
-            vtw_t x;
-            vload_s(&x, src + ki * WP + kj, s);
-            *a += *dt * x;
+            vtw_t t = *a;
+            for (int r = 0; r < RB; r++) {
+                vtw_t x;
+                vload_s(&x, src + ((long)r * s + ki) * WP + kj, s);
+                t += dt[r] * x;
+            }
+            *a = t;
         }
 }
 
@@ -281,17 +286,23 @@ static void direct_backward(float *dw, float *db, vtw_t *acc, const float *P, co
         for (int oc = 0; oc < g.OC; oc++) {
             vtw_t *a = acc + oc * per_oc;
             const float *d = dout + ((long)bb * g.OC + oc) * OH * OW;
-            for (int oh = 0; oh < OH; oh++, d += OW)
+            for (int oh = 0; oh < OH; oh += RB)
                 for (int ow = 0; ow < OW; ow += TW) {
-                    /* this tile of the dout row, zero past its end */
-                    vtw_t dt = { 0 };
-                    const int nc = OW - ow < TW ? OW - ow : TW;
-                    if (nc == TW) VLOAD(dt, d + ow);
-                    else for (int j = 0; j < nc; j++) dt[j] = d[ow + j];
-                    a[KK] += dt;
+                    /* this RB x TW tile of dout, zero past its edges (the
+                     * padded input has rows and columns for the whole tile) */
+                    vtw_t dt[RB];
+                    const int nr = OH - oh < RB ? OH - oh : RB, nc = OW - ow < TW ? OW - ow : TW;
+                    for (int r = 0; r < RB; r++) {
+                        dt[r] = (vtw_t){ 0 };
+                        const float *dr = d + (long)(oh + r) * OW + ow;
+                        if (r >= nr) continue;
+                        if (nc == TW) VLOAD(dt[r], dr);
+                        else for (int j = 0; j < nc; j++) dt[r][j] = dr[j];
+                        a[KK] += dt[r];
+                    }
                     const float *src = Pb + (long)oh * s * L.WP + (long)ow * s;
-                    if (s == 1) direct_dw_row(a, &dt, src, L.WP, g.KH, g.KW, 1);
-                    else direct_dw_row(a, &dt, src, L.WP, g.KH, g.KW, s);
+                    if (s == 1) direct_dw_rows(a, dt, src, L.WP, g.KH, g.KW, 1);
+                    else direct_dw_rows(a, dt, src, L.WP, g.KH, g.KW, s);
                 }
         }
     }
