@@ -33,7 +33,7 @@ enum { TW = 16, RB = 4 };   /* direct path: output tile columns, rows */
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
-#define CONV_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CONV_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=fast")))
 #endif
 #endif
 #ifndef CONV_CLONES
