@@ -259,13 +259,15 @@ direct_dw_rows(vtw_t *a, const vtw_t dt[RB], const float *src, long WP, int KH, 
 {
     for (int ki = 0; ki < KH; ki++)
         for (int kj = 0; kj < KW; kj++, a++) {
-            vtw_t t = *a;
+            /* two partial sums: a chain of RB dependent multiply-adds per
+             * tap would be latency-bound */
+            vtw_t t[2] = { *a, { 0 } };
             for (int r = 0; r < RB; r++) {
                 vtw_t x;
                 vload_s(&x, src + ((long)r * s + ki) * WP + kj, s);
-                t += dt[r] * x;
+                t[r & 1] += dt[r] * x;
             }
-            *a = t;
+            *a = t[0] + t[1];
         }
 }
 
