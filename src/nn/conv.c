@@ -31,9 +31,12 @@
 
 enum { TW = 16, RB = 4 };   /* direct path: output tile columns, rows */
 
+/* The vector loops are written with explicit vectors (below); the loop
+ * vectorizer would only try to widen them again across taps, into gathers. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
-#define CONV_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=fast")))
+#define CONV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), \
+                                   optimize("fp-contract=fast", "no-tree-loop-vectorize")))
 #endif
 #endif
 #ifndef CONV_CLONES
@@ -44,6 +47,8 @@ enum { TW = 16, RB = 4 };   /* direct path: output tile columns, rows */
  * into whatever registers the target has (1 zmm, 2 ymm, 4 xmm). */
 typedef float vtw_t __attribute__((vector_size(TW * sizeof(float))));
 typedef int32_t vti_t __attribute__((vector_size(TW * sizeof(int32_t))));
+#define LANES { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 }
+_Static_assert(TW == 16, "LANES lists TW lane numbers");
 
 /* Loads and stores through memcpy: unaligned, and no vector passed by value
  * (whose ABI would differ between the clones). */
@@ -70,7 +75,7 @@ int conv_geom_init(conv_geom_t *g)
 
 typedef struct conv_layout {
     long HP, WP;          /* padded input plane */
-    long n_pad, n_col, n_dpad, n_acc;
+    long n_pad, n_col, n_acc;
     int direct;
 } conv_layout_t;
 
@@ -81,13 +86,19 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
 {
     conv_layout_t L;
     const long s = g->stride, KK = (long)g->KH * g->KW;
-    /* wide and tall enough for the last direct tile's reads */
-    L.WP = max_l(g->W + 2L * g->pad, (round_up(g->OW, TW) - 1) * s + g->KW);
-    L.HP = max_l(g->H + 2L * g->pad, (round_up(g->OH, RB) - 1) * s + g->KH);
     L.direct = g->C == 1;
-    L.n_pad = (long)g->B * g->C * L.HP * L.WP;
-    L.n_col = (long)g->C * KK * g->OH * g->OW + TW;   /* + TW: vector overrun */
-    L.n_dpad = g->C * L.HP * L.WP;
+    L.WP = g->W + 2L * g->pad;
+    L.HP = g->H + 2L * g->pad;
+    if (L.direct) {
+        /* wide and tall enough for the last tile's reads */
+        L.WP = max_l(L.WP, (round_up(g->OW, TW) - 1) * s + g->KW);
+        L.HP = max_l(L.HP, (round_up(g->OH, RB) - 1) * s + g->KH);
+    }
+    /* the slack after each buffer takes the vector loops' overrun: reads
+     * past a row's end, and stores that the next row overwrites */
+    const long slack = TW + g->KW + g->pad;
+    L.n_pad = (long)g->B * g->C * L.HP * L.WP + slack;
+    L.n_col = (long)g->C * KK * g->OH * g->OW + slack;
     /* + TW: room to align the direct path's vectors */
     L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : (long)g->C * KK * g->OC;
     return L;
@@ -96,7 +107,7 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
 long conv_col_size(const conv_geom_t *g)
 {
     conv_layout_t L = conv_layout(g);
-    return L.n_pad + L.n_col + L.n_dpad + L.n_acc;
+    return L.n_pad + L.n_col + L.n_acc;
 }
 
 /* P(B, C, HP, WP) = inp with pad zeros above and left, zeros to fill below and right */
@@ -104,18 +115,15 @@ static void pad_input(float *P, const float *inp, const conv_geom_t *g, const co
 {
     const long HW = (long)g->H * g->W, plane = L->HP * L->WP;
     const int p = g->pad, W = g->W;
-    for (long bc = 0; bc < (long)g->B * g->C; bc++) {
-        float *d = P + bc * plane;
-        const float *s = inp + bc * HW;
-        memset(d, 0, sizeof(float) * (size_t)(p * L->WP));
-        for (int ih = 0; ih < g->H; ih++) {
-            float *row = d + (ih + p) * L->WP;
-            memset(row, 0, sizeof(float) * (size_t)p);
-            memcpy(row + p, s + (long)ih * W, sizeof(float) * (size_t)W);
-            memset(row + p + W, 0, sizeof(float) * (size_t)(L->WP - p - W));
-        }
-        memset(d + (g->H + p) * L->WP, 0, sizeof(float) * (size_t)((L->HP - g->H - p) * L->WP));
+    if (plane == HW) {   /* nothing to pad */
+        memcpy(P, inp, sizeof(float) * (size_t)(g->B * g->C * HW));
+        return;
     }
+    memset(P, 0, sizeof(float) * (size_t)(g->B * g->C * plane));
+    for (long bc = 0; bc < (long)g->B * g->C; bc++)
+        for (int ih = 0; ih < g->H; ih++)
+            memcpy(P + bc * plane + (ih + p) * L->WP + p, inp + bc * HW + (long)ih * W,
+                   sizeof(float) * (size_t)W);
 }
 
 /* col_b[(c,ki,kj)][(oh,ow)] = Pb[c][oh·s+ki][ow·s+kj] for one sample. With
@@ -148,45 +156,60 @@ static void im2col_sample(float *col, const float *Pb, const conv_geom_t *gp, co
             }
 }
 
-/* Adjoint of im2col for one sample: dP(C, HP, WP), a padded scratch, gets
- * the sums, then its interior is copied to dinp_b (C, H, W). */
+/* Adjoint of im2col for one sample: dinp_b(C, H, W) = Σ over taps of col_b
+ * scattered back. With stride 1 each TW-wide segment of a dinp row gathers
+ * all its taps in a register, masked where a tap falls outside the output,
+ * and is stored once (a scatter-add of shifted rows would store to
+ * overlapping addresses back to back and stall on store forwarding). A
+ * store may run past the row into the next, which is written after it; end
+ * bounds the last one. */
 CONV_CLONES
-static void col2im_sample(float *dinp, float *dP, const float *col, const conv_geom_t *gp,
-                          const conv_layout_t *Lp)
+static void col2im_sample(float *dinp, const float *end, const float *col, const conv_geom_t *gp)
 {
-    /* by value: the vector stores go through memcpy and could otherwise
-     * alias the geometry, which would be reloaded after every store */
     const conv_geom_t g = *gp;
-    const conv_layout_t L = *Lp;
-    const int OHW = g.OH * g.OW, OW = g.OW, s = g.stride;
-    const long WP = L.WP;
-    memset(dP, 0, sizeof(float) * (size_t)L.n_dpad);
-    vti_t lane;
-    for (int j = 0; j < TW; j++) lane[j] = j;
-    for (int c = 0; c < g.C; c++)
-        for (int ki = 0; ki < g.KH; ki++)
-            for (int kj = 0; kj < g.KW; kj++) {
-                const float *sr = col + ((long)(c * g.KH + ki) * g.KW + kj) * OHW;
-                for (int oh = 0; oh < g.OH; oh++, sr += OW) {
-                    float *d = dP + (c * L.HP + (long)oh * s + ki) * WP + kj;
-                    if (s == 1)
-                        for (int ow = 0; ow < OW; ow += TW) {
-                            /* lanes past the row's end would add the next row: masked */
-                            const vti_t keep = lane < OW - ow;
-                            vtw_t v, acc;
-                            VLOAD(v, sr + ow);
-                            VLOAD(acc, d + ow);
-                            acc += (vtw_t)((vti_t)v & keep);
-                            VSTORE(d + ow, acc);
+    const int OHW = g.OH * g.OW, OH = g.OH, OW = g.OW, H = g.H, W = g.W, p = g.pad;
+    if (g.stride != 1) {
+        const int s = g.stride;
+        memset(dinp, 0, sizeof(float) * (size_t)g.C * H * W);
+        for (int c = 0; c < g.C; c++)
+            for (int ki = 0; ki < g.KH; ki++)
+                for (int kj = 0; kj < g.KW; kj++) {
+                    const float *sr = col + ((long)(c * g.KH + ki) * g.KW + kj) * OHW;
+                    for (int oh = 0; oh < OH; oh++, sr += OW) {
+                        const int ih = oh * s - p + ki;
+                        if (ih < 0 || ih >= H) continue;
+                        for (int ow = 0; ow < OW; ow++) {
+                            const int iw = ow * s - p + kj;
+                            if (iw >= 0 && iw < W) dinp[((long)c * H + ih) * W + iw] += sr[ow];
                         }
-                    else
-                        for (int ow = 0; ow < OW; ow++) d[(long)ow * s] += sr[ow];
+                    }
                 }
-            }
+        return;
+    }
+    const vti_t lane = LANES;
     for (int c = 0; c < g.C; c++)
-        for (int ih = 0; ih < g.H; ih++)
-            memcpy(dinp + ((long)c * g.H + ih) * g.W, dP + (c * L.HP + ih + g.pad) * WP + g.pad,
-                   sizeof(float) * (size_t)g.W);
+        for (int ih = 0; ih < H; ih++) {
+            float *drow = dinp + ((long)c * H + ih) * W;
+            for (int x = 0; x < W; x += TW) {
+                vtw_t acc = { 0 };
+                for (int ki = 0; ki < g.KH; ki++) {
+                    const int oh = ih + p - ki;
+                    if (oh < 0 || oh >= OH) continue;
+                    for (int kj = 0; kj < g.KW; kj++) {
+                        /* lane j takes col_b[(c,ki,kj)][oh][ow = x + j + p − kj] */
+                        const int ow0 = x + p - kj;
+                        /* all ones where 0 <= ow < OW: shifts, not compares,
+                         * which GCC 12 scalarizes for 64-byte vectors */
+                        const vti_t ow = lane + ow0, keep = ~((ow | (OW - 1 - ow)) >> 31);
+                        vtw_t v;
+                        VLOAD(v, col + ((long)(c * g.KH + ki) * g.KW + kj) * OHW + (long)oh * OW + ow0);
+                        acc += (vtw_t)((vti_t)v & keep);
+                    }
+                }
+                if (x + TW <= W || drow + x + TW <= end) VSTORE(drow + x, acc);
+                else for (int j = 0; j < W - x; j++) drow[x + j] = acc[j];
+            }
+        }
 }
 
 /* Σ x[0..n), in 8 lanes so that it vectorizes */
@@ -350,7 +373,8 @@ void conv2d_backward(float *dinp, float *dw, float *db, float *col, float *tmp,
     const conv_layout_t L = conv_layout(g);
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
     const long plane = (long)g->C * L.HP * L.WP;
-    float *P = col, *cb = col + L.n_pad, *dP = cb + L.n_col, *acc = dP + L.n_dpad;
+    float *P = col, *cb = col + L.n_pad, *acc = cb + L.n_col;
+    const float *dinp_end = dinp ? dinp + (long)g->B * g->C * g->H * g->W : NULL;
     if (L.direct) {
         vtw_t *va = (vtw_t *)(((uintptr_t)acc + sizeof(vtw_t) - 1) & ~(uintptr_t)(sizeof(vtw_t) - 1));
         direct_backward(dw, db, va, P, dout, g, &L);
@@ -370,7 +394,7 @@ void conv2d_backward(float *dinp, float *dw, float *db, float *col, float *tmp,
             /* dcol_b(CKK, OHW) = wᵀ · d_b, into the col_b buffer */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, OHW, g->OC,
                         1.0f, w, CKK, d, OHW, 0.0f, cb, OHW);
-            col2im_sample(dinp + (long)bb * g->C * g->H * g->W, dP, cb, g, &L);
+            col2im_sample(dinp + (long)bb * g->C * g->H * g->W, dinp_end, cb, g);
         }
     }
     if (!L.direct)
