@@ -130,7 +130,8 @@ static void test_conv_gradients(void)
     /* one input channel: the direct path */
     conv_case(2, 1, 9, 20, 3, 3, 1, 1);  /* a full and a partial column tile */
     conv_case(2, 1, 11, 7, 2, 5, 1, 2);  /* LeNet's first layer; rows not a multiple of the row tile */
-    conv_case(1, 1, 13, 37, 2, 5, 2, 2); /* stride 2, three column tiles */
+    conv_case(1, 1, 13, 37, 2, 5, 2, 2); /* stride 2 */
+    conv_case(1, 1, 6, 40, 2, 3, 1, 1);  /* three column tiles, more than one block per row */
     conv_case(2, 1, 10, 10, 2, 1, 3, 0); /* 1x1 kernel, stride larger than the kernel */
     conv_case(1, 1, 6, 9, 2, 4, 3, 3);   /* padding wider than the stride */
 }

@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { TW = 16, RB = 4 };   /* direct path: output tile columns, rows */
+enum { TW = 16, RB = 4, NT_MAX = 2 };   /* direct path: tile columns, block rows, tiles per block */
 
 /* The vector loops are written with explicit vectors (below); the loop
  * vectorizer would only try to widen them again across taps, into gathers. */
@@ -37,6 +37,7 @@ enum { TW = 16, RB = 4 };   /* direct path: output tile columns, rows */
 #if __has_attribute(target_clones)
 #define CONV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), \
                                    optimize("fp-contract=fast", "no-tree-loop-vectorize")))
+#define CONV_HAVE_CLONES 1
 #endif
 #endif
 #ifndef CONV_CLONES
@@ -91,7 +92,7 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
     L.HP = g->H + 2L * g->pad;
     if (L.direct) {
         /* wide and tall enough for the last tile's reads */
-        L.WP = max_l(L.WP, (round_up(g->OW, TW) - 1) * s + g->KW);
+        L.WP = max_l(L.WP, (round_up(g->OW, NT_MAX * TW) - 1) * s + g->KW);
         L.HP = max_l(L.HP, (round_up(g->OH, RB) - 1) * s + g->KH);
     }
     /* the slack after each buffer takes the vector loops' overrun: reads
@@ -227,110 +228,170 @@ static float sum_floats(const float *x, long n)
 
 /* ---------------- direct path, one input channel ---------------- */
 
-/* acc[r] += Σ_ki,kj wk[ki][kj] · src[(r·s+ki)·WP + kj + (0..TW−1)·s]; s is a
- * constant after inlining in the common stride-1 case. */
+/* A block is RB output rows × nt tiles of TW columns; nt is 1 or 2 and a
+ * constant after inlining. Two tiles give the independent accumulator
+ * chains an AVX-512 core needs (RB·2 registers); with narrower vectors one
+ * tile already takes RB·2 or RB·4 registers. */
+static int direct_col_tiles(void)
+{
+#ifdef CONV_HAVE_CLONES
+    return __builtin_cpu_supports("avx512f") ? 2 : 1;
+#else
+    return 1;
+#endif
+}
+
+/* acc[r][t] += Σ_ki,kj wk[ki][kj] · src[(r·s+ki)·WP + kj + (t·TW + 0..TW−1)·s];
+ * s is a constant after inlining in the common stride-1 case. */
 static inline __attribute__((always_inline)) void
-direct_tile(vtw_t acc[RB], const float *src, const float *wk, long WP, int KH, int KW, int s)
+direct_tile(vtw_t acc[RB][NT_MAX], const float *src, const float *wk, long WP, int KH, int KW,
+            int s, int nt)
 {
     for (int ki = 0; ki < KH; ki++)
         for (int kj = 0; kj < KW; kj++) {
             const float wv = wk[ki * KW + kj];
-            for (int r = 0; r < RB; r++) {
-                vtw_t x;
-                vload_s(&x, src + ((long)r * s + ki) * WP + kj, s);
-                acc[r] += wv * x;
-            }
+            for (int r = 0; r < RB; r++)
+                for (int t = 0; t < nt; t++) {
+                    vtw_t x;
+                    vload_s(&x, src + ((long)r * s + ki) * WP + kj + (long)t * TW * s, s);
+                    acc[r][t] += wv * x;
+                }
         }
 }
 
-CONV_CLONES
-static void direct_forward(float *out, const float *P, const float *w, const float *b,
-                           const conv_geom_t *gp, const conv_layout_t *Lp)
+static inline __attribute__((always_inline)) int tile_cols(int OW, int ow, int t)
 {
-    /* by value: the vector stores go through memcpy and could otherwise
-     * alias the geometry, which would be reloaded after every store */
-    const conv_geom_t g = *gp;
-    const conv_layout_t L = *Lp;
+    const int n = OW - ow - t * TW;
+    return n < 0 ? 0 : n > TW ? TW : n;
+}
+
+static inline __attribute__((always_inline)) void
+direct_forward_blocks(float *out, const float *P, const float *w, const float *b,
+                      const conv_geom_t g, const conv_layout_t L, int nt)
+{
     const int OH = g.OH, OW = g.OW, s = g.stride, KK = g.KH * g.KW;
+    const float *out_end = out + (long)g.B * g.OC * OH * OW;
     for (int bb = 0; bb < g.B; bb++) {
         const float *Pb = P + (long)bb * L.HP * L.WP;
         for (int oc = 0; oc < g.OC; oc++) {
             float *o = out + ((long)bb * g.OC + oc) * OH * OW;
             const float *wk = w + (long)oc * KK;
             for (int oh = 0; oh < OH; oh += RB)
-                for (int ow = 0; ow < OW; ow += TW) {
-                    vtw_t acc[RB];
-                    for (int r = 0; r < RB; r++) acc[r] = (vtw_t){ 0 } + b[oc];
+                for (int ow = 0; ow < OW; ow += nt * TW) {
+                    vtw_t acc[RB][NT_MAX];
+                    for (int r = 0; r < RB; r++)
+                        for (int t = 0; t < nt; t++) acc[r][t] = (vtw_t){ 0 } + b[oc];
                     const float *src = Pb + (long)oh * s * L.WP + (long)ow * s;
-                    if (s == 1) direct_tile(acc, src, wk, L.WP, g.KH, g.KW, 1);
-                    else direct_tile(acc, src, wk, L.WP, g.KH, g.KW, s);
-                    const int nr = OH - oh < RB ? OH - oh : RB, nc = OW - ow < TW ? OW - ow : TW;
-                    for (int r = 0; r < nr; r++) {
-                        float *d = o + (long)(oh + r) * OW + ow;
-                        if (nc == TW) VSTORE(d, acc[r]);
-                        else for (int j = 0; j < nc; j++) d[j] = acc[r][j];
-                    }
+                    if (s == 1) direct_tile(acc, src, wk, L.WP, g.KH, g.KW, 1, nt);
+                    else direct_tile(acc, src, wk, L.WP, g.KH, g.KW, s, nt);
+                    /* A whole-vector store past a row's end writes into the
+                     * next row. That row is stored later if it is in this
+                     * block and this block spans the whole row, or if it is
+                     * in a later block, channel or sample; not past out. */
+                    const int nr = OH - oh < RB ? OH - oh : RB;
+                    for (int r = 0; r < nr; r++)
+                        for (int t = 0; t < nt; t++) {
+                            float *d = o + (long)(oh + r) * OW + ow + t * TW;
+                            const int nc = tile_cols(OW, ow, t);
+                            const int overrun_ok = (OW <= nt * TW || r == nr - 1) && d + TW <= out_end;
+                            if (nc == TW || (nc > 0 && overrun_ok)) VSTORE(d, acc[r][t]);
+                            else for (int j = 0; j < nc; j++) d[j] = acc[r][t][j];
+                        }
                 }
         }
     }
 }
 
-/* a[(ki,kj)] += Σ_r dt[r] · src[(r·s+ki)·WP + kj + (0..TW−1)·s]: RB output
- * rows per update of each tap's lanes */
-static inline __attribute__((always_inline)) void
-direct_dw_rows(vtw_t *a, const vtw_t dt[RB], const float *src, long WP, int KH, int KW, int s)
-{
-    for (int ki = 0; ki < KH; ki++)
-        for (int kj = 0; kj < KW; kj++, a++) {
-            /* two partial sums: a chain of RB dependent multiply-adds per
-             * tap would be latency-bound */
-            vtw_t t[2] = { *a, { 0 } };
-            for (int r = 0; r < RB; r++) {
-                vtw_t x;
-                vload_s(&x, src + ((long)r * s + ki) * WP + kj, s);
-                t[r & 1] += dt[r] * x;
-            }
-            *a = t[0] + t[1];
-        }
-}
-
-/* dw[oc][ki][kj] = Σ_b,oh,ow dout[b][oc][oh][ow] · P[b][oh·s+ki][ow·s+kj], db[oc] = Σ dout */
 CONV_CLONES
-static void direct_backward(float *dw, float *db, vtw_t *acc, const float *P, const float *dout,
-                            const conv_geom_t *gp, const conv_layout_t *Lp)
+static void direct_forward(float *out, const float *P, const float *w, const float *b,
+                           const conv_geom_t *gp, const conv_layout_t *Lp, int nt)
 {
     /* by value: the vector stores go through memcpy and could otherwise
      * alias the geometry, which would be reloaded after every store */
     const conv_geom_t g = *gp;
     const conv_layout_t L = *Lp;
+    if (nt == 2) direct_forward_blocks(out, P, w, b, g, L, 2);
+    else direct_forward_blocks(out, P, w, b, g, L, 1);
+}
+
+/* a[(ki,kj)] += Σ_r,t dt[r][t] · src[(r·s+ki)·WP + kj + (t·TW + 0..TW−1)·s]:
+ * a whole block per update of each tap's lanes */
+static inline __attribute__((always_inline)) void
+direct_dw_block(vtw_t *a, vtw_t dt[RB][NT_MAX], const float *src, long WP, int KH, int KW,
+                int s, int nt)
+{
+    for (int ki = 0; ki < KH; ki++)
+        for (int kj = 0; kj < KW; kj++, a++) {
+            /* two partial sums: one chain of RB·nt dependent multiply-adds
+             * per tap would be latency-bound */
+            vtw_t u[2] = { *a, { 0 } };
+            for (int r = 0; r < RB; r++)
+                for (int t = 0; t < nt; t++) {
+                    vtw_t x;
+                    vload_s(&x, src + ((long)r * s + ki) * WP + kj + (long)t * TW * s, s);
+                    u[(r * nt + t) & 1] += dt[r][t] * x;
+                }
+            *a = u[0] + u[1];
+        }
+}
+
+static inline __attribute__((always_inline)) void
+direct_backward_blocks(vtw_t *acc, const float *P, const float *dout,
+                       const conv_geom_t g, const conv_layout_t L, int nt)
+{
     const int OH = g.OH, OW = g.OW, s = g.stride, KK = g.KH * g.KW;
     const long per_oc = KK + 1;   /* taps, then the bias */
-    for (long i = 0; i < g.OC * per_oc; i++) acc[i] = (vtw_t){ 0 };
+    const float *dout_end = dout + (long)g.B * g.OC * OH * OW;
+    const vti_t lane = LANES;
     for (int bb = 0; bb < g.B; bb++) {
         const float *Pb = P + (long)bb * L.HP * L.WP;
         for (int oc = 0; oc < g.OC; oc++) {
             vtw_t *a = acc + oc * per_oc;
             const float *d = dout + ((long)bb * g.OC + oc) * OH * OW;
             for (int oh = 0; oh < OH; oh += RB)
-                for (int ow = 0; ow < OW; ow += TW) {
-                    /* this RB x TW tile of dout, zero past its edges (the
-                     * padded input has rows and columns for the whole tile) */
-                    vtw_t dt[RB];
-                    const int nr = OH - oh < RB ? OH - oh : RB, nc = OW - ow < TW ? OW - ow : TW;
-                    for (int r = 0; r < RB; r++) {
-                        dt[r] = (vtw_t){ 0 };
-                        const float *dr = d + (long)(oh + r) * OW + ow;
-                        if (r >= nr) continue;
-                        if (nc == TW) VLOAD(dt[r], dr);
-                        else for (int j = 0; j < nc; j++) dt[r][j] = dr[j];
-                        a[KK] += dt[r];
-                    }
+                for (int ow = 0; ow < OW; ow += nt * TW) {
+                    /* this block of dout, zero past its edges (the padded
+                     * input has rows and columns for the whole block) */
+                    vtw_t dt[RB][NT_MAX];
+                    const int nr = OH - oh < RB ? OH - oh : RB;
+                    for (int r = 0; r < RB; r++)
+                        for (int t = 0; t < nt; t++) {
+                            const float *dr = d + (long)(oh + r) * OW + ow + t * TW;
+                            const int nc = r < nr ? tile_cols(OW, ow, t) : 0;
+                            if (nc == TW) VLOAD(dt[r][t], dr);
+                            else if (nc > 0 && dr + TW <= dout_end) {
+                                /* a whole vector, lanes past the row cleared */
+                                const vti_t keep = ~((nc - 1 - lane) >> 31);
+                                vtw_t v;
+                                VLOAD(v, dr);
+                                dt[r][t] = (vtw_t)((vti_t)v & keep);
+                            } else {
+                                float tmp[TW] = { 0 };
+                                for (int j = 0; j < nc; j++) tmp[j] = dr[j];
+                                VLOAD(dt[r][t], tmp);
+                            }
+                            a[KK] += dt[r][t];
+                        }
                     const float *src = Pb + (long)oh * s * L.WP + (long)ow * s;
-                    if (s == 1) direct_dw_rows(a, dt, src, L.WP, g.KH, g.KW, 1);
-                    else direct_dw_rows(a, dt, src, L.WP, g.KH, g.KW, s);
+                    if (s == 1) direct_dw_block(a, dt, src, L.WP, g.KH, g.KW, 1, nt);
+                    else direct_dw_block(a, dt, src, L.WP, g.KH, g.KW, s, nt);
                 }
         }
     }
+}
+
+/* dw[oc][ki][kj] = Σ_b,oh,ow dout[b][oc][oh][ow] · P[b][oh·s+ki][ow·s+kj], db[oc] = Σ dout */
+CONV_CLONES
+static void direct_backward(float *dw, float *db, vtw_t *acc, const float *P, const float *dout,
+                            const conv_geom_t *gp, const conv_layout_t *Lp, int nt)
+{
+    const conv_geom_t g = *gp;   /* by value, as in direct_forward */
+    const conv_layout_t L = *Lp;
+    const int KK = g.KH * g.KW;
+    const long per_oc = KK + 1;
+    for (long i = 0; i < g.OC * per_oc; i++) acc[i] = (vtw_t){ 0 };
+    if (nt == 2) direct_backward_blocks(acc, P, dout, g, L, 2);
+    else direct_backward_blocks(acc, P, dout, g, L, 1);
     for (int oc = 0; oc < g.OC; oc++)
         for (int k = 0; k <= KK; k++) {
             const vtw_t v = acc[oc * per_oc + k];
@@ -351,7 +412,7 @@ void conv2d_forward(float *out, float *col, float *tmp, const float *inp,
     float *P = col, *cb = col + L.n_pad;
     pad_input(P, inp, g, &L);
     if (L.direct) {
-        direct_forward(out, P, w, b, g, &L);
+        direct_forward(out, P, w, b, g, &L, direct_col_tiles());
         return;
     }
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
@@ -377,7 +438,7 @@ void conv2d_backward(float *dinp, float *dw, float *db, float *col, float *tmp,
     const float *dinp_end = dinp ? dinp + (long)g->B * g->C * g->H * g->W : NULL;
     if (L.direct) {
         vtw_t *va = (vtw_t *)(((uintptr_t)acc + sizeof(vtw_t) - 1) & ~(uintptr_t)(sizeof(vtw_t) - 1));
-        direct_backward(dw, db, va, P, dout, g, &L);
+        direct_backward(dw, db, va, P, dout, g, &L, direct_col_tiles());
     }
     else memset(db, 0, sizeof(float) * (size_t)g->OC);
     for (int bb = 0; bb < g->B; bb++) {
