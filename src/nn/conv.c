@@ -172,11 +172,10 @@ static const conv_kernels_t *conv_kernels(void)
 
 /* ---------------- entry points ---------------- */
 
-void conv2d_forward(float *out, float *col, float *tmp, const float *inp,
-                    const float *w, const float *b, const conv_geom_t *g)
+/* The entry points with a given kernel set (tests run every set the CPU has). */
+static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *col, const float *inp,
+                                const float *w, const float *b, const conv_geom_t *g)
 {
-    (void)tmp;
-    const conv_kernels_t *k = conv_kernels();
     const conv_layout_t L = conv_layout(g);
     float *P = col, *cb = col + L.n_pad;
     pad_input(P, inp, g, &L);
@@ -196,11 +195,9 @@ void conv2d_forward(float *out, float *col, float *tmp, const float *inp,
     }
 }
 
-void conv2d_backward(float *dinp, float *dw, float *db, float *col, float *tmp,
-                     const float *dout, const float *w, const conv_geom_t *g)
+static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw, float *db,
+                                 float *col, const float *dout, const float *w, const conv_geom_t *g)
 {
-    (void)tmp;
-    const conv_kernels_t *k = conv_kernels();
     const conv_layout_t L = conv_layout(g);
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW, KK = g->KH * g->KW;
     const long plane = (long)g->C * L.HP * L.WP;
@@ -237,4 +234,18 @@ void conv2d_backward(float *dinp, float *dw, float *db, float *col, float *tmp,
     if (!L.direct)
         for (int oc = 0; oc < g->OC; oc++)
             for (int t = 0; t < CKK; t++) dw[(long)oc * CKK + t] = acc[(long)t * g->OC + oc];
+}
+
+void conv2d_forward(float *out, float *col, float *tmp, const float *inp,
+                    const float *w, const float *b, const conv_geom_t *g)
+{
+    (void)tmp;
+    conv2d_forward_with(conv_kernels(), out, col, inp, w, b, g);
+}
+
+void conv2d_backward(float *dinp, float *dw, float *db, float *col, float *tmp,
+                     const float *dout, const float *w, const conv_geom_t *g)
+{
+    (void)tmp;
+    conv2d_backward_with(conv_kernels(), dinp, dw, db, col, dout, w, g);
 }
