@@ -13,12 +13,14 @@
  *   sgemm_peak_gflops=G
  *   bench model=M batch=B steps=S seconds=T samples_per_s=X gflops=G
  *         gemm_bound_samples_per_s=Y fraction=F
- * Usage: bench_train   (one process; no mpirun needed)
+ * Usage: bench_train [MODEL...]   (one process; no mpirun needed; MODEL is mlp
+ *        or lenet, default both)
  */
 #include <cblas.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "data/data.h"
 #include "nn/model.h"
@@ -130,8 +132,11 @@ int main(int argc, char **argv)
     static const struct { const char *name, *spec; } models[] = {
         { "mlp", "mlp:256,128" }, { "lenet", "lenet" },
     };
-    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
-        bench_model(models[i].name, models[i].spec, &train, idx, peak);
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        int chosen = argc < 2;
+        for (int a = 1; a < argc; a++) chosen |= !strcmp(argv[a], models[i].name);
+        if (chosen) bench_model(models[i].name, models[i].spec, &train, idx, peak);
+    }
 
     free(idx);
     dataset_free(&train);

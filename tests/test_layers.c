@@ -126,6 +126,66 @@ static void test_conv_gradients(void)
     conv_case(1, 1, 5, 5, 2, 2, 1, 0);
     conv_case(2, 2, 9, 9, 2, 3, 3, 0);
     conv_case(1, 2, 6, 6, 2, 5, 1, 2);   /* LeNet's first-layer shape, small */
+    conv_case(2, 2, 5, 21, 2, 3, 1, 1);  /* rows longer than one vector, ragged end */
+    /* one input channel: the direct path */
+    conv_case(2, 1, 9, 20, 3, 3, 1, 1);  /* a full and a partial column tile */
+    conv_case(2, 1, 11, 7, 2, 5, 1, 2);  /* LeNet's first layer; rows not a multiple of the row tile */
+    conv_case(1, 1, 13, 37, 2, 5, 2, 2); /* stride 2 */
+    conv_case(1, 1, 6, 40, 2, 3, 1, 1);  /* three column tiles, more than one block per row */
+    conv_case(2, 1, 10, 10, 2, 1, 3, 0); /* 1x1 kernel, stride larger than the kernel */
+    conv_case(1, 1, 6, 9, 2, 4, 3, 3);   /* padding wider than the stride */
+}
+
+/* The direct one-channel path against the im2col path on the same
+ * convolution: a second, zero input channel with arbitrary weights changes
+ * neither the output nor the first channel's gradients, but sends the input
+ * through the general code. */
+static void conv_paths_case(int B, int H, int W, int OC, int K, int stride, int pad)
+{
+    conv_geom_t g1 = { .B = B, .C = 1, .H = H, .W = W, .OC = OC, .KH = K, .KW = K, .stride = stride, .pad = pad };
+    conv_geom_t g2 = g1;
+    g2.C = 2;
+    CHECK(conv_geom_init(&g1) == 0 && conv_geom_init(&g2) == 0, "geometry");
+    const long HW = (long)H * W, KK = (long)K * K, no = conv_out_n(&g1);
+    float *x1 = xalloc_floats(B * HW), *x2 = xalloc_floats(2 * B * HW);
+    float *w1 = xalloc_floats(OC * KK), *w2 = xalloc_floats(2 * OC * KK), *b = xalloc_floats(OC);
+    float *o1 = xalloc_floats(no), *o2 = xalloc_floats(no), *dout = xalloc_floats(no);
+    float *col1 = xalloc_floats(conv_col_size(&g1)), *col2 = xalloc_floats(conv_col_size(&g2));
+    float *dw1 = xalloc_floats(OC * KK), *dw2 = xalloc_floats(2 * OC * KK), *db1 = xalloc_floats(OC), *db2 = xalloc_floats(OC);
+    float *dx1 = xalloc_floats(B * HW), *dx2 = xalloc_floats(2 * B * HW);
+    fill(x1, B * HW, 1); fill(w2, 2 * OC * KK, 1); fill(b, OC, 1); fill(dout, no, 1);
+    for (int i = 0; i < B; i++) {
+        memcpy(x2 + 2 * i * HW, x1 + i * HW, sizeof(float) * (size_t)HW);
+        memset(x2 + (2 * i + 1) * HW, 0, sizeof(float) * (size_t)HW);
+    }
+    for (int oc = 0; oc < OC; oc++) memcpy(w1 + oc * KK, w2 + 2 * oc * KK, sizeof(float) * (size_t)KK);
+    conv2d_forward(o1, col1, NULL, x1, w1, b, &g1);
+    conv2d_forward(o2, col2, NULL, x2, w2, b, &g2);
+    conv2d_backward(dx1, dw1, db1, col1, NULL, dout, w1, &g1);
+    conv2d_backward(dx2, dw2, db2, col2, NULL, dout, w2, &g2);
+    /* sums of up to K²·B·OH·OW products of magnitude ≤ 1, in float */
+    const double tol = 1e-6 * (double)KK * B * g1.OH * g1.OW + 1e-5;
+    double e_out = 0, e_dw = 0, e_db = 0, e_dx = 0;
+    for (long i = 0; i < no; i++) e_out = fmax(e_out, fabs(o1[i] - o2[i]));
+    for (int oc = 0; oc < OC; oc++) {
+        e_db = fmax(e_db, fabs(db1[oc] - db2[oc]));
+        for (long k = 0; k < KK; k++) e_dw = fmax(e_dw, fabs(dw1[oc * KK + k] - dw2[2 * oc * KK + k]));
+    }
+    for (int i = 0; i < B; i++)
+        for (long k = 0; k < HW; k++) e_dx = fmax(e_dx, fabs(dx1[i * HW + k] - dx2[2 * i * HW + k]));
+    CHECK(e_out < tol && e_dw < tol && e_db < tol && e_dx < tol,
+          "direct vs im2col path, %dx%d k%d s%d p%d: out %g dw %g db %g dinp %g (tol %g)",
+          H, W, K, stride, pad, e_out, e_dw, e_db, e_dx, tol);
+    free(x1); free(x2); free(w1); free(w2); free(b); free(o1); free(o2); free(dout);
+    free(col1); free(col2); free(dw1); free(dw2); free(db1); free(db2); free(dx1); free(dx2);
+}
+
+static void test_conv_paths_agree(void)
+{
+    conv_paths_case(3, 28, 28, 6, 5, 1, 2);   /* LeNet's first layer */
+    conv_paths_case(2, 17, 33, 3, 3, 1, 0);
+    conv_paths_case(2, 15, 19, 2, 5, 2, 1);
+    conv_paths_case(1, 9, 9, 4, 2, 3, 1);
 }
 
 /* ---------------- pooling and activations ---------------- */
@@ -285,6 +345,7 @@ int main(int argc, char **argv)
     rng_seed(&R, 42, 0);
     RUN(test_dense_gradients);
     RUN(test_conv_gradients);
+    RUN(test_conv_paths_agree);
     RUN(test_maxpool_gradients);
     RUN(test_activation_gradients);
     RUN(test_softmax_xent);

@@ -37,24 +37,26 @@ typedef struct conv_geom {
 
 /* Fills OH/OW; returns -1 if the output would be empty. */
 int conv_geom_init(conv_geom_t *g);
-/* Floats of im2col workspace needed: (C·KH·KW)·(B·OH·OW). */
+/* Floats of col workspace conv2d needs: a zero-padded copy of the input
+ * plus per-sample scratch (see conv.c). */
 long conv_col_size(const conv_geom_t *g);
 
-/* Batched im2col + one sgemm. col and tmp are workspaces of
- * conv_col_size(g) and OC·B·OH·OW floats. */
+/* col is a workspace of conv_col_size(g) floats, kept from forward to
+ * backward; tmp ((OC, B·OH·OW) floats) is no longer used and may be NULL.
+ * One input channel: direct convolution; otherwise per-sample im2col + sgemm. */
 void conv2d_forward(float *out,        /* (B, OC, OH, OW) */
-                    float *col,        /* (C·KH·KW, B·OH·OW) workspace, kept for backward */
-                    float *tmp,        /* (OC, B·OH·OW) workspace */
+                    float *col,        /* conv_col_size(g) workspace, kept for backward */
+                    float *tmp,        /* unused */
                     const float *inp,  /* (B, C, H, W) */
                     const float *w,    /* (OC, C·KH·KW) */
                     const float *b,    /* (OC) */
                     const conv_geom_t *g);
-/* col must still hold the im2col of inp from the forward pass. */
+/* col must still hold what the forward pass of this input left there. */
 void conv2d_backward(float *dinp,       /* (B, C, H, W) or NULL */
                      float *dw,         /* (OC, C·KH·KW) */
                      float *db,         /* (OC) */
-                     float *col,        /* (C·KH·KW, B·OH·OW); overwritten when dinp != NULL */
-                     float *tmp,        /* (OC, B·OH·OW) workspace */
+                     float *col,        /* conv_col_size(g) workspace from forward */
+                     float *tmp,        /* unused */
                      const float *dout, /* (B, OC, OH, OW) */
                      const float *w,    /* (OC, C·KH·KW) */
                      const conv_geom_t *g);

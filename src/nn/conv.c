@@ -1,0 +1,251 @@
+/* nn/conv — 2-D convolution (declared in layers.h).
+ *
+ * Forward first writes a zero-padded copy of the input into the col
+ * workspace; backward works from that copy, so it needs neither the input
+ * pointer nor bounds checks. Two paths:
+ *
+ *  - One input channel (LeNet's first layer): direct convolution. An im2col
+ *    would blow the input up KH·KW times to feed a GEMM with only OC rows,
+ *    which OpenBLAS packs at the cost of the arithmetic. Here each block of
+ *    RB output rows × one or two tiles of TW columns is accumulated in
+ *    registers over the KH·KW taps, and the weight gradient per tap in TW
+ *    lanes. Blocks past the output's edge are computed on the padding and
+ *    not stored.
+ *  - Otherwise, per sample: im2col of one sample (small enough to stay in
+ *    cache), then out_b(OC, OH·OW) = w · col_b, which is already the NCHW
+ *    layout, so no transpose and no batch-sized col.
+ *
+ * The vector loops (conv_kernels.h) are compiled three times on x86-64 with
+ * GCC: for x86-64-v4 (AVX-512), -v3 (AVX2, FMA) and the baseline, each with
+ * vectors of its own width, and the widest the CPU runs is picked at run
+ * time, so the default build still runs on any x86-64. Elsewhere only the
+ * baseline copy (16-byte vectors) is built.
+ *
+ * col workspace, conv_col_size(g) floats:
+ *   [ padded input (B, C, HP, WP) | col_b (C·KH·KW, OH·OW) | acc ]
+ * acc is the weight-gradient accumulator: (OC, KH·KW + 1, TW) lanes on the
+ * direct path (the extra tap is the bias), (C·KH·KW, OC) otherwise.
+ */
+#include "layers.h"
+
+#include <cblas.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { TW = 16, RB = 4, NT_MAX = 2 };   /* direct path: tile columns, block rows, tiles per block */
+
+int conv_geom_init(conv_geom_t *g)
+{
+    if (g->stride < 1 || g->KH < 1 || g->KW < 1 || g->pad < 0) return -1;
+    int eh = g->H + 2 * g->pad - g->KH, ew = g->W + 2 * g->pad - g->KW;
+    if (eh < 0 || ew < 0) return -1;
+    g->OH = eh / g->stride + 1;
+    g->OW = ew / g->stride + 1;
+    return 0;
+}
+
+typedef struct conv_layout {
+    long HP, WP;          /* padded input plane */
+    long n_pad, n_col, n_acc;
+    int direct;
+} conv_layout_t;
+
+static long round_up(long x, long m) { return (x + m - 1) / m * m; }
+static long max_l(long a, long b) { return a > b ? a : b; }
+
+static conv_layout_t conv_layout(const conv_geom_t *g)
+{
+    conv_layout_t L;
+    const long s = g->stride, KK = (long)g->KH * g->KW;
+    L.direct = g->C == 1;
+    L.WP = g->W + 2L * g->pad;
+    L.HP = g->H + 2L * g->pad;
+    if (L.direct) {
+        /* wide and tall enough for the last tile's reads */
+        L.WP = max_l(L.WP, (round_up(g->OW, NT_MAX * TW) - 1) * s + g->KW);
+        L.HP = max_l(L.HP, (round_up(g->OH, RB) - 1) * s + g->KH);
+    }
+    /* the slack after each buffer takes the vector loops' overrun: reads
+     * past a row's end, and stores that the next row overwrites */
+    const long slack = TW + g->KW + g->pad;
+    L.n_pad = (long)g->B * g->C * L.HP * L.WP + slack;
+    L.n_col = (long)g->C * KK * g->OH * g->OW + slack;
+    /* + TW: room to align the direct path's vectors */
+    L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : (long)g->C * KK * g->OC;
+    return L;
+}
+
+long conv_col_size(const conv_geom_t *g)
+{
+    conv_layout_t L = conv_layout(g);
+    return L.n_pad + L.n_col + L.n_acc;
+}
+
+/* P(B, C, HP, WP) = inp with pad zeros above and left, zeros to fill below and right */
+static void pad_input(float *P, const float *inp, const conv_geom_t *g, const conv_layout_t *L)
+{
+    const long HW = (long)g->H * g->W, plane = L->HP * L->WP;
+    const int p = g->pad, W = g->W;
+    if (plane == HW) {   /* nothing to pad */
+        memcpy(P, inp, sizeof(float) * (size_t)(g->B * g->C * HW));
+        return;
+    }
+    memset(P, 0, sizeof(float) * (size_t)(g->B * g->C * plane));
+    for (long bc = 0; bc < (long)g->B * g->C; bc++)
+        for (int ih = 0; ih < g->H; ih++)
+            memcpy(P + bc * plane + (ih + p) * L->WP + p, inp + bc * HW + (long)ih * W,
+                   sizeof(float) * (size_t)W);
+}
+
+/* Σ x[0..n), in 8 lanes so that it vectorizes */
+static float sum_floats(const float *x, long n)
+{
+    float a[8] = { 0 };
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) a[j] += x[i + j];
+    float t = 0.0f;
+    for (; i < n; i++) t += x[i];
+    for (int j = 0; j < 8; j++) t += a[j];
+    return t;
+}
+
+/* ---------------- vector kernels, one copy per instruction set ---------------- */
+
+typedef struct conv_kernels {
+    void (*im2col)(float *col, const float *Pb, const conv_geom_t *g, const conv_layout_t *L);
+    void (*col2im)(float *dinp, const float *end, const float *col, const conv_geom_t *g);
+    void (*direct_forward)(float *out, const float *P, const float *w, const float *b,
+                           const conv_geom_t *g, const conv_layout_t *L, int nt);
+    void (*direct_backward)(float *acc, const float *P, const float *dout,
+                            const conv_geom_t *g, const conv_layout_t *L, int nt);
+    int nt;   /* direct path: column tiles per block */
+} conv_kernels_t;
+
+#define KCAT2(a, b) a##_##b
+#define KCAT(a, b) KCAT2(a, b)
+
+#define KVB 16
+#define KFN(name) KCAT(name, base)
+#define KATTR
+#define KNT 1
+#include "conv_kernels.h"
+#undef KVB
+#undef KFN
+#undef KATTR
+#undef KNT
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CONV_X86_SETS 1
+/* AVX2 + FMA, and AVX-512 (where two column tiles give the 8 independent
+ * accumulators its FMA latency needs); fp-contract lets a·b + c be one FMA */
+#define KVB 32
+#define KFN(name) KCAT(name, v3)
+#define KATTR __attribute__((target("arch=x86-64-v3"), optimize("fp-contract=fast")))
+#define KNT 1
+#include "conv_kernels.h"
+#undef KVB
+#undef KFN
+#undef KATTR
+#undef KNT
+#define KVB 64
+#define KFN(name) KCAT(name, v4)
+#define KATTR __attribute__((target("arch=x86-64-v4"), optimize("fp-contract=fast")))
+#define KNT 2
+#include "conv_kernels.h"
+#undef KVB
+#undef KFN
+#undef KATTR
+#undef KNT
+#endif
+
+/* The widest set this CPU runs. */
+static const conv_kernels_t *conv_kernels(void)
+{
+#ifdef CONV_X86_SETS
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4")) return &kernels_v4;
+    if (__builtin_cpu_supports("x86-64-v3")) return &kernels_v3;
+#endif
+    return &kernels_base;
+}
+
+/* ---------------- entry points ---------------- */
+
+/* The entry points with a given kernel set (tests run every set the CPU has). */
+static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *col, const float *inp,
+                                const float *w, const float *b, const conv_geom_t *g)
+{
+    const conv_layout_t L = conv_layout(g);
+    float *P = col, *cb = col + L.n_pad;
+    pad_input(P, inp, g, &L);
+    if (L.direct) {
+        k->direct_forward(out, P, w, b, g, &L, k->nt);
+        return;
+    }
+    const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
+    for (int bb = 0; bb < g->B; bb++) {
+        k->im2col(cb, P + (long)bb * g->C * L.HP * L.WP, g, &L);
+        float *o = out + (long)bb * g->OC * OHW;
+        for (int oc = 0; oc < g->OC; oc++)
+            for (int p = 0; p < OHW; p++) o[(long)oc * OHW + p] = b[oc];
+        /* out_b(OC, OHW) += w · col_b */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, OHW, CKK,
+                    1.0f, w, CKK, cb, OHW, 1.0f, o, OHW);
+    }
+}
+
+static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw, float *db,
+                                 float *col, const float *dout, const float *w, const conv_geom_t *g)
+{
+    const conv_layout_t L = conv_layout(g);
+    const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW, KK = g->KH * g->KW;
+    const long plane = (long)g->C * L.HP * L.WP;
+    float *P = col, *cb = col + L.n_pad, *acc = cb + L.n_col;
+    const float *dinp_end = dinp ? dinp + (long)g->B * g->C * g->H * g->W : NULL;
+    if (L.direct) {
+        /* acc(OC, KK + 1, TW): per-tap lanes, the bias last */
+        float *a = (float *)(((uintptr_t)acc + 63) & ~(uintptr_t)63);
+        k->direct_backward(a, P, dout, g, &L, k->nt);
+        for (int oc = 0; oc < g->OC; oc++) {
+            for (int t = 0; t < KK; t++) dw[(long)oc * KK + t] = sum_floats(a + ((long)oc * (KK + 1) + t) * TW, TW);
+            db[oc] = sum_floats(a + ((long)oc * (KK + 1) + KK) * TW, TW);
+        }
+    } else {
+        memset(db, 0, sizeof(float) * (size_t)g->OC);
+    }
+    for (int bb = 0; bb < g->B; bb++) {
+        const float *d = dout + (long)bb * g->OC * OHW;   /* (OC, OHW) */
+        if (!L.direct) {
+            for (int oc = 0; oc < g->OC; oc++) db[oc] += sum_floats(d + (long)oc * OHW, OHW);
+            /* accᵀ(CKK, OC) += col_b · d_bᵀ: this orientation packs faster
+             * than dw(OC, CKK) += d_b · col_bᵀ for few output channels */
+            k->im2col(cb, P + bb * plane, g, &L);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CKK, g->OC, OHW,
+                        1.0f, cb, OHW, d, OHW, bb ? 1.0f : 0.0f, acc, g->OC);
+        }
+        if (dinp) {
+            /* dcol_b(CKK, OHW) = wᵀ · d_b, into the col_b buffer */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, OHW, g->OC,
+                        1.0f, w, CKK, d, OHW, 0.0f, cb, OHW);
+            k->col2im(dinp + (long)bb * g->C * g->H * g->W, dinp_end, cb, g);
+        }
+    }
+    if (!L.direct)
+        for (int oc = 0; oc < g->OC; oc++)
+            for (int t = 0; t < CKK; t++) dw[(long)oc * CKK + t] = acc[(long)t * g->OC + oc];
+}
+
+void conv2d_forward(float *out, float *col, float *tmp, const float *inp,
+                    const float *w, const float *b, const conv_geom_t *g)
+{
+    (void)tmp;
+    conv2d_forward_with(conv_kernels(), out, col, inp, w, b, g);
+}
+
+void conv2d_backward(float *dinp, float *dw, float *db, float *col, float *tmp,
+                     const float *dout, const float *w, const conv_geom_t *g)
+{
+    (void)tmp;
+    conv2d_backward_with(conv_kernels(), dinp, dw, db, col, dout, w, g);
+}

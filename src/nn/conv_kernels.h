@@ -1,0 +1,297 @@
+/* nn/conv_kernels.h — the vector loops of conv.c, written once and included
+ * there once per instruction set (no include guard), with
+ *   KVB        bytes per vector: 64, 32 or 16
+ *   KFN(name)  this set's name for a function or type
+ *   KATTR      function attributes: the target, or nothing
+ *   KNT        column tiles per direct-path block: 2 where the registers
+ *              allow and the FMA latency needs more independent sums
+ * Vectors are the target's own width: GCC keeps wider generic vectors on
+ * the stack, which costs more than the arithmetic. A TW-column tile is NV
+ * vectors of VL lanes. Vectors go by pointer, never by value (their ABI
+ * differs between the sets).
+ */
+
+#define VL (KVB / (int)sizeof(float))   /* lanes per vector */
+#define NV (TW / VL)                    /* vectors per tile */
+#define VF KFN(vf)
+#define VI KFN(vi)
+#define VFU KFN(vfu)
+typedef float VF __attribute__((vector_size(KVB)));
+typedef int32_t VI __attribute__((vector_size(KVB)));
+typedef float VFU __attribute__((vector_size(KVB), aligned(4), may_alias)); /* unaligned */
+
+/* lane[u] = u·VL + 0 .. VL−1 */
+static inline __attribute__((always_inline)) void KFN(lanes)(VI lane[NV])
+{
+    int32_t n[TW];
+    for (int j = 0; j < TW; j++) n[j] = j;
+    for (int u = 0; u < NV; u++) memcpy(&lane[u], n + u * VL, sizeof(VI));
+}
+
+/* all ones in the lanes where 0 <= x < n: shifts rather than compares, which
+ * GCC 12 does one lane at a time for some vector widths */
+static inline __attribute__((always_inline)) void KFN(in_range)(VI *m, const VI *x, int n)
+{
+    *m = ~((*x | (n - 1 - *x)) >> 31);
+}
+
+/* *v = p[0], p[s], p[2s], ...; s is a constant after inlining in the common
+ * stride-1 case */
+static inline __attribute__((always_inline)) void KFN(load_s)(VF *v, const float *p, int s)
+{
+    if (s == 1) { *v = *(const VFU *)p; return; }
+    float t[VL];
+    for (int j = 0; j < VL; j++) t[j] = p[(long)j * s];
+    *v = *(const VFU *)t;
+}
+
+/* col_b[(c,ki,kj)][(oh,ow)] = Pb[c][oh·s+ki][ow·s+kj] for one sample. With
+ * stride 1 each row is copied in whole vectors: the last one runs past the
+ * row into the next, which the next row's copy overwrites (the buffer has
+ * slack at its end), and reads stay inside P and its slack. */
+KATTR static void KFN(im2col_sample)(float *col, const float *Pb, const conv_geom_t *gp,
+                                     const conv_layout_t *Lp)
+{
+    /* by value: vector stores may alias anything, and would otherwise make
+     * the geometry be reloaded after each of them */
+    const conv_geom_t g = *gp;
+    const conv_layout_t L = *Lp;
+    const int OHW = g.OH * g.OW, OW = g.OW, s = g.stride;
+    for (int c = 0; c < g.C; c++)
+        for (int ki = 0; ki < g.KH; ki++)
+            for (int kj = 0; kj < g.KW; kj++) {
+                float *d = col + ((long)(c * g.KH + ki) * g.KW + kj) * OHW;
+                for (int oh = 0; oh < g.OH; oh++, d += OW) {
+                    const float *r = Pb + (c * L.HP + (long)oh * s + ki) * L.WP + kj;
+                    if (s == 1)
+                        for (int ow = 0; ow < OW; ow += VL) *(VFU *)(d + ow) = *(const VFU *)(r + ow);
+                    else
+                        for (int ow = 0; ow < OW; ow++) d[ow] = r[(long)ow * s];
+                }
+            }
+}
+
+/* Adjoint of im2col for one sample: dinp_b(C, H, W) = Σ over taps of col_b
+ * put back. With stride 1 each vector of a dinp row gathers all its taps
+ * in a register, masked where a tap falls outside the output, and is stored
+ * once (a scatter-add of shifted rows would store to overlapping addresses
+ * back to back and stall on store forwarding). A store may run past the row
+ * into the next, which is written after it; end bounds the last one. */
+KATTR static void KFN(col2im_sample)(float *dinp, const float *end, const float *col,
+                                     const conv_geom_t *gp)
+{
+    const conv_geom_t g = *gp;
+    const int OHW = g.OH * g.OW, OH = g.OH, OW = g.OW, H = g.H, W = g.W, p = g.pad;
+    if (g.stride != 1) {
+        const int s = g.stride;
+        memset(dinp, 0, sizeof(float) * (size_t)g.C * H * W);
+        for (int c = 0; c < g.C; c++)
+            for (int ki = 0; ki < g.KH; ki++)
+                for (int kj = 0; kj < g.KW; kj++) {
+                    const float *sr = col + ((long)(c * g.KH + ki) * g.KW + kj) * OHW;
+                    for (int oh = 0; oh < OH; oh++, sr += OW) {
+                        const int ih = oh * s - p + ki;
+                        if (ih < 0 || ih >= H) continue;
+                        for (int ow = 0; ow < OW; ow++) {
+                            const int iw = ow * s - p + kj;
+                            if (iw >= 0 && iw < W) dinp[((long)c * H + ih) * W + iw] += sr[ow];
+                        }
+                    }
+                }
+        return;
+    }
+    VI lane[NV];
+    KFN(lanes)(lane);
+    for (int c = 0; c < g.C; c++)
+        for (int ih = 0; ih < H; ih++) {
+            float *drow = dinp + ((long)c * H + ih) * W;
+            for (int x = 0; x < W; x += VL) {
+                VF acc = { 0 };
+                for (int ki = 0; ki < g.KH; ki++) {
+                    const int oh = ih + p - ki;
+                    if (oh < 0 || oh >= OH) continue;
+                    const float *sr = col + ((long)(c * g.KH + ki) * g.KW) * OHW + (long)oh * OW;
+                    for (int kj = 0; kj < g.KW; kj++, sr += OHW) {
+                        /* lane j takes col_b[(c,ki,kj)][oh][ow = x + j + p − kj] */
+                        const int ow0 = x + p - kj;
+                        const VI ow = lane[0] + ow0;
+                        VI keep;
+                        KFN(in_range)(&keep, &ow, OW);
+                        const VF v = *(const VFU *)(sr + ow0);
+                        acc += (VF)((VI)v & keep);
+                    }
+                }
+                if (x + VL <= W || drow + x + VL <= end) *(VFU *)(drow + x) = acc;
+                else for (int j = 0; j < W - x; j++) drow[x + j] = acc[j];
+            }
+        }
+}
+
+/* ---- direct path, one input channel ----
+ * A block is RB output rows × nt tiles of TW columns (nt = 1 or 2, a
+ * constant after inlining). */
+
+static inline __attribute__((always_inline)) int KFN(vec_cols)(int OW, int col)
+{
+    const int n = OW - col;
+    return n < 0 ? 0 : n > VL ? VL : n;
+}
+
+/* acc[r][t][u] += Σ_ki,kj wk[ki][kj] · src[(r·s+ki)·WP + kj + (t·TW + u·VL + 0..VL−1)·s] */
+static inline __attribute__((always_inline)) void
+KFN(direct_block)(VF acc[RB][NT_MAX][NV], const float *src, const float *wk, long WP, int KH,
+                  int KW, int s, int nt)
+{
+    for (int ki = 0; ki < KH; ki++)
+        for (int kj = 0; kj < KW; kj++) {
+            const float wv = wk[ki * KW + kj];
+            for (int r = 0; r < RB; r++)
+                for (int t = 0; t < nt; t++)
+                    for (int u = 0; u < NV; u++) {
+                        VF x;
+                        KFN(load_s)(&x, src + ((long)r * s + ki) * WP + kj + (long)(t * TW + u * VL) * s, s);
+                        acc[r][t][u] += wv * x;
+                    }
+        }
+}
+
+static inline __attribute__((always_inline)) void
+KFN(direct_forward_blocks)(float *out, const float *P, const float *w, const float *b,
+                           const conv_geom_t g, const conv_layout_t L, int nt)
+{
+    const int OH = g.OH, OW = g.OW, s = g.stride, KK = g.KH * g.KW;
+    const float *out_end = out + (long)g.B * g.OC * OH * OW;
+    for (int bb = 0; bb < g.B; bb++) {
+        const float *Pb = P + (long)bb * L.HP * L.WP;
+        for (int oc = 0; oc < g.OC; oc++) {
+            float *o = out + ((long)bb * g.OC + oc) * OH * OW;
+            const float *wk = w + (long)oc * KK;
+            for (int oh = 0; oh < OH; oh += RB)
+                for (int ow = 0; ow < OW; ow += nt * TW) {
+                    VF acc[RB][NT_MAX][NV];
+                    for (int r = 0; r < RB; r++)
+                        for (int t = 0; t < nt; t++)
+                            for (int u = 0; u < NV; u++) acc[r][t][u] = (VF){ 0 } + b[oc];
+                    const float *src = Pb + (long)oh * s * L.WP + (long)ow * s;
+                    if (s == 1) KFN(direct_block)(acc, src, wk, L.WP, g.KH, g.KW, 1, nt);
+                    else KFN(direct_block)(acc, src, wk, L.WP, g.KH, g.KW, s, nt);
+                    /* A whole-vector store past a row's end writes into the
+                     * next row. That row is stored later if it is in this
+                     * block and this block spans the whole row, or if it is
+                     * in a later block, channel or sample; not past out. */
+                    const int nr = OH - oh < RB ? OH - oh : RB;
+                    for (int r = 0; r < nr; r++)
+                        for (int t = 0; t < nt; t++)
+                            for (int u = 0; u < NV; u++) {
+                                const int col = ow + t * TW + u * VL, nc = KFN(vec_cols)(OW, col);
+                                float *d = o + (long)(oh + r) * OW + col;
+                                const int overrun_ok = (OW <= nt * TW || r == nr - 1) && d + VL <= out_end;
+                                if (nc == VL || (nc > 0 && overrun_ok)) *(VFU *)d = acc[r][t][u];
+                                else for (int j = 0; j < nc; j++) d[j] = acc[r][t][u][j];
+                            }
+                }
+        }
+    }
+}
+
+KATTR static void KFN(direct_forward)(float *out, const float *P, const float *w, const float *b,
+                                      const conv_geom_t *gp, const conv_layout_t *Lp, int nt)
+{
+    const conv_geom_t g = *gp;   /* by value, as in im2col_sample */
+    const conv_layout_t L = *Lp;
+    if (nt == 2) KFN(direct_forward_blocks)(out, P, w, b, g, L, 2);
+    else KFN(direct_forward_blocks)(out, P, w, b, g, L, 1);
+}
+
+/* a[(ki,kj)][u] += Σ_r,t dt[r][t][u] · src[(r·s+ki)·WP + kj + (t·TW + u·VL + 0..VL−1)·s]:
+ * a whole block per update of each tap's lanes */
+static inline __attribute__((always_inline)) void
+KFN(direct_dw_block)(VF *a, VF dt[RB][NT_MAX][NV], const float *src, long WP, int KH, int KW,
+                     int s, int nt)
+{
+    for (int ki = 0; ki < KH; ki++)
+        for (int kj = 0; kj < KW; kj++, a += NV)
+            for (int u = 0; u < NV; u++) {
+                /* two partial sums: one chain of RB·nt dependent
+                 * multiply-adds per tap would be latency-bound */
+                VF part[2] = { a[u], { 0 } };
+                for (int r = 0; r < RB; r++)
+                    for (int t = 0; t < nt; t++) {
+                        VF x;
+                        KFN(load_s)(&x, src + ((long)r * s + ki) * WP + kj + (long)(t * TW + u * VL) * s, s);
+                        part[(r * nt + t) & 1] += dt[r][t][u] * x;
+                    }
+                a[u] = part[0] + part[1];
+            }
+}
+
+static inline __attribute__((always_inline)) void
+KFN(direct_backward_blocks)(VF *acc, const float *P, const float *dout,
+                            const conv_geom_t g, const conv_layout_t L, int nt)
+{
+    const int OH = g.OH, OW = g.OW, s = g.stride, KK = g.KH * g.KW;
+    const long per_oc = (long)(KK + 1) * NV;   /* taps, then the bias */
+    const float *dout_end = dout + (long)g.B * g.OC * OH * OW;
+    VI lane[NV];
+    KFN(lanes)(lane);
+    for (int bb = 0; bb < g.B; bb++) {
+        const float *Pb = P + (long)bb * L.HP * L.WP;
+        for (int oc = 0; oc < g.OC; oc++) {
+            VF *a = acc + oc * per_oc, *abias = a + (long)KK * NV;
+            const float *d = dout + ((long)bb * g.OC + oc) * OH * OW;
+            for (int oh = 0; oh < OH; oh += RB)
+                for (int ow = 0; ow < OW; ow += nt * TW) {
+                    /* this block of dout, zero past its edges (the padded
+                     * input has rows and columns for the whole block) */
+                    VF dt[RB][NT_MAX][NV];
+                    const int nr = OH - oh < RB ? OH - oh : RB;
+                    for (int r = 0; r < RB; r++)
+                        for (int t = 0; t < nt; t++)
+                            for (int u = 0; u < NV; u++) {
+                                const int col = ow + t * TW + u * VL;
+                                const int nc = r < nr ? KFN(vec_cols)(OW, col) : 0;
+                                const float *dr = d + (long)(oh + r) * OW + col;
+                                if (nc == VL) dt[r][t][u] = *(const VFU *)dr;
+                                else if (nc > 0 && dr + VL <= dout_end) {
+                                    /* a whole vector, lanes past the row cleared */
+                                    const VF v = *(const VFU *)dr;
+                                    VI keep;
+                                    KFN(in_range)(&keep, &lane[0], nc);
+                                    dt[r][t][u] = (VF)((VI)v & keep);
+                                } else {
+                                    float tmp[VL] = { 0 };
+                                    for (int j = 0; j < nc; j++) tmp[j] = dr[j];
+                                    dt[r][t][u] = *(const VFU *)tmp;
+                                }
+                                abias[u] += dt[r][t][u];
+                            }
+                    const float *src = Pb + (long)oh * s * L.WP + (long)ow * s;
+                    if (s == 1) KFN(direct_dw_block)(a, dt, src, L.WP, g.KH, g.KW, 1, nt);
+                    else KFN(direct_dw_block)(a, dt, src, L.WP, g.KH, g.KW, s, nt);
+                }
+        }
+    }
+}
+
+/* acc(OC, KH·KW + 1, TW) = lanes of Σ_b,oh,ow dout[b][oc][oh][ow] · P[b][oh·s+ki][ow·s+kj],
+ * the last tap Σ dout; acc is aligned to 64 bytes */
+KATTR static void KFN(direct_backward)(float *acc, const float *P, const float *dout,
+                                       const conv_geom_t *gp, const conv_layout_t *Lp, int nt)
+{
+    const conv_geom_t g = *gp;
+    const conv_layout_t L = *Lp;
+    VF *va = (VF *)(void *)acc;
+    for (long i = 0; i < (long)g.OC * (g.KH * g.KW + 1) * NV; i++) va[i] = (VF){ 0 };
+    if (nt == 2) KFN(direct_backward_blocks)(va, P, dout, g, L, 2);
+    else KFN(direct_backward_blocks)(va, P, dout, g, L, 1);
+}
+
+static const conv_kernels_t KFN(kernels) = {
+    KFN(im2col_sample), KFN(col2im_sample), KFN(direct_forward), KFN(direct_backward), KNT,
+};
+
+#undef VL
+#undef NV
+#undef VF
+#undef VI
+#undef VFU

@@ -1,0 +1,117 @@
+/* conv2d with every vector kernel set this CPU can run (the baseline one
+ * always, x86-64-v3 and -v4 where present), not only the one the library
+ * picks, against a double-precision direct convolution and its gradients.
+ * Includes conv.c to reach the sets.
+ *
+ * Tolerance: every compared value is a float sum of at most n products of
+ * magnitude <= 1 (n = C·K² for out, B·OH·OW for dw and db, OC·K² for dinp);
+ * float rounding adds at most ~n·6e-8 per term order; 1e-6·n + 1e-5 leaves
+ * room for reassociation and FMA. */
+#include "nn/conv.c"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "test.h"
+#include "util/util.h"
+
+static rng_t R;
+
+static void fill(float *x, long n)
+{
+    for (long i = 0; i < n; i++) x[i] = (float)(2.0 * rng_uniform(&R) - 1.0);
+}
+
+static double max_diff(const float *a, const double *ref, long n)
+{
+    double m = 0;
+    for (long i = 0; i < n; i++) m = fmax(m, fabs(a[i] - ref[i]));
+    return m;
+}
+
+static void conv_set_case(const conv_kernels_t *k, const char *set, int B, int C, int H, int W,
+                          int OC, int K, int s, int p)
+{
+    conv_geom_t g = { .B = B, .C = C, .H = H, .W = W, .OC = OC, .KH = K, .KW = K, .stride = s, .pad = p };
+    CHECK(conv_geom_init(&g) == 0, "geometry");
+    const int OH = g.OH, OW = g.OW;
+    const long nx = (long)B * C * H * W, nw = (long)OC * C * K * K, no = (long)B * OC * OH * OW;
+    float *x = xalloc_floats(nx), *w = xalloc_floats(nw), *b = xalloc_floats(OC), *dout = xalloc_floats(no);
+    float *out = xalloc_floats(no), *col = xalloc_floats(conv_col_size(&g));
+    float *dx = xalloc_floats(nx), *dw = xalloc_floats(nw), *db = xalloc_floats(OC);
+    double *rout = xcalloc((size_t)no, sizeof(double)), *rdx = xcalloc((size_t)nx, sizeof(double));
+    double *rdw = xcalloc((size_t)nw, sizeof(double)), *rdb = xcalloc((size_t)OC, sizeof(double));
+    fill(x, nx); fill(w, nw); fill(b, OC); fill(dout, no);
+    for (int i = 0; i < B; i++)
+        for (int oc = 0; oc < OC; oc++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    const long o = (((long)i * OC + oc) * OH + oh) * OW + ow;
+                    rout[o] = b[oc];
+                    rdb[oc] += dout[o];
+                    for (int c = 0; c < C; c++)
+                        for (int ki = 0; ki < K; ki++)
+                            for (int kj = 0; kj < K; kj++) {
+                                const int ih = oh * s - p + ki, iw = ow * s - p + kj;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                const long xi = (((long)i * C + c) * H + ih) * W + iw;
+                                const long wi = (((long)oc * C + c) * K + ki) * K + kj;
+                                rout[o] += (double)w[wi] * x[xi];
+                                rdw[wi] += (double)dout[o] * x[xi];
+                                rdx[xi] += (double)dout[o] * w[wi];
+                            }
+                }
+    conv2d_forward_with(k, out, col, x, w, b, &g);
+    conv2d_backward_with(k, dx, dw, db, col, dout, w, &g);
+    const double e_out = max_diff(out, rout, no), e_dw = max_diff(dw, rdw, nw);
+    const double e_db = max_diff(db, rdb, OC), e_dx = max_diff(dx, rdx, nx);
+    const double t_out = 1e-6 * C * K * K + 1e-5, t_w = 1e-6 * B * OH * OW + 1e-5;
+    const double t_dx = 1e-6 * OC * K * K + 1e-5;
+    CHECK(e_out < t_out && e_dw < t_w && e_db < t_w && e_dx < t_dx,
+          "%s set, B%d C%d %dx%d OC%d k%d s%d p%d: out %g dw %g db %g dinp %g", set, B, C, H, W,
+          OC, K, s, p, e_out, e_dw, e_db, e_dx);
+    free(x); free(w); free(b); free(dout); free(out); free(col); free(dx); free(dw); free(db);
+    free(rout); free(rdx); free(rdw); free(rdb);
+}
+
+static void run_set(const conv_kernels_t *k, const char *set)
+{
+    conv_set_case(k, set, 4, 1, 28, 28, 6, 5, 1, 2);    /* LeNet's first layer */
+    conv_set_case(k, set, 4, 6, 14, 14, 16, 5, 1, 0);   /* and its second */
+    conv_set_case(k, set, 2, 1, 9, 20, 3, 3, 1, 1);     /* ragged tiles */
+    conv_set_case(k, set, 2, 1, 6, 40, 2, 3, 1, 1);     /* rows of several blocks */
+    conv_set_case(k, set, 1, 1, 13, 37, 2, 5, 2, 2);    /* strided direct path */
+    conv_set_case(k, set, 2, 1, 10, 10, 2, 1, 3, 0);    /* stride larger than the kernel */
+    conv_set_case(k, set, 2, 2, 5, 21, 2, 3, 1, 1);     /* im2col rows of several vectors */
+    conv_set_case(k, set, 2, 3, 8, 9, 2, 5, 2, 2);      /* strided im2col path */
+}
+
+static void test_conv_base(void) { run_set(&kernels_base, "baseline"); }
+
+#ifdef CONV_X86_SETS
+static void test_conv_v3(void)
+{
+    if (__builtin_cpu_supports("x86-64-v3")) run_set(&kernels_v3, "x86-64-v3");
+    else printf("    (no x86-64-v3 on this CPU: not run)\n");
+}
+
+static void test_conv_v4(void)
+{
+    if (__builtin_cpu_supports("x86-64-v4")) run_set(&kernels_v4, "x86-64-v4");
+    else printf("    (no x86-64-v4 on this CPU: not run)\n");
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    TEST_BEGIN(argc, argv);
+    rng_seed(&R, 43, 0);
+    __builtin_cpu_init();
+    RUN(test_conv_base);
+#ifdef CONV_X86_SETS
+    RUN(test_conv_v3);
+    RUN(test_conv_v4);
+#endif
+    return TEST_END("test_conv");
+}
