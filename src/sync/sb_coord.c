@@ -177,17 +177,27 @@ static void evict(sb_coord_t *co, int q)
         if (co->rep[j].alive && co->rep[j].parked) assign(co, j, V_NONE);
 }
 
-/* One message from a replica, or the clock's chores; returns 1 if a message was handled. */
-static int poll_once(sb_coord_t *co)
+/* Receive a replica's message if one is waiting: 0 if none; else 1 with
+ * *q its replica index (−1 if the sender is not a replica). */
+static int recv_req(sb_coord_t *co, sb_req_t *m, int *q)
 {
     int flag = 0;
     MPI_Status st;
     MPI_CHECK(co->c, MPI_Iprobe(MPI_ANY_SOURCE, SB_REQ, co->c->world, &flag, &st));
-    if (flag) {
-        sb_req_t m;
-        MPI_CHECK(co->c, MPI_Recv(&m, (int)sizeof m, MPI_BYTE, st.MPI_SOURCE, SB_REQ, co->c->world, MPI_STATUS_IGNORE));
-        int q = st.MPI_SOURCE - co->first_replica;
-        if (q >= 0 && q < co->R) on_req(co, q, &m);
+    if (!flag) return 0;
+    MPI_CHECK(co->c, MPI_Recv(m, (int)sizeof *m, MPI_BYTE, st.MPI_SOURCE, SB_REQ, co->c->world, MPI_STATUS_IGNORE));
+    *q = st.MPI_SOURCE - co->first_replica;
+    if (*q >= co->R) *q = -1;
+    return 1;
+}
+
+/* One message from a replica, or the clock's chores; returns 1 if a message was handled. */
+static int poll_once(sb_coord_t *co)
+{
+    sb_req_t m;
+    int from;
+    if (recv_req(co, &m, &from)) {
+        if (from >= 0) on_req(co, from, &m);
         return 1;
     }
     double now = now_s();
@@ -277,17 +287,13 @@ void sb_coord_stop(sb_coord_t *co)
                 if (co->rep[q].alive && co->rep[q].parked) send_task(co, q, ACT_KEEPALIVE, V_NONE, -1, 0);
             last_ka = now_s();
         }
-        int flag = 0;
-        MPI_Status st;
-        MPI_CHECK(co->c, MPI_Iprobe(MPI_ANY_SOURCE, SB_REQ, co->c->world, &flag, &st));
-        if (flag) {
-            sb_req_t m;
-            MPI_CHECK(co->c, MPI_Recv(&m, (int)sizeof m, MPI_BYTE, st.MPI_SOURCE, SB_REQ, co->c->world, MPI_STATUS_IGNORE));
-            int q = st.MPI_SOURCE - co->first_replica;
-            if (q < 0 || q >= co->R || m.kind == REQ_NOTICE) continue;
-            co->rep[q].last_heard = now_s();
+        sb_req_t m;
+        int from;
+        if (recv_req(co, &m, &from)) {
+            if (from < 0 || m.kind == REQ_NOTICE) continue;
+            co->rep[from].last_heard = now_s();
             if (m.kind == REQ_DONE) co->dup_discarded++;   /* a backup copy still running at the end */
-            co->rep[q].parked = 1;
+            co->rep[from].parked = 1;
         } else if (now_s() - t0 > co->c->timeout_s) {   /* died after its last task: nothing of it counts */
             for (int q = 0; q < co->R; q++)
                 if (co->rep[q].alive && !co->rep[q].parked) { co->rep[q].alive = 0; co->c->peer_lost = 1; }
