@@ -69,7 +69,7 @@ static void test_dense_gradients(void)
 /* ---------------- conv2d ---------------- */
 typedef struct conv_ctx {
     conv_geom_t g;
-    float *x, *w, *b, *r, *out, *col, *tmp;
+    float *x, *w, *b, *r, *out, *col;
 } conv_ctx_t;
 
 static long conv_out_n(const conv_geom_t *g) { return (long)g->B * g->OC * g->OH * g->OW; }
@@ -77,7 +77,7 @@ static long conv_out_n(const conv_geom_t *g) { return (long)g->B * g->OC * g->OH
 static double conv_cb(void *p)
 {
     conv_ctx_t *c = p;
-    conv2d_forward(c->out, c->col, c->tmp, c->x, c->w, c->b, &c->g);
+    conv2d_forward(c->out, c->col, c->x, c->w, c->b, &c->g);
     return dotd(c->out, c->r, conv_out_n(&c->g));
 }
 
@@ -88,7 +88,7 @@ static void conv_case(int B, int C, int H, int W, int OC, int K, int stride, int
     const conv_geom_t *g = &c.g;
     long nx = (long)B * C * H * W, nw = (long)OC * C * K * K, no = conv_out_n(g);
     c.x = xalloc_floats(nx); c.w = xalloc_floats(nw); c.b = xalloc_floats(OC); c.r = xalloc_floats(no);
-    c.out = xalloc_floats(no); c.col = xalloc_floats(conv_col_size(g)); c.tmp = xalloc_floats(no);
+    c.out = xalloc_floats(no); c.col = xalloc_floats(conv_col_size(g));
     fill(c.x, nx, 1); fill(c.w, nw, 1); fill(c.b, OC, 1); fill(c.r, no, 1);
     /* forward against a direct convolution */
     conv_cb(&c);
@@ -111,12 +111,12 @@ static void conv_case(int B, int C, int H, int W, int OC, int K, int stride, int
     CHECK(maxerr < 1e-4, "conv forward differs from direct convolution by %g", maxerr);
     float *dx = xalloc_floats(nx), *dw = xalloc_floats(nw), *db = xalloc_floats(OC);
     conv_cb(&c);  /* col must hold this input's im2col */
-    conv2d_backward(dx, dw, db, c.col, c.tmp, c.r, c.w, g);
+    conv2d_backward(dx, dw, db, c.col, c.r, c.w, g);
     check_fd(c.x, nx, dx, conv_cb, &c, "conv dinp");
     check_fd(c.w, nw, dw, conv_cb, &c, "conv dw");
     check_fd(c.b, OC, db, conv_cb, &c, "conv db");
     free(dx); free(dw); free(db);
-    free(c.x); free(c.w); free(c.b); free(c.r); free(c.out); free(c.col); free(c.tmp);
+    free(c.x); free(c.w); free(c.b); free(c.r); free(c.out); free(c.col);
 }
 
 static void test_conv_gradients(void)
@@ -159,10 +159,10 @@ static void conv_paths_case(int B, int H, int W, int OC, int K, int stride, int 
         memset(x2 + (2 * i + 1) * HW, 0, sizeof(float) * (size_t)HW);
     }
     for (int oc = 0; oc < OC; oc++) memcpy(w1 + oc * KK, w2 + 2 * oc * KK, sizeof(float) * (size_t)KK);
-    conv2d_forward(o1, col1, NULL, x1, w1, b, &g1);
-    conv2d_forward(o2, col2, NULL, x2, w2, b, &g2);
-    conv2d_backward(dx1, dw1, db1, col1, NULL, dout, w1, &g1);
-    conv2d_backward(dx2, dw2, db2, col2, NULL, dout, w2, &g2);
+    conv2d_forward(o1, col1, x1, w1, b, &g1);
+    conv2d_forward(o2, col2, x2, w2, b, &g2);
+    conv2d_backward(dx1, dw1, db1, col1, dout, w1, &g1);
+    conv2d_backward(dx2, dw2, db2, col2, dout, w2, &g2);
     /* sums of up to K²·B·OH·OW products of magnitude ≤ 1, in float */
     const double tol = 1e-6 * (double)KK * B * g1.OH * g1.OW + 1e-5;
     double e_out = 0, e_dw = 0, e_db = 0, e_dx = 0;

@@ -236,16 +236,14 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
             for (int t = 0; t < CKK; t++) dw[(long)oc * CKK + t] = acc[(long)t * g->OC + oc];
 }
 
-void conv2d_forward(float *out, float *col, float *tmp, const float *inp,
+void conv2d_forward(float *out, float *col, const float *inp,
                     const float *w, const float *b, const conv_geom_t *g)
 {
-    (void)tmp;
     conv2d_forward_with(conv_kernels(), out, col, inp, w, b, g);
 }
 
-void conv2d_backward(float *dinp, float *dw, float *db, float *col, float *tmp,
+void conv2d_backward(float *dinp, float *dw, float *db, float *col,
                      const float *dout, const float *w, const conv_geom_t *g)
 {
-    (void)tmp;
     conv2d_backward_with(conv_kernels(), dinp, dw, db, col, dout, w, g);
 }

@@ -42,11 +42,10 @@ int conv_geom_init(conv_geom_t *g);
 long conv_col_size(const conv_geom_t *g);
 
 /* col is a workspace of conv_col_size(g) floats, kept from forward to
- * backward; tmp ((OC, B·OH·OW) floats) is no longer used and may be NULL.
+ * backward.
  * One input channel: direct convolution; otherwise per-sample im2col + sgemm. */
 void conv2d_forward(float *out,        /* (B, OC, OH, OW) */
                     float *col,        /* conv_col_size(g) workspace, kept for backward */
-                    float *tmp,        /* unused */
                     const float *inp,  /* (B, C, H, W) */
                     const float *w,    /* (OC, C·KH·KW) */
                     const float *b,    /* (OC) */
@@ -56,7 +55,6 @@ void conv2d_backward(float *dinp,       /* (B, C, H, W) or NULL */
                      float *dw,         /* (OC, C·KH·KW) */
                      float *db,         /* (OC) */
                      float *col,        /* conv_col_size(g) workspace from forward */
-                     float *tmp,        /* unused */
                      const float *dout, /* (B, OC, OH, OW) */
                      const float *w,    /* (OC, C·KH·KW) */
                      const conv_geom_t *g);

@@ -219,7 +219,7 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
     if (M > 1) m->part = *part; else m->part = (model_part_t){ .index = 0, .count = 1 };
 
     size_t off = 0, full = 0;
-    long col_total = 0, tmp_max = 0;
+    long col_total = 0;
     for (int i = 0; i < p.n; i++) {
         layer_t *l = &m->layers[i];
         l->gw_off = full; full += l->w_len;
@@ -232,8 +232,6 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
             conv_geom_t g = layer_geom(l, max_batch, l->u_hi - l->u_lo);
             m->col_off[i] = col_total;
             col_total += conv_col_size(&g);
-            long t = (long)g.OC * g.B * g.OH * g.OW;
-            if (t > tmp_max) tmp_max = t;
         }
     }
     m->nparams = off;
@@ -241,7 +239,6 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
     m->params = xalloc_floats(off);
     m->grads = xalloc_floats(off);
     m->col = col_total ? xalloc_floats((size_t)col_total) : NULL;
-    m->tmp = tmp_max ? xalloc_floats((size_t)tmp_max) : NULL;
     m->probs = xalloc_floats((size_t)max_batch * classes);
     m->dlogits = xalloc_floats((size_t)max_batch * classes);
 
@@ -279,7 +276,7 @@ void model_free(model_t *m)
         free(l->pb); free(l->lout); free(l->ldout);
     }
     free(m->layers); free(m->col_off);
-    free(m->params); free(m->grads); free(m->col); free(m->tmp);
+    free(m->params); free(m->grads); free(m->col);
     free(m->probs); free(m->dlogits);
     free(m);
 }
@@ -299,20 +296,12 @@ void model_init_params(model_t *m, uint64_t seed)
         if (l->kind == LAYER_CONV) fan_out *= (long)l->k * l->k;
         const size_t all = (size_t)l->out_c * (size_t)fan_in;
         const size_t lo = (size_t)l->u_lo * (size_t)fan_in, hi = lo + l->w_len;
-        int relu_next = i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_RELU;
+        const int relu_next = i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_RELU;
+        const float sd = sqrtf(2.0f / (float)fan_in), a = sqrtf(6.0f / (float)(fan_in + fan_out));
         float *w = m->params + l->w_off;
-        if (relu_next) {
-            float sd = sqrtf(2.0f / (float)fan_in);
-            for (size_t j = 0; j < all; j++) {
-                float v = sd * rng_normal(&r);
-                if (j >= lo && j < hi) w[j - lo] = v;
-            }
-        } else {
-            float a = sqrtf(6.0f / (float)(fan_in + fan_out));
-            for (size_t j = 0; j < all; j++) {
-                float v = a * (float)(2.0 * rng_uniform(&r) - 1.0);
-                if (j >= lo && j < hi) w[j - lo] = v;
-            }
+        for (size_t j = 0; j < all; j++) {
+            float v = relu_next ? sd * rng_normal(&r) : a * (float)(2.0 * rng_uniform(&r) - 1.0);
+            if (j >= lo && j < hi) w[j - lo] = v;
         }
     }
 }
@@ -332,7 +321,7 @@ const float *model_forward(model_t *m, const float *x, int B)
             break;
         case LAYER_CONV: {
             conv_geom_t g = layer_geom(l, B, l->u_hi - l->u_lo);
-            conv2d_forward(l->pb ? l->lout : l->out, m->col + m->col_off[i], m->tmp, inp, W, bias, &g);
+            conv2d_forward(l->pb ? l->lout : l->out, m->col + m->col_off[i], inp, W, bias, &g);
             break;
         }
         case LAYER_MAXPOOL: {
@@ -386,7 +375,7 @@ void model_backward(model_t *m, const int32_t *labels, int B)
         case LAYER_CONV: {
             conv_geom_t g = layer_geom(l, B, l->u_hi - l->u_lo);
             conv2d_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, m->col + m->col_off[i],
-                            m->tmp, dout, m->params + l->w_off, &g);
+                            dout, m->params + l->w_off, &g);
             break;
         }
         case LAYER_MAXPOOL:

@@ -76,7 +76,6 @@ typedef struct model {
     int max_batch;
     float *col;                 /* im2col workspace, one per conv layer, laid end to end */
     long *col_off;              /* (nlayers) offset of each conv layer's workspace */
-    float *tmp;                 /* (max OC·B·OH·OW) conv transpose workspace */
     float *probs;               /* (max_batch, classes) */
     float *dlogits;             /* (max_batch, classes) */
     const float *input;         /* last forward input (not owned) */
