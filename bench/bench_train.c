@@ -1,18 +1,20 @@
 /* bench_train — single-process training throughput on Fashion-MNIST, set
- * against an sgemm peak measured in the same run.
+ * against the GEMM bound measured in the same run.
  *
  * For each model: ~50 warm-up steps, then a timed loop of whole training
  * steps (next batch → forward → loss → backward → SGD-momentum update) run
- * until ~3.5 s have passed. Training FLOPs per sample are taken as
- * 3 × 2 × forward MACs (backward ≈ 2 × forward), so the GEMM-only bound is
- * what the model would reach if every FLOP ran at the measured single-thread
- * sgemm peak.
+ * until ~3.5 s have passed, with each phase timed. FLOPs are those the step
+ * performs (model_train_flops: no input gradient for the first layer). Two
+ * bounds: the model's own GEMM shapes (batch × in × out, each way the step
+ * multiplies) timed alone, which is what the step could reach if nothing
+ * but its GEMMs ran; and the square-matrix sgemm peak, for reference.
  *
- * Output: human-readable lines, plus one machine-readable line per result:
+ * Output: human-readable lines, plus machine-readable ones:
  *   sgemm n=N gflops=G
  *   sgemm_peak_gflops=G
- *   bench model=M batch=B steps=S seconds=T samples_per_s=X gflops=G
- *         gemm_bound_samples_per_s=Y fraction=F
+ *   bench model=M batch=B steps=S seconds=T samples_per_s=X mflop_per_sample=F gflops=G
+ *         gemm_shapes_bound_samples_per_s=Y fraction=F peak_bound_samples_per_s=P peak_fraction=Q
+ *   profile model=M step_us=U gemm_alone=F gather=F forward=F loss=F backward=F update=F
  * Usage: bench_train [MODEL...]   (one process; no mpirun needed; MODEL is mlp
  *        or lenet, default both)
  */
@@ -25,6 +27,7 @@
 #include "data/data.h"
 #include "nn/model.h"
 #include "optim/optim.h"
+#include "util/cpu.h"
 #include "util/util.h"
 
 enum { BATCH = 64, WARMUP = 50 };
@@ -52,14 +55,97 @@ static double sgemm_gflops(int n)
     return 2.0 * (double)n * n * n * (double)calls / t * 1e-9;
 }
 
-/* One training step, exactly as the worker loop does it with --sync none. */
-static void train_step(model_t *m, optim_t *o, batch_iter_t *it)
+/* ---- the model's own GEMMs: the attainable bound on its shapes ---- */
+
+typedef struct gemm_call {
+    CBLAS_TRANSPOSE ta, tb;
+    int M, N, K;         /* C (M, N) = op(A) (M, K) · op(B) (K, N), row-major */
+    int reps;            /* calls per training step */
+} gemm_call_t;
+
+enum { MAX_CALLS = 64 };
+
+/* The sgemm calls of one training step on a batch of B, as nn makes them for
+ * dense layers; conv layers as per-sample im2col GEMMs (the direct path of a
+ * one-channel conv does the same FLOPs outside BLAS, so its im2col shape is
+ * the reference). Returns the number of calls written. */
+static int step_gemms(const model_t *m, int B, gemm_call_t *c)
 {
+    int n = 0, first = -1;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (!l->w_len) continue;
+        const int below = first >= 0;   /* an input gradient is computed */
+        if (first < 0) first = i;
+        if (n + 3 > MAX_CALLS) break;
+        if (l->kind == LAYER_DENSE) {
+            const int IN = l->in_c * l->in_h * l->in_w, OUT = l->out_c;
+            c[n++] = (gemm_call_t){ CblasNoTrans, CblasTrans, B, OUT, IN, 1 };    /* forward */
+            c[n++] = (gemm_call_t){ CblasTrans, CblasNoTrans, OUT, IN, B, 1 };    /* weight gradient */
+            if (below) c[n++] = (gemm_call_t){ CblasNoTrans, CblasNoTrans, B, IN, OUT, 1 };
+        } else {
+            const int OC = l->out_c, OHW = l->out_h * l->out_w, CKK = l->in_c * l->k * l->k;
+            c[n++] = (gemm_call_t){ CblasNoTrans, CblasNoTrans, OC, OHW, CKK, B };
+            c[n++] = (gemm_call_t){ CblasNoTrans, CblasTrans, CKK, OC, OHW, B };
+            if (below) c[n++] = (gemm_call_t){ CblasTrans, CblasNoTrans, CKK, OHW, OC, B };
+        }
+    }
+    return n;
+}
+
+/* Seconds one step's GEMMs take, each shape timed alone on its own buffers
+ * (the best of several rounds: the bound is what the shape can attain). */
+static double gemm_step_seconds(const gemm_call_t *c, int n)
+{
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        const gemm_call_t *g = &c[i];
+        const size_t na = (size_t)g->M * g->K, nb = (size_t)g->K * g->N, nc = (size_t)g->M * g->N;
+        float *a = xalloc_floats(na), *b = xalloc_floats(nb), *o = xalloc_floats(nc);
+        rng_t r;
+        rng_seed(&r, 11, (uint64_t)i);
+        for (size_t j = 0; j < na; j++) a[j] = (float)rng_uniform(&r) - 0.5f;
+        for (size_t j = 0; j < nb; j++) b[j] = (float)rng_uniform(&r) - 0.5f;
+        const int lda = g->ta == CblasNoTrans ? g->K : g->M, ldb = g->tb == CblasNoTrans ? g->N : g->K;
+        double best = 1e30;
+        for (int round = 0; round < 5; round++) {
+            long calls = 0;
+            double t0 = MPI_Wtime(), t;
+            do {
+                cblas_sgemm(CblasRowMajor, g->ta, g->tb, g->M, g->N, g->K, 1.0f, a, lda, b, ldb, 0.0f, o, g->N);
+                calls++;
+                t = MPI_Wtime() - t0;
+            } while (t < 0.02);
+            if (t / (double)calls < best) best = t / (double)calls;
+        }
+        total += best * g->reps;
+        free(a); free(b); free(o);
+    }
+    return total;
+}
+
+/* ---- a whole training step, with where its time goes ---- */
+
+enum { PH_GATHER, PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_UPDATE, NPH };
+static const char *const phase_name[NPH] = { "gather", "forward", "loss", "backward", "update" };
+
+/* One training step, exactly as the worker loop does it with --sync none;
+ * adds each phase's seconds to ph. */
+static void train_step(model_t *m, optim_t *o, batch_iter_t *it, double *ph)
+{
+    double t[NPH + 1];
+    t[0] = MPI_Wtime();
     batch_iter_next(it);
+    t[1] = MPI_Wtime();
     model_forward(m, it->x, it->nb);
+    t[2] = MPI_Wtime();
     model_loss(m, it->y, it->nb);
+    t[3] = MPI_Wtime();
     model_backward(m, it->y, it->nb);
+    t[4] = MPI_Wtime();
     optim_step(o, m->params, m->grads, 0, m->nparams, LR);
+    t[5] = MPI_Wtime();
+    for (int p = 0; p < NPH; p++) ph[p] += t[p + 1] - t[p];
 }
 
 /* Times one model and prints its result lines. */
@@ -71,28 +157,41 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
     optim_cfg_t oc = { .kind = OPT_SGD, .momentum = 0.9f };
     optim_t *o = optim_create(&oc, m->nparams);
     batch_iter_t *it = batch_iter_create(train, idx, train->n, BATCH, 1, 0);
+    double ph[NPH] = { 0 };
 
-    for (int s = 0; s < WARMUP; s++) train_step(m, o, it);
+    for (int s = 0; s < WARMUP; s++) train_step(m, o, it, ph);
+    memset(ph, 0, sizeof ph);
     /* N is set by the clock: steps until TARGET_S has passed (a clock read
      * costs ~20 ns against a step of 0.5-10 ms) */
     long steps = 0;
     double t0 = MPI_Wtime(), secs;
     do {
-        train_step(m, o, it);
+        train_step(m, o, it, ph);
         steps++;
         secs = MPI_Wtime() - t0;
     } while (secs < TARGET_S || steps < 10);
 
-    double sps = (double)steps * BATCH / secs;
-    double flops = 3.0 * 2.0 * model_forward_macs(m);   /* per sample, forward + backward */
-    double gflops = flops * sps * 1e-9;
-    double bound = peak_gflops * 1e9 / flops;
-    printf("%-6s %-14s %9zu params %8.3f MFLOP/sample  %9.0f samples/s  %6.2f GFLOP/s"
-           "  (GEMM bound %9.0f samples/s, %5.1f%%)\n",
-           name, spec, m->nparams, flops * 1e-6, sps, gflops, bound, 100.0 * sps / bound);
-    printf("bench model=%s batch=%d steps=%ld seconds=%.3f samples_per_s=%.1f gflops=%.3f"
-           " gemm_bound_samples_per_s=%.1f fraction=%.4f\n",
-           name, BATCH, steps, secs, sps, gflops, bound, sps / bound);
+    gemm_call_t calls[MAX_CALLS];
+    const double gemm_s = gemm_step_seconds(calls, step_gemms(m, BATCH, calls));
+    const double sps = (double)steps * BATCH / secs;
+    const double flops = model_train_flops(m);              /* per sample, as performed */
+    const double gflops = flops * sps * 1e-9;
+    const double bound = BATCH / gemm_s;                    /* samples/s if only the GEMMs ran */
+    const double peak_bound = peak_gflops * 1e9 / flops;    /* ... and at the square-matrix peak */
+    printf("%-6s %-14s %9zu params %8.3f MFLOP/sample  %9.0f samples/s  %6.2f GFLOP/s\n"
+           "       GEMM bound on its own shapes %9.0f samples/s (%5.1f%% reached); at the sgemm peak %9.0f (%5.1f%%)\n",
+           name, spec, m->nparams, flops * 1e-6, sps, gflops, bound, 100.0 * sps / bound,
+           peak_bound, 100.0 * sps / peak_bound);
+    const double step_s = secs / (double)steps;
+    printf("       step %.1f us: GEMM %.0f%% (its shapes' time alone);", step_s * 1e6, 100.0 * gemm_s / step_s);
+    for (int p = 0; p < NPH; p++) printf(" %s %.0f%%", phase_name[p], 100.0 * ph[p] / secs);
+    printf("\n");
+    printf("bench model=%s batch=%d steps=%ld seconds=%.3f samples_per_s=%.1f mflop_per_sample=%.4f gflops=%.3f"
+           " gemm_shapes_bound_samples_per_s=%.1f fraction=%.4f peak_bound_samples_per_s=%.1f peak_fraction=%.4f\n",
+           name, BATCH, steps, secs, sps, flops * 1e-6, gflops, bound, sps / bound, peak_bound, sps / peak_bound);
+    printf("profile model=%s step_us=%.1f gemm_alone=%.4f", name, step_s * 1e6, gemm_s / step_s);
+    for (int p = 0; p < NPH; p++) printf(" %s=%.4f", phase_name[p], ph[p] / secs);
+    printf("\n");
     fflush(stdout);
     batch_iter_free(it);
     optim_free(o);
@@ -102,7 +201,7 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    openblas_set_num_threads(1);
+    cpu_compute_setup(1, 1);   /* as dsgd train: one BLAS thread, subnormals flushed */
     printf("openblas core=%s config=%s\n", openblas_get_corename(), openblas_get_config());
     printf("openblas_core=%s\n", openblas_get_corename());
 

@@ -60,7 +60,7 @@ int main(int argc, char **argv)
         ps_client_t *cl = ps_client_create(&c, &pc, c.rank - 1, n);
         for (int i = 0; i < iters; i++) {
             ps_push_start(cl, v, 0.0f, i + 1);
-            ps_pull_start(cl, 0);
+            ps_pull_start(cl, 0, v);
             ps_pull_wait(cl, v);
         }
         ps_finish(cl, c.rank == 1, v);

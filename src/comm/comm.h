@@ -49,6 +49,22 @@ void comm_setup_check(comm_t *c, int failed, const char *msg);
  * message naming the ranks and the first differing setting. */
 void comm_check_same_config(comm_t *c, const char *desc);
 
+/* Polling that costs no CPU when there is nothing to do. MPI's own waits
+ * spin, and with more ranks than cores (any laptop, every experiment on a
+ * small machine) a spinning server or idle worker takes cycles from the
+ * ranks that compute. A poll loop calls comm_idle after each poll that found
+ * nothing: it returns at once for the first 50 us of a wait, yields the core
+ * until 2 ms, then sleeps for at most 1/8 of the time waited so far (capped
+ * at 1 ms), so a wait ends at most ~12% later than its event, and a short
+ * wait not at all. Sleeps are MPI_Wtime-consistent under SimGrid (SMPI
+ * turns nanosleep into simulated time). */
+typedef struct comm_idle {
+    double since;            /* start of the current wait (0: not waiting) */
+} comm_idle_t;
+/* Start a new wait (call when something happened). */
+static inline void comm_idle_reset(comm_idle_t *w) { w->since = 0; }
+void comm_idle(comm_idle_t *w);
+
 /* Wait for requests, polling, for at most c->timeout_s. Returns 0 when all
  * completed; on timeout or a failed peer it finds out which ranks are still
  * alive (a roll call among the survivors), prints one line naming the

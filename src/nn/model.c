@@ -355,12 +355,18 @@ static const float *part_slice(model_t *m, layer_t *l, int B)
     return l->ldout;
 }
 
+/* The lowest layer with parameters: it needs no input gradient. */
+static int first_param_layer(const model_t *m)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].w_len) return i;
+    return m->nlayers;
+}
+
 void model_backward(model_t *m, const int32_t *labels, int B)
 {
     softmax_xent_backward(m->dlogits, m->probs, labels, B, m->classes);
-    int first_param = m->nlayers;
-    for (int i = 0; i < m->nlayers; i++)
-        if (m->layers[i].w_len) { first_param = i; break; }
+    const int first_param = first_param_layer(m);
     for (int i = m->nlayers - 1; i >= 0; i--) {
         layer_t *l = &m->layers[i];
         const float *inp = i > 0 ? m->layers[i - 1].out : m->input;
@@ -413,6 +419,21 @@ double model_forward_macs(const model_t *m)
         else if (l->kind == LAYER_CONV) macs += (double)l->w_len * l->out_h * l->out_w;
     }
     return macs;
+}
+
+double model_train_flops(const model_t *m)
+{
+    const int first_param = first_param_layer(m);
+    double flops = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        double macs = l->kind == LAYER_DENSE ? (double)l->w_len
+                    : l->kind == LAYER_CONV ? (double)l->w_len * l->out_h * l->out_w : 0;
+        /* forward and weight gradient always; the input gradient only where
+         * model_backward computes one */
+        flops += 2.0 * macs * (i > first_param ? 3 : 2);
+    }
+    return flops;
 }
 
 int model_spans(const model_t *m, model_span_t *out, int max)

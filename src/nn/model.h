@@ -122,6 +122,11 @@ void model_backward(model_t *m, const int32_t *labels, int B);
 int model_correct(const model_t *m, const int32_t *labels, int B);
 /* Multiply-accumulates per sample in the forward pass (for FLOP figures). */
 double model_forward_macs(const model_t *m);
+/* FLOPs per sample of one training step as model_backward performs it:
+ * 2·MACs forward, 2·MACs for the weight gradient, and 2·MACs for the input
+ * gradient of every layer above the first one with parameters (the first
+ * computes none). Bias, activation and loss work is not counted. */
+double model_train_flops(const model_t *m);
 
 /* Human-readable layer name for checkpoint tensor names ("dense", "conv"). */
 const char *layer_kind_name(layer_kind_t k);

@@ -49,11 +49,14 @@ void optim_step(optim_t *o, float *w, const float *g, size_t off, size_t count, 
     optim_step_scaled(o, w, g, 1.0f, off, count, lr);
 }
 
-void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count, float lr)
+/* The update of one span, written to dst (== w: in place). Inlined into
+ * both callers, so the in-place one is compiled knowing dst is w (no alias
+ * checks in its vector loops); the arithmetic, and so the bits, are the
+ * same either way. */
+static inline __attribute__((always_inline)) void step_span(optim_t *o, float *dst, const float *w, const float *g,
+                                                             float gscale, size_t off, size_t count, float lr)
 {
     const float wd = o->cfg.weight_decay, mu = o->cfg.momentum;
-    w += off;
-    g += off;
     switch (o->cfg.kind) {
     case OPT_ADAGRAD: {
         float *G = o->accum + off;
@@ -61,7 +64,7 @@ void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_
         for (size_t i = 0; i < count; i++) {
             float gi = gscale * g[i] + wd * w[i];
             G[i] += gi * gi;
-            w[i] -= lr * gi / (sqrtf(G[i]) + eps);
+            dst[i] = w[i] - lr * gi / (sqrtf(G[i]) + eps);
         }
         break;
     }
@@ -70,7 +73,7 @@ void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_
         for (size_t i = 0; i < count; i++) {
             float gi = gscale * g[i] + wd * w[i];
             v[i] = mu * v[i] + gi;
-            w[i] -= lr * (gi + mu * v[i]);
+            dst[i] = w[i] - lr * (gi + mu * v[i]);
         }
         break;
     }
@@ -80,13 +83,24 @@ void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_
             for (size_t i = 0; i < count; i++) {
                 float gi = gscale * g[i] + wd * w[i];
                 v[i] = mu * v[i] + gi;
-                w[i] -= lr * v[i];
+                dst[i] = w[i] - lr * v[i];
             }
         } else {
-            for (size_t i = 0; i < count; i++) w[i] -= lr * (gscale * g[i] + wd * w[i]);
+            for (size_t i = 0; i < count; i++) dst[i] = w[i] - lr * (gscale * g[i] + wd * w[i]);
         }
         break;
     }
+}
+
+void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count, float lr)
+{
+    step_span(o, w + off, w + off, g + off, gscale, off, count, lr);
+}
+
+void optim_step_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off, size_t count,
+                     float lr)
+{
+    step_span(o, dst + off, w + off, g + off, gscale, off, count, lr);
 }
 
 int lr_sched_parse(const char *s, lr_sched_kind_t *out)

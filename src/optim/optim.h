@@ -44,6 +44,10 @@ void optim_step(optim_t *o, float *w, const float *g, size_t off, size_t count, 
 /* The same with the gradient taken as gscale·g (e.g. 1/N after a sum-all-
  * reduce), fused into the update instead of a separate pass. */
 void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count, float lr);
+/* The same step written to dst[off, off + count) instead of w (dst == w: in
+ * place); identical bits. The state (velocity, accumulator) is updated. */
+void optim_step_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off, size_t count,
+                     float lr);
 
 /* Learning-rate schedule: linear warm-up over `warmup` steps, then constant
  * or step decay (×gamma every `step_every` steps). */

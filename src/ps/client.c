@@ -1,14 +1,11 @@
 /* The worker's side of the parameter server: push and pull of the whole
  * vector to all shards in parallel, nonblocking with an explicit wait that
  * gives up (and stops the job, naming the shard) when a shard stays silent. */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/util.h"
 #include "ps.h"
-
-static size_t msg_bytes(size_t n) { return sizeof(ps_hdr_t) + n * sizeof(float); }
 
 ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, size_t nparams)
 {
@@ -20,9 +17,10 @@ ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, siz
     pc->nparams = nparams;
     pc->lo = xcalloc((size_t)S, sizeof(size_t));
     pc->n = xcalloc((size_t)S, sizeof(size_t));
-    pc->sbuf = xcalloc((size_t)S, sizeof(unsigned char *));
-    pc->rbuf = xcalloc((size_t)S, sizeof(unsigned char *));
-    pc->qbuf = xcalloc((size_t)S, sizeof(unsigned char *));
+    pc->shdr = xcalloc((size_t)S, sizeof(ps_hdr_t));
+    pc->rhdr = xcalloc((size_t)S, sizeof(ps_hdr_t));
+    pc->qhdr = xcalloc((size_t)S, sizeof(ps_hdr_t));
+    pc->rbuf = xalloc_floats(nparams);
     pc->push_req = xcalloc((size_t)S, sizeof(MPI_Request));
     pc->pull_req = xcalloc((size_t)(2 * S), sizeof(MPI_Request));
     pc->stamp = xcalloc((size_t)S, sizeof(int64_t));
@@ -30,9 +28,6 @@ ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, siz
     pc->cnt = xcalloc((size_t)S, sizeof(size_t));
     for (int k = 0; k < S; k++) {
         ps_shard_range(nparams, S, k, &pc->lo[k], &pc->n[k]);
-        pc->sbuf[k] = xmalloc(msg_bytes(pc->n[k]));
-        pc->rbuf[k] = xmalloc(msg_bytes(pc->n[k]));
-        pc->qbuf[k] = xcalloc(1, sizeof(ps_hdr_t));
         pc->push_req[k] = MPI_REQUEST_NULL;
         pc->pull_req[k] = pc->pull_req[S + k] = MPI_REQUEST_NULL;
     }
@@ -67,8 +62,7 @@ static void hdr_init(const ps_client_t *pc, int k, ps_hdr_t *h)
 void ps_client_free(ps_client_t *pc)
 {
     if (!pc) return;
-    for (int k = 0; k < pc->cfg->servers; k++) { free(pc->sbuf[k]); free(pc->rbuf[k]); free(pc->qbuf[k]); }
-    free(pc->sbuf); free(pc->rbuf); free(pc->qbuf);
+    free(pc->shdr); free(pc->rhdr); free(pc->qhdr); free(pc->rbuf);
     free(pc->lo); free(pc->n); free(pc->push_req); free(pc->pull_req); free(pc->stamp);
     free(pc->off); free(pc->cnt);
     free(pc);
@@ -85,7 +79,8 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
 {
     comm_t *c = pc->comm;
     double t0 = now_s();
-    for (long spin = 0;; spin++) {
+    comm_idle_t idle = { 0 };
+    for (;;) {
         int done = 0;
         if (MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
             die("%s failed: a server shard is unreachable (dead?); stopping", what);
@@ -100,7 +95,7 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
             die("server shard %d (rank %d) did not answer %s within %.0f s (dead or hung); stopping the job",
                 k, k, what, limit);
         }
-        if (spin > 1000) sched_yield();
+        comm_idle(&idle);
     }
     c->comm_s += now_s() - t0;
 }
@@ -110,17 +105,16 @@ void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step)
     const int S = pc->cfg->servers;
     ps_push_wait(pc);
     for (int k = 0; k < S; k++) {
-        ps_hdr_t h;
-        hdr_init(pc, k, &h);
-        h.clock = pc->clock;
-        h.stamp = pc->stamp[k];
-        h.step = step;
-        h.lr = lr;
-        memcpy(pc->sbuf[k], &h, sizeof h);
-        memcpy(pc->sbuf[k] + sizeof h, g + local_at(pc, k), pc->cnt[k] * sizeof(float));
-        MPI_CHECK(pc->comm, MPI_Isend(pc->sbuf[k], (int)msg_bytes(pc->cnt[k]), MPI_BYTE, k, PS_PUSH,
-                                      pc->comm->world, &pc->push_req[k]));
-        pc->comm->bytes_sent += msg_bytes(pc->cnt[k]);
+        ps_hdr_t *h = &pc->shdr[k];
+        hdr_init(pc, k, h);
+        h->clock = pc->clock;
+        h->stamp = pc->stamp[k];
+        h->step = step;
+        h->lr = lr;
+        MPI_Datatype t = ps_msg_type(h, g + local_at(pc, k), pc->cnt[k]);
+        MPI_CHECK(pc->comm, MPI_Isend(MPI_BOTTOM, 1, t, k, PS_PUSH, pc->comm->world, &pc->push_req[k]));
+        MPI_Type_free(&t);
+        pc->comm->bytes_sent += sizeof *h + pc->cnt[k] * sizeof(float);
         pc->comm->msgs_sent++;
     }
     pc->clock++;
@@ -134,20 +128,30 @@ void ps_push_wait(ps_client_t *pc)
     pc->push_active = 0;
 }
 
-void ps_pull_start(ps_client_t *pc, int eval)
+/* Post the receives of one reply per shard, of the given tag, into dst
+ * (the worker's range vector) and the reply headers. */
+static void recv_replies(ps_client_t *pc, int tag, float *dst, MPI_Request *reqs)
+{
+    for (int k = 0; k < pc->cfg->servers; k++) {
+        MPI_Datatype t = ps_msg_type(&pc->rhdr[k], dst + local_at(pc, k), pc->cnt[k]);
+        MPI_CHECK(pc->comm, MPI_Irecv(MPI_BOTTOM, 1, t, k, tag, pc->comm->world, &reqs[k]));
+        MPI_Type_free(&t);
+    }
+}
+
+void ps_pull_start(ps_client_t *pc, int eval, float *into)
 {
     const int S = pc->cfg->servers;
     pc->pull_tag = eval ? PS_EVAL_PARAMS : PS_PARAMS;
+    pc->pull_into = into ? into : pc->rbuf;
+    recv_replies(pc, pc->pull_tag, pc->pull_into, pc->pull_req + S);
     for (int k = 0; k < S; k++) {
-        MPI_CHECK(pc->comm, MPI_Irecv(pc->rbuf[k], (int)msg_bytes(pc->cnt[k]), MPI_BYTE, k, pc->pull_tag,
-                                      pc->comm->world, &pc->pull_req[S + k]));
-        ps_hdr_t h;
-        hdr_init(pc, k, &h);
-        h.clock = pc->clock;
-        memcpy(pc->qbuf[k], &h, sizeof h);
-        MPI_CHECK(pc->comm, MPI_Isend(pc->qbuf[k], (int)sizeof h, MPI_BYTE, k, eval ? PS_EVAL_PULL : PS_PULL,
+        ps_hdr_t *h = &pc->qhdr[k];
+        hdr_init(pc, k, h);
+        h->clock = pc->clock;
+        MPI_CHECK(pc->comm, MPI_Isend(h, (int)sizeof *h, MPI_BYTE, k, eval ? PS_EVAL_PULL : PS_PULL,
                                       pc->comm->world, &pc->pull_req[k]));
-        pc->comm->bytes_sent += sizeof h;
+        pc->comm->bytes_sent += sizeof *h;
         pc->comm->msgs_sent++;
     }
     pc->pull_active = 1;
@@ -167,25 +171,27 @@ static void merge_stats(ps_stats_t *into, const ps_stats_t *s, int first)
     }
 }
 
-/* Copy replies into params; merge statistics; remember stamps. */
-static void take_replies(ps_client_t *pc, float *params, int with_stats)
+/* Read the reply headers: statistics, stamps, evictions. */
+static void take_headers(ps_client_t *pc, int with_stats)
 {
     for (int k = 0; k < pc->cfg->servers; k++) {
-        ps_hdr_t h;
-        memcpy(&h, pc->rbuf[k], sizeof h);
-        if (!with_stats) pc->stamp[k] = h.stamp;   /* gated replies stamp the next gradient */
-        if (h.stats.evicted > 0) pc->comm->peer_lost = 1;
-        memcpy(params + local_at(pc, k), pc->rbuf[k] + sizeof h, pc->cnt[k] * sizeof(float));
-        if (with_stats) merge_stats(&pc->stats, &h.stats, k == 0);
+        const ps_hdr_t *h = &pc->rhdr[k];
+        if (!with_stats) pc->stamp[k] = h->stamp;   /* gated replies stamp the next gradient */
+        if (h->stats.evicted > 0) pc->comm->peer_lost = 1;
+        if (with_stats) merge_stats(&pc->stats, &h->stats, k == 0);
     }
 }
 
 void ps_pull_wait(ps_client_t *pc, float *params)
 {
+    ps_push_wait(pc);   /* the shard answers after taking the push: this returns at once */
     if (!pc->pull_active) return;
+    if (pc->pull_into != pc->rbuf && pc->pull_into != params)
+        die("ps_pull_wait: the pull was started into another vector (a bug in the caller)");
     wait_shards(pc, 2 * pc->cfg->servers, pc->pull_req, shard_limit(pc), pc->pull_tag == PS_PARAMS ? "a pull" : "an evaluation pull");
     pc->pull_active = 0;
-    take_replies(pc, params, pc->pull_tag == PS_EVAL_PARAMS);
+    take_headers(pc, pc->pull_tag == PS_EVAL_PARAMS);
+    if (pc->pull_into == pc->rbuf) memcpy(params, pc->rbuf, pc->kn * sizeof(float));
 }
 
 void ps_finish(ps_client_t *pc, int lead, float *params)
@@ -201,9 +207,9 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
     }
     /* the shards answer when every worker is done or evicted; until then
      * they send keep-alives, so only a silent shard runs into the timeout */
-    for (int k = 0; k < S; k++)
-        MPI_CHECK(c, MPI_Irecv(pc->rbuf[k], (int)msg_bytes(pc->cnt[k]), MPI_BYTE, k, PS_FINAL, c->world, &pc->pull_req[k]));
+    recv_replies(pc, PS_FINAL, lead ? params : pc->rbuf, pc->pull_req);
     double last = now_s();
+    comm_idle_t idle = { 0 };
     for (;;) {
         int done = 0;
         if (MPI_Testall(S, pc->pull_req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
@@ -220,16 +226,8 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
         if (now_s() - last > shard_limit(pc))
             die("the server shards sent neither the final parameters nor a keep-alive within %.0f s; stopping",
                 shard_limit(pc));
-        sched_yield();
+        comm_idle(&idle);
     }
-    if (lead) {
-        take_replies(pc, params, 1);
-    } else {
-        for (int k = 0; k < S; k++) {
-            ps_hdr_t h;
-            memcpy(&h, pc->rbuf[k], sizeof h);
-            if (h.stats.evicted > 0) c->peer_lost = 1;
-        }
-    }
+    take_headers(pc, 1);   /* the lead keeps the final statistics; everyone learns of evictions */
     /* keep-alives still in flight are harmless: nothing receives them */
 }

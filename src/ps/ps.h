@@ -90,6 +90,13 @@ typedef struct ps_config {
 
 /* Slice of shard k: [lo, lo + n). */
 void ps_shard_range(size_t nparams, int servers, int k, size_t *lo, size_t *n);
+/* Every message is a header followed by cnt floats. The two need not be
+ * adjacent in memory: this committed datatype describes both at their
+ * absolute addresses (use it with MPI_BOTTOM and count 1), so payloads go
+ * from and to the caller's vectors without a copy. Its signature is plain
+ * bytes, the same as a contiguous buffer of header + payload. Free it after
+ * starting the call (MPI keeps it alive until the call completes). */
+MPI_Datatype ps_msg_type(const ps_hdr_t *h, const float *data, size_t cnt);
 
 /* ---- server (server.c) ---- */
 /* Run shard `k` (this rank) until every worker is done or evicted; params
@@ -105,9 +112,11 @@ typedef struct ps_client {
     size_t *lo, *n;              /* (servers) slices */
     size_t klo, kn;              /* this worker's key range (default: all) */
     size_t *off, *cnt;           /* (servers) its part of each slice, shard-relative */
-    unsigned char **sbuf;        /* (servers) push message buffers */
-    unsigned char **rbuf;        /* (servers) reply buffers */
-    unsigned char **qbuf;        /* (servers) pull request buffers (header only) */
+    ps_hdr_t *shdr;              /* (servers) push headers (payloads go from the caller's vector) */
+    ps_hdr_t *rhdr;              /* (servers) reply headers */
+    ps_hdr_t *qhdr;              /* (servers) pull requests (header only) */
+    float *rbuf;                 /* (kn) replies land here when they cannot go to their destination directly */
+    float *pull_into;            /* where the pending pull lands: the caller's vector or rbuf */
     MPI_Request *push_req;       /* (servers) */
     MPI_Request *pull_req;       /* (2·servers): request sends and reply receives */
     int push_active, pull_active, pull_tag;
@@ -122,12 +131,19 @@ void ps_client_free(ps_client_t *pc);
  * that range (index 0 = key klo). */
 void ps_client_set_range(ps_client_t *pc, size_t klo, size_t kn);
 /* Push g (the worker's range; each shard gets its part) applied with rate lr.
- * The gradient is copied into the message buffers, so g may change at once. */
+ * g is sent from where it is, not copied: it must not change until the push
+ * is complete (ps_push_wait, which the next push and every ps_pull_wait
+ * call first). */
 void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step);
 void ps_push_wait(ps_client_t *pc);
-/* Pull through the gate (eval = 0) or at once with statistics (eval = 1). */
-void ps_pull_start(ps_client_t *pc, int eval);
-/* Wait for the pull and copy the slices into params. */
+/* Pull through the gate (eval = 0) or at once with statistics (eval = 1).
+ * into != NULL: the parameters land in that vector directly, which the
+ * caller neither reads nor writes until ps_pull_wait(pc, into); NULL: they
+ * land in a buffer of the client's and ps_pull_wait copies them out (for a
+ * caller that keeps computing on its vector meanwhile). */
+void ps_pull_start(ps_client_t *pc, int eval, float *into);
+/* Wait for the pull (and any push still in flight); the parameters are then
+ * in params (which must be the pull's `into` if one was given). */
 void ps_pull_wait(ps_client_t *pc, float *params);
 /* Tell every shard this worker is done, then wait for the shards' final
  * message (sent once every worker is done or evicted): the lead worker takes

@@ -1,7 +1,6 @@
 /* One parameter-server shard: the receive loop, the server-side optimizer,
  * per-worker clocks, the consistency gate (ASP / SSP / DSSP), staleness
  * bookkeeping and eviction of silent workers. */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,15 +24,24 @@ typedef struct shard {
     const ps_config_t *cfg;
     int k;
     size_t lo, n;
-    float *w;                /* (n) parameters of the slice */
+    /* The slice's parameters. Replies are sent from it without a copy, so
+     * while a reply is in flight from a buffer, that buffer is not written:
+     * an update then goes out of place into a buffer no reply is reading,
+     * which becomes the current one. At most one buffer per reply slot plus
+     * one are ever needed (a reply to a dead worker never completes, so its
+ * buffer is simply never free again). */
+    float *w;                /* (n) the current parameters: one of wb */
+    float **wb;              /* (2·workers + 1) buffers, allocated when first needed */
+    int nwb;
     optim_t *opt;            /* state of the slice */
     worker_state_t *ws;      /* (workers) */
     unsigned char *in;       /* receive buffer: header + n floats */
-    /* Replies go out with MPI_Isend from a buffer per worker and kind (pull
-     * or evaluation): a blocking send to a worker that died after asking
-     * would never return (large messages wait for the receiver). */
-    unsigned char **out;     /* (2·workers) */
+    /* Replies go out with MPI_Isend, one slot per worker and kind (pull or
+     * evaluation): a blocking send to a worker that died after asking would
+     * never return (large messages wait for the receiver). */
+    ps_hdr_t *out;           /* (2·workers) reply headers */
     MPI_Request *out_req;    /* (2·workers) */
+    const float **out_from;  /* (2·workers) the buffer each reply is sent from */
     ps_stats_t st;
     double last_keepalive;
 } shard_t;
@@ -45,6 +53,45 @@ void ps_shard_range(size_t nparams, int servers, int k, size_t *lo, size_t *n)
 {
     *lo = nparams * (size_t)k / (size_t)servers;
     *n = nparams * (size_t)(k + 1) / (size_t)servers - *lo;
+}
+
+MPI_Datatype ps_msg_type(const ps_hdr_t *h, const float *data, size_t cnt)
+{
+    int len[2] = { (int)sizeof *h, (int)(cnt * sizeof(float)) };
+    MPI_Aint at[2];
+    MPI_Datatype types[2] = { MPI_BYTE, MPI_BYTE }, t;
+    MPI_Get_address(h, &at[0]);
+    MPI_Get_address(data, &at[1]);
+    if (MPI_Type_create_struct(2, len, at, types, &t) != MPI_SUCCESS || MPI_Type_commit(&t) != MPI_SUCCESS)
+        die("cannot build the message datatype of %zu floats", cnt);
+    return t;
+}
+
+/* Is a reply still reading buffer b? Completes the replies that are done. */
+static int buffer_busy(shard_t *s, const float *b)
+{
+    int busy = 0;
+    for (int j = 0; j < 2 * s->cfg->workers; j++) {
+        if (s->out_from[j] != b || s->out_req[j] == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        MPI_CHECK(s->c, MPI_Test(&s->out_req[j], &done, MPI_STATUS_IGNORE));
+        if (done) s->out_from[j] = NULL;
+        else busy = 1;
+    }
+    return busy;
+}
+
+/* Where the next update of the slice goes: the current buffer when no reply
+ * is reading it (the usual case: a worker asks again only after receiving),
+ * else a free one. */
+static float *update_target(shard_t *s)
+{
+    if (!buffer_busy(s, s->w)) return s->w;
+    for (int i = 0; i < s->nwb; i++)
+        if (s->wb[i] != s->w && !buffer_busy(s, s->wb[i])) return s->wb[i];
+    if (s->nwb == 2 * s->cfg->workers + 1) die("server shard %d: no free parameter buffer (a bug)", s->k);
+    s->wb[s->nwb] = xalloc_floats(s->n ? s->n : 1);
+    return s->wb[s->nwb++];
 }
 
 /* Minimum clock over live workers (those evicted hold no one back). */
@@ -70,15 +117,15 @@ static void send_params(shard_t *s, int p, int tag, int64_t stamp)
     int slot = 2 * p + (tag == PS_EVAL_PARAMS);
     /* the worker has received the previous reply of this kind before it could ask again */
     MPI_CHECK(s->c, MPI_Wait(&s->out_req[slot], MPI_STATUS_IGNORE));
-    ps_hdr_t h;
-    memset(&h, 0, sizeof h);
-    h.stamp = stamp;
-    h.stats = s->st;
+    ps_hdr_t *h = &s->out[slot];
+    memset(h, 0, sizeof *h);
+    h->stamp = stamp;
+    h->stats = s->st;
     const worker_state_t *w = &s->ws[p];
-    memcpy(s->out[slot], &h, sizeof h);
-    memcpy(s->out[slot] + sizeof h, s->w + w->off, w->cnt * sizeof(float));
-    MPI_CHECK(s->c, MPI_Isend(s->out[slot], (int)msg_bytes(w->cnt), MPI_BYTE, worker_rank(s, p), tag, s->c->world,
-                              &s->out_req[slot]));
+    MPI_Datatype t = ps_msg_type(h, s->w + w->off, w->cnt);
+    MPI_CHECK(s->c, MPI_Isend(MPI_BOTTOM, 1, t, worker_rank(s, p), tag, s->c->world, &s->out_req[slot]));
+    MPI_Type_free(&t);
+    s->out_from[slot] = s->w;
     s->c->bytes_sent += msg_bytes(w->cnt);
     s->c->msgs_sent++;
 }
@@ -145,7 +192,15 @@ static void on_push(shard_t *s, int p, const ps_hdr_t *h, float *g)
     record_staleness(s, h->clock - h->stamp);
     float lr = s->cfg->fixed_lr > 0 ? s->cfg->fixed_lr : h->lr;
     if (w->off) memmove(g + w->off, g, w->cnt * sizeof(float));
-    if (w->cnt) optim_step(s->opt, s->w, g, w->off, w->cnt, lr);
+    if (w->cnt) {
+        float *to = update_target(s);
+        if (to != s->w) {   /* out of place: the rest of the slice is carried over */
+            memcpy(to, s->w, w->off * sizeof(float));
+            memcpy(to + w->off + w->cnt, s->w + w->off + w->cnt, (s->n - w->off - w->cnt) * sizeof(float));
+        }
+        optim_step_into(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
+        s->w = to;
+    }
     w->t++;
     w->step = h->step;
     double now = now_s();
@@ -196,12 +251,13 @@ static int recv_or_evict(shard_t *s, const MPI_Status *st, int p)
     MPI_Request req;
     MPI_CHECK(s->c, MPI_Irecv(s->in, (int)msg_bytes(s->n), MPI_BYTE, st->MPI_SOURCE, st->MPI_TAG, s->c->world, &req));
     double t0 = now_s();
+    comm_idle_t idle = { 0 };
     for (;;) {
         int done = 0;
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
         if (done) return 0;
         if (now_s() - t0 > s->cfg->timeout_s) break;
-        sched_yield();
+        comm_idle(&idle);
     }
     s->in = xmalloc(msg_bytes(s->n));   /* the old buffer stays with the dead request */
     if (p >= 0 && p < s->cfg->workers && s->ws[p].alive) {
@@ -226,7 +282,8 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     s->cfg = cfg;
     s->k = k;
     ps_shard_range(nparams, cfg->servers, k, &s->lo, &s->n);
-    s->w = xalloc_floats(s->n);
+    s->wb = xcalloc((size_t)(2 * cfg->workers + 1), sizeof(float *));
+    s->wb[s->nwb++] = s->w = xalloc_floats(s->n ? s->n : 1);
     memcpy(s->w, params + s->lo, s->n * sizeof(float));
     s->opt = optim_create(&cfg->opt, s->n);
     s->ws = xcalloc((size_t)cfg->workers, sizeof(worker_state_t));
@@ -237,13 +294,12 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         s->ws[p].cnt = s->n;   /* until its first message says otherwise */
     }
     s->in = xmalloc(msg_bytes(s->n));
-    s->out = xcalloc((size_t)(2 * cfg->workers), sizeof(unsigned char *));
+    s->out = xcalloc((size_t)(2 * cfg->workers), sizeof(ps_hdr_t));
     s->out_req = xcalloc((size_t)(2 * cfg->workers), sizeof(MPI_Request));
-    for (int j = 0; j < 2 * cfg->workers; j++) {
-        s->out[j] = xmalloc(msg_bytes(s->n));
-        s->out_req[j] = MPI_REQUEST_NULL;
-    }
+    s->out_from = xcalloc((size_t)(2 * cfg->workers), sizeof(float *));
+    for (int j = 0; j < 2 * cfg->workers; j++) s->out_req[j] = MPI_REQUEST_NULL;
 
+    comm_idle_t idle = { 0 };
     while (!all_finished(s)) {
         int flag = 0;
         MPI_Status stt;
@@ -267,9 +323,10 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
                         MPI_CHECK(c, MPI_Send(&h, (int)sizeof h, MPI_BYTE, worker_rank(s, p), PS_KEEPALIVE, c->world));
                 s->last_keepalive = now;
             }
-            sched_yield();
+            comm_idle(&idle);
             continue;
         }
+        comm_idle_reset(&idle);
         int src = stt.MPI_SOURCE, p = src - cfg->servers;
         if (recv_or_evict(s, &stt, p) != 0) continue;
         if (p < 0 || p >= cfg->workers) continue;   /* not a worker: ignore (e.g. a roll call) */
@@ -311,15 +368,19 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     int64_t m = min_clock(s, &slow);
     for (int p = 0; p < cfg->workers; p++)
         if (s->ws[p].alive) send_params(s, p, PS_FINAL, m);
+    int keep = 0;   /* a reply to a dead worker that MPI may still read from: its buffer is not freed */
     for (int p = 0; p < cfg->workers; p++) {
         for (int j = 0; j < 2; j++) {
             MPI_Request *q = &s->out_req[2 * p + j];
             if (s->ws[p].alive) MPI_CHECK(c, MPI_Wait(q, MPI_STATUS_IGNORE));
-            else if (*q != MPI_REQUEST_NULL) MPI_Request_free(q);   /* to a dead worker: abandon */
-            free(s->out[2 * p + j]);
+            else if (*q != MPI_REQUEST_NULL) { MPI_Request_free(q); keep = 1; }   /* to a dead worker: abandon */
         }
     }
-    free(s->in); free(s->out); free(s->out_req); free(s->w); free(s->ws);
+    if (!keep) {
+        for (int i = 0; i < s->nwb; i++) free(s->wb[i]);
+        free(s->out);
+    }
+    free(s->in); free(s->out_req); free(s->out_from); free(s->wb); free(s->ws);
     optim_free(s->opt);
     return 0;
 }

@@ -29,7 +29,10 @@ static int downpour_init(run_t *r)
 {
     if (ps_sync_init(r, GATE_ASP, r->cfg->warmup_steps) != 0) return -1;
     ps_sync_t *s = r->sync_state;
-    if (r->is_worker) s->local_acc = xalloc_floats(r->model->nparams);
+    if (r->is_worker) {
+        s->local_acc = xalloc_floats(r->model->nparams);
+        s->acc_sent = xalloc_floats(r->model->nparams);
+    }
     return 0;
 }
 
@@ -41,19 +44,25 @@ static int downpour_step(run_t *r)
     if (r->step == 0 && r->replica != 0 && r->cfg->warmup_steps > 0) {
         /* warm start: this step only fetches worker 0's parameters, which
          * the shards hand out once it has trained --warmup-steps alone */
-        ps_pull_start(s->client, 0);
+        ps_pull_start(s->client, 0, m->params);
         ps_pull_wait(s->client, m->params);
         return 0;
     }
     for (size_t i = 0; i < n; i++) s->local_acc[i] += m->grads[i];
     optim_step(r->opt, m->params, m->grads, 0, n, r->lr);
     if (++s->since_push >= r->cfg->push_every) {
+        /* the push goes from local_acc as it is; accumulate into the other
+         * buffer, whose own push the start of this one has completed */
         ps_push_start(s->client, s->local_acc, r->lr, r->step + 1);
+        float *sent = s->local_acc;
+        s->local_acc = s->acc_sent;
+        s->acc_sent = sent;
         memset(s->local_acc, 0, n * sizeof(float));
         s->since_push = 0;
     }
     if (s->client->pull_active) ps_pull_wait(s->client, m->params);
-    if ((r->step + 1) % r->cfg->fetch_every == 0) ps_pull_start(s->client, 0);
+    /* the next forward and backward read params while this fetch is in flight: it lands in the client's buffer */
+    if ((r->step + 1) % r->cfg->fetch_every == 0) ps_pull_start(s->client, 0, NULL);
     return 0;
 }
 

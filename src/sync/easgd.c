@@ -91,7 +91,7 @@ static int easgd_step(run_t *r)
                 e->center[i] = (1.0f - beta) * e->center[i] + beta * xbar;
             }
         } else {
-            ps_pull_start(e->ps.client, 0);
+            ps_pull_start(e->ps.client, 0, e->center);
             ps_pull_wait(e->ps.client, e->center);
             for (size_t i = 0; i < n; i++) {
                 e->diff[i] = e->alpha * (x[i] - e->center[i]);

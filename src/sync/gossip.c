@@ -19,7 +19,6 @@
  * moved for --timeout seconds (pull), or that does not take a message within
  * --timeout (push), is marked dead and never chosen again. */
 #include <math.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,7 +178,8 @@ static int drain_inbox(run_t *r, gossip_t *g, int first)
         MPI_CHECK(r->comm, MPI_Irecv(buf, (int)g->n, MPI_FLOAT, st.MPI_SOURCE, TAG_GOSSIP, r->comm->world, &q));
         double t0 = now_s();
         int got = 0;
-        while (!got && now_s() - t0 < r->cfg->timeout) { MPI_Test(&q, &got, MPI_STATUS_IGNORE); if (!got) sched_yield(); }
+        comm_idle_t idle = { 0 };
+        while (!got && now_s() - t0 < r->cfg->timeout) { MPI_Test(&q, &got, MPI_STATUS_IGNORE); if (!got) comm_idle(&idle); }
         if (!got) {
             g->peer = xmalloc(g->bytes);   /* the old buffer stays with the dead request */
             mark_dead(r, g, st.MPI_SOURCE, "it stopped in the middle of a message");
@@ -301,21 +301,23 @@ static void gossip_finish(run_t *r)
         for (int j = 0; j < N; j++)
             if (j != me && g->alive[j]) MPI_Send(&one, 1, MPI_INT, j, TAG_GOSSIP_DONE, r->comm->world);
         double t0 = now_s();
+        comm_idle_t idle = { 0 };
         for (;;) {
             drain_inbox(r, g, 0);
             int missing = -1;
             for (int j = 0; j < N; j++) if (j != me && g->alive[j] && !g->done_from[j]) missing = j;
             if (missing < 0) break;
             if (now_s() - t0 > r->cfg->timeout + 10) { mark_dead(r, g, missing, "it never finished"); t0 = now_s(); }
-            sched_yield();
+            comm_idle(&idle);
         }
     }
     if (r->lead) {
         /* wait until every live rank has published its final parameters */
+        comm_idle_t idle = { 0 };
         for (int j = 0; j < N; j++)
             while (g->alive[j] && read_peer(r, g, j) <= r->total_steps) {
                 if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "it never finished"); break; }
-                sched_yield();
+                comm_idle(&idle);
             }
         memcpy(r->model->params, gossip_average(r), g->n * sizeof(float));
         int lost = r->comm->peer_lost;
@@ -328,10 +330,11 @@ static void gossip_finish(run_t *r)
         MPI_CHECK(r->comm, MPI_Irecv(&lost, 1, MPI_INT, 0, TAG_GOSSIP_BYE, r->comm->world, &q));
         double t0 = now_s();
         int got = 0;
+        comm_idle_t idle = { 0 };
         while (!got) {
             MPI_Test(&q, &got, MPI_STATUS_IGNORE);
             if (!got && now_s() - t0 > 3 * r->cfg->timeout + 10) { mark_dead(r, g, 0, "the lead never said goodbye"); break; }
-            if (!got) sched_yield();
+            if (!got) comm_idle(&idle);
         }
         if (lost) r->comm->peer_lost = 1;
     }

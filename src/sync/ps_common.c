@@ -100,7 +100,7 @@ int ps_sync_serve(run_t *r)
 float *ps_sync_eval_params(run_t *r)
 {
     ps_sync_t *s = r->sync_state;
-    ps_pull_start(s->client, 1);
+    ps_pull_start(s->client, 1, s->eval);
     ps_pull_wait(s->client, s->eval);
     return s->eval;
 }
@@ -117,6 +117,7 @@ void ps_sync_destroy(run_t *r)
     if (!s) return;
     ps_client_free(s->client);
     free(s->local_acc);
+    free(s->acc_sent);
     free(s->eval);
     free(s);
     r->sync_state = NULL;

@@ -11,6 +11,7 @@ typedef struct ps_sync {
     ps_client_t *client;     /* workers */
     float *eval;             /* (nparams) the lead's copy of the global model */
     float *local_acc;        /* downpour: gradients accumulated since the last push */
+    float *acc_sent;         /* downpour: the accumulator of the push in flight (sent without a copy) */
     long since_push;
     char hist_json[PS_HIST * 24];  /* the staleness histogram, for the done event */
 } ps_sync_t;

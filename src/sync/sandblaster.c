@@ -22,7 +22,6 @@
  * is found by --timeout and its portions are reissued; a dead shard or
  * coordinator stops everyone with a message (comm timeouts).
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -180,13 +179,13 @@ static void wait_task(run_t *r, sb_task_t *t)
         MPI_Request q;
         MPI_CHECK(r->comm, MPI_Irecv(t, (int)sizeof *t, MPI_BYTE, 0, SB_TASK, r->comm->world, &q));
         double t0 = now_s();
-        long spin = 0;
-        for (int done = 0; !done; spin++) {
+        comm_idle_t idle = { 0 };
+        for (int done = 0; !done;) {
             MPI_CHECK(r->comm, MPI_Test(&q, &done, MPI_STATUS_IGNORE));
             if (!done && now_s() - t0 > r->cfg->timeout)
                 die("sandblaster replica %d: the coordinator (rank 0) has not answered for %.1f s (--timeout %g); stopping",
                     s->me, now_s() - t0, r->cfg->timeout);
-            if (!done && spin > 1000) sched_yield();
+            if (!done) comm_idle(&idle);
         }
         if (t->action != ACT_KEEPALIVE) return;
     }

@@ -4,7 +4,6 @@
  * wins, later copies are discarded by portion id), reissues the portions of
  * a replica that died, and ends once every shard holds every portion. It
  * sees scalars only: one loss per portion, summed in portion order. */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -247,11 +246,11 @@ double sb_coord_pass(sb_coord_t *co, long batch)
     co->open = 1;
     for (int q = 0; q < co->R; q++)
         if (co->rep[q].alive && co->rep[q].parked) assign(co, q, V_NONE);
-    long idle = 0;
+    comm_idle_t idle = { 0 };
     while (co->nkept < co->P || !all_pushed(co)) {
-        if (poll_once(co)) { idle = 0; continue; }
+        if (poll_once(co)) { comm_idle_reset(&idle); continue; }
         if (!any_alive(co)) die("sandblaster: every replica has died; stopping");
-        if (++idle > 1000) sched_yield();
+        comm_idle(&idle);
     }
     co->open = 0;
     sb_coord_replies(co, OP_END, 0, 0, "waiting for the shards to receive every portion");
@@ -277,6 +276,7 @@ void sb_coord_stop(sb_coord_t *co)
      * MPI_Finalize, which waits for the dead rank forever. Parked replicas
      * get keep-alives meanwhile, so they do not time out on us. */
     double t0 = now_s(), last_ka = t0;
+    comm_idle_t idle = { 0 };
     for (;;) {
         int left = 0;
         for (int q = 0; q < co->R; q++)
@@ -290,6 +290,7 @@ void sb_coord_stop(sb_coord_t *co)
         sb_req_t m;
         int from;
         if (recv_req(co, &m, &from)) {
+            comm_idle_reset(&idle);
             if (from < 0 || m.kind == REQ_NOTICE) continue;
             co->rep[from].last_heard = now_s();
             if (m.kind == REQ_DONE) co->dup_discarded++;   /* a backup copy still running at the end */
@@ -299,7 +300,7 @@ void sb_coord_stop(sb_coord_t *co)
                 if (co->rep[q].alive && !co->rep[q].parked) { co->rep[q].alive = 0; co->c->peer_lost = 1; }
         } else {
             if (now_s() - co->last_ping > co->c->timeout_s / 4) sb_coord_op(co, OP_PING, 0, 0, 0, 0);
-            sched_yield();
+            comm_idle(&idle);
         }
     }
     for (int q = 0; q < co->R; q++)

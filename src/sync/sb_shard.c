@@ -11,7 +11,6 @@
  * push): a shard that already holds that id drops the push. A group push
  * that repeats a held id would be a bug; it is dropped and reported
  * (conflicts), and the coordinator stops the run. */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,12 +120,13 @@ static int recv_push(shard_t *s, const MPI_Status *st, int q)
     MPI_Request req;
     MPI_CHECK(s->c, MPI_Irecv(s->in, (int)push_bytes(s), MPI_BYTE, st->MPI_SOURCE, SB_PUSH, s->c->world, &req));
     double t0 = now_s();
+    comm_idle_t idle = { 0 };
     for (;;) {
         int done = 0;
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
         if (done) return 0;
         if (now_s() - t0 > s->timeout) break;
-        sched_yield();
+        comm_idle(&idle);
     }
     s->in = xmalloc(push_bytes(s));
     if (q >= 0 && q < s->R) s->dead[q] = 1;
@@ -162,7 +162,7 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k)
         s->fetch_pass[q] = -1;
     }
     double heard = now_s();
-    long idle = 0;
+    comm_idle_t idle = { 0 };
     while (!s->stop) {
         int flag = 0;
         MPI_Status st;
@@ -171,10 +171,10 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k)
             if (now_s() - heard > s->timeout)
                 die("sandblaster shard %d: the coordinator (rank 0) has been silent for %.1f s (--timeout %g); stopping",
                     k, now_s() - heard, s->timeout);
-            if (++idle > 1000) sched_yield();
+            comm_idle(&idle);
             continue;
         }
-        idle = 0;
+        comm_idle_reset(&idle);
         int src = st.MPI_SOURCE, q = src - 1 - s->S;
         if (src == 0 && st.MPI_TAG == SB_OP) {
             sb_op_t o;

@@ -38,7 +38,7 @@ static int ssp_step(run_t *r)
 {
     ps_sync_t *s = r->sync_state;
     ps_push_start(s->client, r->model->grads, r->lr, r->step + 1);
-    ps_pull_start(s->client, 0);
+    ps_pull_start(s->client, 0, r->model->params);
     ps_pull_wait(s->client, r->model->params);
     return 0;
 }

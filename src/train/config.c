@@ -32,6 +32,7 @@ const opt_def_t config_train_opts[] = {
     { "checkpoint-every", OT_LONG, S(checkpoint_every), "0", "steps between checkpoints (0: only at the end)" },
     { "resume", OT_STR, S(resume), "", "continue the run saved in this checkpoint" },
     { "threads", OT_LONG, S(threads), "1", "BLAS threads per process" },
+    { "denormals", OT_STR, S(denormals), "flush", "flush (subnormal floats become zero: fast) | keep (IEEE subnormals: exact, up to several times slower when training is noisy)" },
     { "timeout", OT_DOUBLE, S(timeout), "60", "seconds a rank waits for a peer before declaring it dead" },
     { "slowdown", OT_STR, S(slowdown), "", "slow workers down: R=F[,R=F...] (rank R F times slower) or FRAC:F (that fraction of workers)" },
     { "fail", OT_STR, S(fail), "", "crash workers abruptly: R@S[,R@S...] (rank R exits at its step S)" },
@@ -74,6 +75,7 @@ const opt_def_t config_eval_opts[] = {
     { "data", OT_STR, S(data), "fashion-mnist", "dataset whose test split is used" },
     { "test-subset", OT_LONG, S(test_subset), "0", "evaluate on the first N test samples (0: all)" },
     { "threads", OT_LONG, S(threads), "1", "BLAS threads" },
+    { "denormals", OT_STR, S(denormals), "flush", "flush | keep subnormal floats (see dsgd train --help)" },
     { NULL, 0, 0, NULL, NULL }
 };
 
@@ -158,6 +160,8 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (c->train_subset < 0 || c->test_subset < 0) BAD("--train-subset and --test-subset must be >= 0");
     if (c->eval_every < 0 || c->checkpoint_every < 0) BAD("--eval-every and --checkpoint-every must be >= 0");
     if (c->threads < 1 || c->threads > 256) BAD("--threads must be in 1..256 (got %ld)", c->threads);
+    if (strcmp(c->denormals, "flush") && strcmp(c->denormals, "keep"))
+        BAD("unknown --denormals '%s'; choose flush or keep", c->denormals);
     if (c->checkpoint_every > 0 && !*c->checkpoint) BAD("--checkpoint-every needs --checkpoint FILE");
     if (!(c->timeout > 0)) BAD("--timeout must be positive (got %g)", c->timeout);
     if (c->period < 1) BAD("--period must be >= 1 (got %ld)", c->period);

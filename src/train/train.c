@@ -1,6 +1,5 @@
 #include "train.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -9,6 +8,7 @@
 #include <unistd.h>
 
 #include "../sync/sync.h"
+#include "../util/cpu.h"
 #include "../util/util.h"
 #include "checkpoint.h"
 #include "faults.h"
@@ -256,7 +256,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     ckpt_t resume;
     faults_t faults;
     memset(&resume, 0, sizeof resume);
-    openblas_set_num_threads((int)cfg->threads);
+    cpu_compute_setup((int)cfg->threads, strcmp(cfg->denormals, "keep") != 0);
     setup(r, cfg, comm, &resume, &faults);
     ckpt_free(&resume);
     comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
@@ -402,7 +402,7 @@ int eval_main(const config_t *cfg, comm_t *comm)
     char err[512];
     if (!*cfg->checkpoint) die("dsgd eval needs --checkpoint FILE");
     if (cfg->test_subset < 0) die("--test-subset must be >= 0");
-    openblas_set_num_threads((int)cfg->threads);
+    cpu_compute_setup((int)cfg->threads, strcmp(cfg->denormals, "keep") != 0);
     ckpt_t ck;
     if (ckpt_load(cfg->checkpoint, &ck, err, sizeof err) != 0) die("%s", err);
     run_t run, *r = &run;
