@@ -3,7 +3,9 @@
  *   roundtrip  one worker, one shard: push + gated pull of the whole vector,
  *              against a bare MPI_Send/MPI_Recv ping-pong of the same bytes
  *   throughput W workers pushing and pulling as fast as they can (ASP):
- *              updates the shard applies per second
+ *              updates the shard applies per second, and the bytes per
+ *              second it moves (each update: a vector in, a vector out)
+ *              against this machine's memory bandwidth (memcpy, one core)
  *
  * Usage: mpirun -np 2 build/bench/ps_bench roundtrip [iters]
  *        mpirun -np 1+W build/bench/ps_bench throughput [iters]   */
@@ -32,6 +34,26 @@ static double bare_pingpong(comm_t *c, float *v, size_t n, int iters)
     return (now_s() - t0) / iters;
 }
 
+/* memcpy bandwidth of one core on buffers far larger than the caches:
+ * bytes read plus bytes written per second (best of a few rounds) */
+static double memcpy_bandwidth(void)
+{
+    const size_t n = (size_t)64 << 20;
+    char *a = xmalloc(n), *b = xmalloc(n);
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_s();
+        memcpy(r % 2 ? a : b, r % 2 ? b : a, n);
+        double bw = 2.0 * (double)n / (now_s() - t0);
+        if (bw > best) best = bw;
+    }
+    free(a);
+    free(b);
+    return best;
+}
+
 int main(int argc, char **argv)
 {
     comm_t c;
@@ -46,7 +68,8 @@ int main(int argc, char **argv)
                        .opt = { .kind = OPT_SGD } };
     int is_rt = !strcmp(mode, "roundtrip");
     if (is_rt) pc.gate = GATE_SSP;   /* staleness 0: the gated path */
-    double bare = 1e30;
+    double bare = 1e30, membw = 0;
+    if (!is_rt && c.rank == 0) membw = memcpy_bandwidth();
     if (is_rt && c.size == 2)
         for (int rep = 0; rep < 3; rep++) {
             double t = bare_pingpong(&c, v, n, iters);
@@ -73,8 +96,11 @@ int main(int argc, char **argv)
             printf("ps_roundtrip floats=%zu push_pull_us=%.1f bare_sendrecv_us=%.1f ratio=%.3f\n", n,
                    t / iters * 1e6, bare * 1e6, t / iters / bare);
         else
-            printf("ps_throughput workers=%d floats=%zu updates_per_s=%.0f\n", c.size - 1, n,
-                   (double)iters * (c.size - 1) / t);
+        {
+            double ups = (double)iters * (c.size - 1) / t, bps = ups * 2.0 * (double)n * sizeof(float);
+            printf("ps_throughput workers=%d floats=%zu updates_per_s=%.0f shard_bytes_per_s=%.3g"
+                   " memcpy_bytes_per_s=%.3g fraction=%.3f\n", c.size - 1, n, ups, bps, membw, bps / membw);
+        }
     }
     free(v);
     model_free(m);

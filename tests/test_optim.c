@@ -1,5 +1,7 @@
 /* Optimizer updates on small vectors against values worked out by hand
  * (w = [1, -2], g = [0.5, 0.25], lr = 0.1), and the learning-rate schedules. */
+#include <string.h>
+
 #include "optim/optim.h"
 #include "test.h"
 
@@ -74,6 +76,32 @@ static void test_schedules(void)
     CHECK(optim_kind_parse("adam", &k) != 0, "unknown optimizer accepted");
 }
 
+/* The out-of-place step (what a parameter-server shard does while a reply
+ * is reading its buffer) gives the in-place step's bits, for every
+ * optimizer, and leaves its source alone. */
+static void test_step_into(void)
+{
+    enum { N = 1000 };
+    static const opt_kind_t kinds[] = { OPT_SGD, OPT_SGD, OPT_NESTEROV, OPT_ADAGRAD };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        optim_cfg_t c = { .kind = kinds[k], .momentum = k == 0 ? 0.0f : 0.9f, .weight_decay = 1e-3f, .eps = 1e-8f };
+        optim_t *a = optim_create(&c, N), *b = optim_create(&c, N);
+        float w1[N], w2[N], src[N], g[N];
+        for (int i = 0; i < N; i++) w1[i] = w2[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+        for (int s = 0; s < 5; s++) {
+            for (int i = 0; i < N; i++) g[i] = (float)(((i + s) * 53) % 97) / 40.0f - 1.2f;
+            optim_step_scaled(a, w1, g, 0.5f, 100, 800, 0.05f);
+            memcpy(src, w2, sizeof src);
+            optim_step_into(b, w2, src, g, 0.5f, 100, 800, 0.05f);   /* only [100, 900) is written */
+            for (int i = 100; i < 900; i++) src[i] = w2[i];
+            CHECK(!memcmp(src, w2, sizeof src), "kind %zu step %d: out of place wrote outside its span", k, s);
+        }
+        CHECK(!memcmp(w1, w2, sizeof w1), "kind %zu: out-of-place bits differ from in-place", k);
+        optim_free(a);
+        optim_free(b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -83,5 +111,6 @@ int main(int argc, char **argv)
     RUN(test_adagrad);
     RUN(test_span);
     RUN(test_schedules);
+    RUN(test_step_into);
     return TEST_END("test_optim");
 }

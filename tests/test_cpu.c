@@ -1,0 +1,67 @@
+/* The compute set-up every dsgd process runs: subnormal floats flushed to
+ * zero on the calling thread and on OpenBLAS's worker threads (which start
+ * before main), or kept when asked; and the FLOPs a training step performs. */
+#include <cblas.h>
+#include <string.h>
+
+#include "nn/model.h"
+#include "test.h"
+#include "util/cpu.h"
+#include "util/util.h"
+
+enum { N = 2048 };
+
+/* C = A·B whose every entry is 2048 products of 1e-20·1e-21 = 1e-41: a
+ * subnormal result (and subnormal partial sums) everywhere. Large enough
+ * that OpenBLAS splits it across its threads. Returns how many entries are
+ * non-zero. */
+static long subnormal_gemm(void)
+{
+    float *a = xalloc_floats((size_t)N * N), *b = xalloc_floats((size_t)N * N), *c = xalloc_floats((size_t)N * N);
+    for (long i = 0; i < (long)N * N; i++) { a[i] = 1e-20f; b[i] = 1e-21f; }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+    long nz = 0;
+    for (long i = 0; i < (long)N * N; i++) nz += c[i] != 0.0f;
+    free(a); free(b); free(c);
+    return nz;
+}
+
+static void test_flush_everywhere(void)
+{
+#if defined(__x86_64__) || defined(__aarch64__)
+    cpu_compute_setup(2, 1);
+    CHECK(cpu_flushes_denormals(), "this thread does not flush after set-up");
+    long nz = subnormal_gemm();
+    CHECK(nz == 0, "%ld of %d entries stayed subnormal: some BLAS thread does not flush", nz, N * N);
+    volatile float tiny = 1e-39f;   /* a subnormal input reads as zero */
+    CHECK(tiny * 1.0f == 0.0f, "a subnormal input was not read as zero");
+#endif
+}
+
+static void test_keep_everywhere(void)
+{
+    cpu_compute_setup(2, 0);
+    CHECK(!cpu_flushes_denormals(), "this thread still flushes after --denormals keep");
+    long nz = subnormal_gemm();
+    CHECK(nz == (long)N * N, "only %ld of %d entries kept their subnormal value", nz, N * N);
+    cpu_compute_setup(1, 1);
+}
+
+/* mlp:256,128 on 28x28, 10 classes: forward and weight gradient of every
+ * dense layer, input gradient of all but the first. */
+static void test_train_flops(void)
+{
+    model_t *m = model_create("mlp", 1, 28, 28, 10, 4);
+    const double l1 = 784.0 * 256, l2 = 256.0 * 128, l3 = 128.0 * 10;
+    CHECK_NEAR(model_train_flops(m), 2 * (2 * l1 + 3 * l2 + 3 * l3), 0.5, "mlp FLOPs per sample");
+    model_free(m);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_BEGIN(argc, argv);
+    RUN(test_flush_everywhere);
+    RUN(test_keep_everywhere);
+    RUN(test_train_flops);
+    return TEST_END("test_cpu");
+}
