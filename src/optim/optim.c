@@ -92,13 +92,24 @@ static inline __attribute__((always_inline)) void step_span(optim_t *o, float *d
     }
 }
 
-void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count, float lr)
+/* The update is one pass over three or four vectors of the model's size
+ * every step: with AVX2 (x86-64-v3) it runs about twice as fast as with the
+ * baseline's SSE2, so both are built and the CPU picks at load time. No FMA
+ * contraction (ISO C's default): every clone gives the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define STEP_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define STEP_CLONES
+#endif
+
+STEP_CLONES void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count,
+                                   float lr)
 {
     step_span(o, w + off, w + off, g + off, gscale, off, count, lr);
 }
 
-void optim_step_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off, size_t count,
-                     float lr)
+STEP_CLONES void optim_step_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
+                                 size_t count, float lr)
 {
     step_span(o, dst + off, w + off, g + off, gscale, off, count, lr);
 }
