@@ -15,6 +15,7 @@ typedef enum comm_tag {
     TAG_PS_BASE = 200,       /* parameter-server traffic: 200..299 */
     TAG_GOSSIP_BASE = 300,   /* gossip traffic: 300..399 */
     TAG_SB_BASE = 400,       /* Sandblaster coordinator traffic: 400..499 */
+    TAG_BOUNDS_STOP = 500,   /* lead → workers: the target accuracy is reached, stop */
 } comm_tag_t;
 
 typedef struct comm {

@@ -47,13 +47,15 @@ void ps_shard_range(size_t nparams, int servers, int k, size_t *lo, size_t *n)
     *n = nparams * (size_t)(k + 1) / (size_t)servers - *lo;
 }
 
-/* Minimum clock over live workers (those evicted hold no one back). */
+/* Minimum clock over live workers still training: those evicted, and those
+ * that finished (a bounded run stops workers at different clocks), hold no
+ * one back. */
 static int64_t min_clock(const shard_t *s, int *slow)
 {
     int64_t m = INT64_MAX;
     *slow = -1;
     for (int p = 0; p < s->cfg->workers; p++)
-        if (s->ws[p].alive && s->ws[p].t < m) { m = s->ws[p].t; *slow = p; }
+        if (s->ws[p].alive && !s->ws[p].done && s->ws[p].t < m) { m = s->ws[p].t; *slow = p; }
     return m == INT64_MAX ? 0 : m;
 }
 
@@ -61,7 +63,7 @@ static int fastest(const shard_t *s)
 {
     int f = -1;
     for (int p = 0; p < s->cfg->workers; p++)
-        if (s->ws[p].alive && (f < 0 || s->ws[p].t > s->ws[f].t)) f = p;
+        if (s->ws[p].alive && !s->ws[p].done && (f < 0 || s->ws[p].t > s->ws[f].t)) f = p;
     return f;
 }
 

@@ -76,4 +76,5 @@ const sync_ops_t sync_downpour = {
     .stats = ps_sync_stats,
     .eval_params = ps_sync_eval_params,
     .model_parallel = 1,
+    .stop_mode = ps_sync_stop_mode,
 };

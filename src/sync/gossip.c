@@ -352,6 +352,12 @@ static void gossip_destroy(run_t *r)
     r->sync_state = NULL;
 }
 
+/* round mode pairs every rank each step: its ranks stop together */
+static sync_stop_mode_t gossip_stop_mode(const run_t *r)
+{
+    return strcmp(r->cfg->gossip, "round") ? STOP_OWN_CLOCK : STOP_AGREE;
+}
+
 static int gossip_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     gossip_t *g = r->sync_state;
@@ -372,4 +378,5 @@ const sync_ops_t sync_gossip = {
     .destroy = gossip_destroy,
     .stats = gossip_stats,
     .eval_params = gossip_average,
+    .stop_mode = gossip_stop_mode,
 };

@@ -122,6 +122,8 @@ void ps_sync_destroy(run_t *r)
     r->sync_state = NULL;
 }
 
+sync_stop_mode_t ps_sync_stop_mode(const run_t *r) { return STOP_OWN_CLOCK; }
+
 int ps_sync_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     ps_sync_t *s = r->sync_state;
