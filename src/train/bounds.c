@@ -53,7 +53,8 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, int *eval)
     *eval = 0;
     b->last_step_s = now_s() - step_t0;
     if (!b->active) return 0;
-    const double t = bounds_now(b);
+    const double t = bounds_now(b), prev = b->prev_check;
+    b->prev_check = t;
     int f[2] = { BOUNDS_NONE, 0 };   /* why stop; evaluate now */
     if (b->limit > 0 && t >= b->limit) f[0] = BOUNDS_TIME;
     if (b->every_s > 0 && r->lead && t >= b->next_eval) f[1] = 1;
@@ -66,7 +67,10 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, int *eval)
     if (f[1] && r->lead)
         while (b->next_eval <= t) b->next_eval += b->every_s;
     *eval = f[1];
-    b->last_step_s = now_s() - step_t0;   /* the agreement is part of the step */
+    /* from the previous decision (taken before the limit, or the loop would
+     * have stopped there) to this one's end: the agreement is part of the
+     * step, so a worker that stops has overrun the limit by less than this */
+    b->last_step_s = bounds_now(b) - prev;
     if (f[0]) b->why = f[0];
     return f[0] != BOUNDS_NONE;
 }

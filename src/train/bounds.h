@@ -35,7 +35,8 @@ typedef struct bounds {
     int reached;                     /* the target was reached at an evaluation */
     double ttt_wall, ttt_train;      /* lead: seconds since start / of training at that evaluation */
     long ttt_step;
-    double stop_s, last_step_s;      /* when this rank left the loop; its last step's duration */
+    double prev_check;               /* when this rank took its previous stop decision */
+    double stop_s, last_step_s;      /* when this rank left the loop; its last step (decision to decision) */
     double sync_done_s, final_eval_s;/* lead: when finish returned; when the final evaluation began */
     double *all;                     /* (world size, BOUNDS_FIELDS) gathered per-rank figures */
     int gathered;
