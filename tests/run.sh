@@ -60,6 +60,7 @@ run_part plot tests/plot.sh "$BUILD"
 # the simulated build is tested once, with the plain build
 [ "${SANITIZE:-0}" = 1 ] || run_part sim tests/sim.sh build-sim "$BUILD"
 [ "${SANITIZE:-0}" = 1 ] || run_part bounds_sim tests/bounds_sim.sh build-sim
+[ "${SANITIZE:-0}" = 1 ] || run_part experiments tests/experiments.sh build-sim "$BUILD"
 
 echo
 echo "$passed passed, $failed failed"
