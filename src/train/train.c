@@ -347,7 +347,7 @@ int train_main(const config_t *cfg, comm_t *comm)
             if (r->evaluates) {
                 evaluate(r, &ev, 1);
                 print_progress(r, &ev, tl, sps, now_s() - t0);
-                eval_record(r, &mx, &ev, tl, sps, at, train_s, (r->step - start_step) * samples_per_step);
+                eval_record(r, &mx, &ev, tl, sps, at, train_s, r->step * samples_per_step);
             }
             stop = bounds_after_eval(&bd, r, ev.acc, at, train_s);
             loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
@@ -367,7 +367,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         bd.final_eval_s = bounds_now(&bd);
         evaluate(r, &ev, 0);   /* after finish the local model is the final one */
         print_progress(r, &ev, tl, sps, now_s() - t0);
-        eval_record(r, &mx, &ev, tl, sps, bd.final_eval_s, train_s, (r->step - start_step) * samples_per_step);
+        eval_record(r, &mx, &ev, tl, sps, bd.final_eval_s, train_s, r->step * samples_per_step);
         bounds_record_eval(&bd, r, ev.acc, bd.final_eval_s, train_s);
     }
     if (r->evaluates && *cfg->checkpoint && save_checkpoint(r) != 0) run_abort(&mx, "%s", r->err);
