@@ -70,11 +70,14 @@ target_case bsp 3 -- --sync bsp
 target_case localsgd 2 -- --sync localsgd --period 5
 target_case sandblaster 3 -- --sync sandblaster --batch-total 512 --eval-every 1
 
-# asynchronous workers: the lead tells the others; every worker stops
-if "${MPIRUN[@]}" -np 4 "$DSGD" train "${T[@]}" --sync asp --metrics "$WORK/tasp.jsonl" > "$WORK/tasp.out" 2>&1 &&
-    [ "$(json_field "$WORK/tasp.jsonl" done stop_reason)" = target_acc ]; then
-    ok "asp --target-acc: every worker stops (steps $(json_field "$WORK/tasp.jsonl" done worker_steps))"
-else bad "asp --target-acc" "$(tail -2 "$WORK/tasp.out")"; fi
+# asynchronous workers: the lead tells the others (parameter server: through
+# the shards' replies; gossip: a message); every worker stops
+for s in asp "gossip --gossip pull"; do
+    if timeout 120 "${MPIRUN[@]}" -np 4 "$DSGD" train "${T[@]}" --sync $s --metrics "$WORK/ta.jsonl" > "$WORK/ta.out" 2>&1 &&
+        [ "$(json_field "$WORK/ta.jsonl" done stop_reason)" = target_acc ]; then
+        ok "$s --target-acc: every worker stops (steps $(json_field "$WORK/ta.jsonl" done worker_steps))"
+    else bad "$s --target-acc" "$(tail -2 "$WORK/ta.out")"; fi
+done
 
 # a target never reached: null time to target, the run ends on its steps
 "$DSGD" train "${C[@]}" --epochs 1 --target-acc 1 --eval-every 20 --lr 0.0001 --metrics "$WORK/never.jsonl" > /dev/null 2>&1

@@ -174,6 +174,7 @@ static void take_replies(ps_client_t *pc, float *params, int with_stats)
         ps_hdr_t h;
         memcpy(&h, pc->rbuf[k], sizeof h);
         if (!with_stats) pc->stamp[k] = h.stamp;   /* gated replies stamp the next gradient */
+        if (h.stop) pc->comm->stop_heard = 1;
         if (h.stats.evicted > 0) pc->comm->peer_lost = 1;
         memcpy(params + local_at(pc, k), pc->rbuf[k] + sizeof h, pc->cnt[k] * sizeof(float));
         if (with_stats) merge_stats(&pc->stats, &h.stats, k == 0);
@@ -186,6 +187,16 @@ void ps_pull_wait(ps_client_t *pc, float *params)
     wait_shards(pc, 2 * pc->cfg->servers, pc->pull_req, shard_limit(pc), pc->pull_tag == PS_PARAMS ? "a pull" : "an evaluation pull");
     pc->pull_active = 0;
     take_replies(pc, params, pc->pull_tag == PS_EVAL_PARAMS);
+}
+
+void ps_client_stop(ps_client_t *pc)
+{
+    for (int k = 0; k < pc->cfg->servers; k++) {
+        ps_hdr_t h;
+        hdr_init(pc, k, &h);
+        MPI_CHECK(pc->comm, MPI_Send(&h, (int)sizeof h, MPI_BYTE, k, PS_STOP, pc->comm->world));
+        pc->comm->msgs_sent++;
+    }
 }
 
 void ps_finish(ps_client_t *pc, int lead, float *params)

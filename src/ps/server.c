@@ -36,6 +36,7 @@ typedef struct shard {
     MPI_Request *out_req;    /* (2·workers) */
     ps_stats_t st;
     double last_keepalive;
+    int stop_all;            /* the lead asked every worker to stop: say so in every reply */
 } shard_t;
 
 static size_t msg_bytes(size_t n) { return sizeof(ps_hdr_t) + n * sizeof(float); }
@@ -75,6 +76,7 @@ static void send_params(shard_t *s, int p, int tag, int64_t stamp)
     ps_hdr_t h;
     memset(&h, 0, sizeof h);
     h.stamp = stamp;
+    h.stop = s->stop_all;
     h.stats = s->st;
     const worker_state_t *w = &s->ws[p];
     memcpy(s->out[slot], &h, sizeof h);
@@ -299,6 +301,9 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
             send_params(s, p, PS_EVAL_PARAMS, min_clock(s, &slow));
             break;
         }
+        case PS_STOP:
+            s->stop_all = 1;
+            break;
         case PS_DONE:
             w->done = 1;
             answer_parked(s);   /* a finished worker no longer holds the warm start */

@@ -91,6 +91,10 @@ struct sync_ops {
     int model_parallel;          /* combines with --model-parallel M > 1 */
     /* How a bounded run stops (NULL: STOP_AGREE). */
     sync_stop_mode_t (*stop_mode)(const run_t *r);
+    /* STOP_OWN_CLOCK, lead: tell the workers the target is reached so that
+     * they see comm->stop_heard (NULL: bounds.c sends each a message, which
+     * they probe for after every step). */
+    void (*announce_stop)(run_t *r);
 };
 
 /* Helpers shared by the collective paradigms (common.c). */

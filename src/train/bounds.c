@@ -58,7 +58,9 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, int *eval)
     int f[2] = { BOUNDS_NONE, 0 };   /* why stop; evaluate now */
     if (b->limit > 0 && t >= b->limit) f[0] = BOUNDS_TIME;
     if (b->every_s > 0 && r->lead && t >= b->next_eval) f[1] = 1;
-    if (b->mode == STOP_OWN_CLOCK && b->target > 0 && !r->lead && stop_message(b, r)) f[0] = BOUNDS_TARGET;
+    if (b->mode == STOP_OWN_CLOCK && b->target > 0 && !r->lead &&
+        (r->comm->stop_heard || (!r->ops->announce_stop && stop_message(b, r))))
+        f[0] = BOUNDS_TARGET;
     /* one verdict from integers every rank holds alike */
     if (b->mode == STOP_AGREE && r->comm->size > 1)
         comm_allreduce_int(r->comm, f, 2, MPI_MAX, "the stop decision all-reduce");
@@ -95,7 +97,9 @@ int bounds_after_eval(bounds_t *b, run_t *r, double acc, double at_s, double tra
         comm_bcast(r->comm, &hit, sizeof hit, b->lead_rank, "the target verdict broadcast");
     } else if (b->mode == STOP_OWN_CLOCK) {
         if (r->mp_size > 1) comm_bcast(&r->mp_comm, &hit, sizeof hit, 0, "the replica's target verdict broadcast");
-        if (r->lead && hit) {
+        if (r->lead && hit && r->ops->announce_stop) {
+            r->ops->announce_stop(r);
+        } else if (r->lead && hit) {
             int one = 1;
             for (int j = 0; j < r->comm->size; j++)
                 if (b->workers[j] && j != r->comm->rank) {
