@@ -55,8 +55,12 @@ run_part ps tests/ps.sh "$BUILD"
 run_part sandblaster tests/sandblaster.sh "$BUILD"
 run_part decentral tests/decentral.sh "$BUILD"
 run_part mp tests/mp.sh "$BUILD"
+run_part bounds tests/bounds.sh "$BUILD"
+run_part plot tests/plot.sh "$BUILD"
 # the simulated build is tested once, with the plain build
 [ "${SANITIZE:-0}" = 1 ] || run_part sim tests/sim.sh build-sim "$BUILD"
+[ "${SANITIZE:-0}" = 1 ] || run_part bounds_sim tests/bounds_sim.sh build-sim
+[ "${SANITIZE:-0}" = 1 ] || run_part experiments tests/experiments.sh build-sim "$BUILD"
 
 echo
 echo "$passed passed, $failed failed"

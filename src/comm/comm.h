@@ -15,6 +15,7 @@ typedef enum comm_tag {
     TAG_PS_BASE = 200,       /* parameter-server traffic: 200..299 */
     TAG_GOSSIP_BASE = 300,   /* gossip traffic: 300..399 */
     TAG_SB_BASE = 400,       /* Sandblaster coordinator traffic: 400..499 */
+    TAG_BOUNDS_STOP = 500,   /* lead → workers: the target accuracy is reached, stop */
 } comm_tag_t;
 
 typedef struct comm {
@@ -24,6 +25,7 @@ typedef struct comm {
     double timeout_s;        /* how long a collective may wait for a peer */
     long step;               /* the caller's step, named in timeout messages */
     int peer_lost;           /* a peer is known dead: MPI_Finalize would wait for it */
+    int stop_heard;          /* a bounded run's lead asked this rank to stop (through a server's reply) */
     /* traffic counters, reported in the done event */
     uint64_t bytes_sent, msgs_sent, collectives;
     double comm_s;           /* seconds spent inside communication calls */

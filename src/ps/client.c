@@ -177,6 +177,7 @@ static void take_headers(ps_client_t *pc, int with_stats)
     for (int k = 0; k < pc->cfg->servers; k++) {
         const ps_hdr_t *h = &pc->rhdr[k];
         if (!with_stats) pc->stamp[k] = h->stamp;   /* gated replies stamp the next gradient */
+        if (h->stop) pc->comm->stop_heard = 1;
         if (h->stats.evicted > 0) pc->comm->peer_lost = 1;
         if (with_stats) merge_stats(&pc->stats, &h->stats, k == 0);
     }
@@ -192,6 +193,16 @@ void ps_pull_wait(ps_client_t *pc, float *params)
     pc->pull_active = 0;
     take_headers(pc, pc->pull_tag == PS_EVAL_PARAMS);
     if (pc->pull_into == pc->rbuf) memcpy(params, pc->rbuf, pc->kn * sizeof(float));
+}
+
+void ps_client_stop(ps_client_t *pc)
+{
+    for (int k = 0; k < pc->cfg->servers; k++) {
+        ps_hdr_t h;
+        hdr_init(pc, k, &h);
+        MPI_CHECK(pc->comm, MPI_Send(&h, (int)sizeof h, MPI_BYTE, k, PS_STOP, pc->comm->world));
+        pc->comm->msgs_sent++;
+    }
 }
 
 void ps_finish(ps_client_t *pc, int lead, float *params)

@@ -44,6 +44,7 @@ typedef struct shard {
     const float **out_from;  /* (2·workers) the buffer each reply is sent from */
     ps_stats_t st;
     double last_keepalive;
+    int stop_all;            /* the lead asked every worker to stop: say so in every reply */
 } shard_t;
 
 static size_t msg_bytes(size_t n) { return sizeof(ps_hdr_t) + n * sizeof(float); }
@@ -94,13 +95,15 @@ static float *update_target(shard_t *s)
     return s->wb[s->nwb++];
 }
 
-/* Minimum clock over live workers (those evicted hold no one back). */
+/* Minimum clock over live workers still training: those evicted, and those
+ * that finished (a bounded run stops workers at different clocks), hold no
+ * one back. */
 static int64_t min_clock(const shard_t *s, int *slow)
 {
     int64_t m = INT64_MAX;
     *slow = -1;
     for (int p = 0; p < s->cfg->workers; p++)
-        if (s->ws[p].alive && s->ws[p].t < m) { m = s->ws[p].t; *slow = p; }
+        if (s->ws[p].alive && !s->ws[p].done && s->ws[p].t < m) { m = s->ws[p].t; *slow = p; }
     return m == INT64_MAX ? 0 : m;
 }
 
@@ -108,7 +111,7 @@ static int fastest(const shard_t *s)
 {
     int f = -1;
     for (int p = 0; p < s->cfg->workers; p++)
-        if (s->ws[p].alive && (f < 0 || s->ws[p].t > s->ws[f].t)) f = p;
+        if (s->ws[p].alive && !s->ws[p].done && (f < 0 || s->ws[p].t > s->ws[f].t)) f = p;
     return f;
 }
 
@@ -120,6 +123,7 @@ static void send_params(shard_t *s, int p, int tag, int64_t stamp)
     ps_hdr_t *h = &s->out[slot];
     memset(h, 0, sizeof *h);
     h->stamp = stamp;
+    h->stop = s->stop_all;
     h->stats = s->st;
     const worker_state_t *w = &s->ws[p];
     MPI_Datatype t = ps_msg_type(h, s->w + w->off, w->cnt);
@@ -354,6 +358,9 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
             send_params(s, p, PS_EVAL_PARAMS, min_clock(s, &slow));
             break;
         }
+        case PS_STOP:
+            s->stop_all = 1;
+            break;
         case PS_DONE:
             w->done = 1;
             answer_parked(s);   /* a finished worker no longer holds the warm start */

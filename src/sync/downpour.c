@@ -85,4 +85,6 @@ const sync_ops_t sync_downpour = {
     .stats = ps_sync_stats,
     .eval_params = ps_sync_eval_params,
     .model_parallel = 1,
+    .stop_mode = ps_sync_stop_mode,
+    .announce_stop = ps_sync_announce_stop,
 };

@@ -129,6 +129,15 @@ static void easgd_destroy(run_t *r)
     r->sync_state = NULL;
 }
 
+static sync_stop_mode_t easgd_stop_mode(const run_t *r) { return is_sync(r) ? STOP_AGREE : STOP_OWN_CLOCK; }
+
+/* async: the shards relay the stop in their replies to the pulls of x̃ */
+static void easgd_announce_stop(run_t *r)
+{
+    easgd_t *e = r->sync_state;
+    if (!e->sync_mode) ps_client_stop(e->ps.client);
+}
+
 static int easgd_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     easgd_t *e = r->sync_state;
@@ -148,4 +157,6 @@ const sync_ops_t sync_easgd = {
     .destroy = easgd_destroy,
     .stats = easgd_stats,
     .eval_params = easgd_eval_params,
+    .stop_mode = easgd_stop_mode,
+    .announce_stop = easgd_announce_stop,
 };

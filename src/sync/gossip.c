@@ -64,10 +64,19 @@ static void publish(run_t *r, gossip_t *g, int64_t step)
     MPI_CHECK(r->comm, MPI_Win_unlock(r->comm->rank, g->win));
 }
 
+/* SimGrid 3.32 aborts ("Cannot release that mutex: you're not the owner")
+ * when two ranks hold shared locks on one window and release them out of
+ * order; the simulated build reads under an exclusive lock instead. */
+#ifdef DSGD_SIM
+#define READ_LOCK MPI_LOCK_EXCLUSIVE
+#else
+#define READ_LOCK MPI_LOCK_SHARED
+#endif
+
 /* Read rank j's published copy into g->peer; returns its step. */
 static int64_t read_peer(run_t *r, gossip_t *g, int j)
 {
-    MPI_CHECK(r->comm, MPI_Win_lock(MPI_LOCK_SHARED, j, 0, g->win));
+    MPI_CHECK(r->comm, MPI_Win_lock(READ_LOCK, j, 0, g->win));
     MPI_CHECK(r->comm, MPI_Get(g->peer, (int)g->bytes, MPI_BYTE, j, 0, (int)g->bytes, MPI_BYTE, g->win));
     MPI_CHECK(r->comm, MPI_Win_unlock(j, g->win));
     r->comm->bytes_sent += sizeof(published_t);   /* the request; the data flows to us */
@@ -355,6 +364,12 @@ static void gossip_destroy(run_t *r)
     r->sync_state = NULL;
 }
 
+/* round mode pairs every rank each step: its ranks stop together */
+static sync_stop_mode_t gossip_stop_mode(const run_t *r)
+{
+    return strcmp(r->cfg->gossip, "round") ? STOP_OWN_CLOCK : STOP_AGREE;
+}
+
 static int gossip_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     gossip_t *g = r->sync_state;
@@ -375,4 +390,5 @@ const sync_ops_t sync_gossip = {
     .destroy = gossip_destroy,
     .stats = gossip_stats,
     .eval_params = gossip_average,
+    .stop_mode = gossip_stop_mode,
 };

@@ -123,6 +123,14 @@ void ps_sync_destroy(run_t *r)
     r->sync_state = NULL;
 }
 
+sync_stop_mode_t ps_sync_stop_mode(const run_t *r) { return STOP_OWN_CLOCK; }
+
+void ps_sync_announce_stop(run_t *r)
+{
+    ps_sync_t *s = r->sync_state;
+    ps_client_stop(s->client);
+}
+
 int ps_sync_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     ps_sync_t *s = r->sync_state;

@@ -23,5 +23,9 @@ float *ps_sync_eval_params(run_t *r);
 void  ps_sync_finish(run_t *r);
 void  ps_sync_destroy(run_t *r);
 int   ps_sync_stats(run_t *r, sync_stat_t *out, int max, int progress);
+/* Workers run unsynchronized: a bounded run stops on their own clocks. */
+sync_stop_mode_t ps_sync_stop_mode(const run_t *r);
+/* The shards relay the lead's stop in their replies. */
+void ps_sync_announce_stop(run_t *r);
 
 #endif

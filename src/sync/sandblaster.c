@@ -304,6 +304,8 @@ static void sb_destroy(run_t *r)
     r->sync_state = NULL;
 }
 
+static sync_stop_mode_t sb_stop_mode(const run_t *r) { return STOP_LEAD; }
+
 static int sb_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     sb_t *s = r->sync_state;
@@ -340,4 +342,5 @@ const sync_ops_t sync_sandblaster = {
     .stats = sb_stats,
     .eval_params = sb_eval_params,
     .step_samples = sb_step_samples,
+    .stop_mode = sb_stop_mode,
 };

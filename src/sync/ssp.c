@@ -47,7 +47,8 @@ static int ssp_step(run_t *r)
         .name = NAME, .help = HELP, .layout = ps_sync_layout, .init = ssp_init, \
         .step = ssp_step, .serve = ps_sync_serve, .finish = ps_sync_finish,    \
         .destroy = ps_sync_destroy, .stats = ps_sync_stats,                   \
-        .eval_params = ps_sync_eval_params }
+        .eval_params = ps_sync_eval_params, .stop_mode = ps_sync_stop_mode, \
+        .announce_stop = ps_sync_announce_stop }
 
 const sync_ops_t sync_asp = PS_OPS("asp", "parameter server, no staleness bound");
 const sync_ops_t sync_ssp = PS_OPS("ssp", "parameter server, staleness bound --staleness");

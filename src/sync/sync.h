@@ -18,6 +18,14 @@
 
 typedef struct sync_ops sync_ops_t;
 
+/* How the workers of a paradigm agree to stop a bounded run (--time-limit,
+ * --target-acc; train/bounds.c). */
+typedef enum sync_stop_mode {
+    STOP_AGREE,      /* lockstep workers: a flag all-reduce after every step (the default) */
+    STOP_OWN_CLOCK,  /* asynchronous workers: each its clock since the common start; the lead's message for a target */
+    STOP_LEAD,       /* only the lead runs the loop (Sandblaster's coordinator) */
+} sync_stop_mode_t;
+
 /* A figure a paradigm reports: in progress lines and the done event. */
 typedef struct sync_stat {
     const char *key;
@@ -81,6 +89,12 @@ struct sync_ops {
      * batch × workers. Called once the data is loaded. */
     long (*step_samples)(run_t *r);
     int model_parallel;          /* combines with --model-parallel M > 1 */
+    /* How a bounded run stops (NULL: STOP_AGREE). */
+    sync_stop_mode_t (*stop_mode)(const run_t *r);
+    /* STOP_OWN_CLOCK, lead: tell the workers the target is reached so that
+     * they see comm->stop_heard (NULL: bounds.c sends each a message, which
+     * they probe for after every step). */
+    void (*announce_stop)(run_t *r);
 };
 
 /* Helpers shared by the collective paradigms (common.c). */

@@ -27,6 +27,9 @@ const opt_def_t config_train_opts[] = {
     { "train-subset", OT_LONG, S(train_subset), "0", "use only the first N training samples (0: all)" },
     { "test-subset", OT_LONG, S(test_subset), "0", "evaluate on the first N test samples (0: all)" },
     { "eval-every", OT_LONG, S(eval_every), "0", "evaluate every N steps (0: at the end of every epoch)" },
+    { "time-limit", OT_DOUBLE, S(time_limit), "0", "stop every worker this many seconds after the common start (simulated seconds under SimGrid; 0: no limit; --epochs/--steps still apply)" },
+    { "target-acc", OT_DOUBLE, S(target_acc), "0", "stop at the first evaluation whose test accuracy reaches this (0: off)" },
+    { "eval-every-s", OT_DOUBLE, S(eval_every_s), "0", "evaluate every this many seconds (0: off; replaces the per-epoch evaluation unless --eval-every is given)" },
     { "metrics", OT_STR, S(metrics), "", "write JSON-lines metrics to this file" },
     { "checkpoint", OT_STR, S(checkpoint), "", "write a checkpoint here at the end (and every --checkpoint-every steps)" },
     { "checkpoint-every", OT_LONG, S(checkpoint_every), "0", "steps between checkpoints (0: only at the end)" },
@@ -159,6 +162,8 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (c->lr_step_every < 0 || c->lr_warmup < 0) BAD("--lr-step-every and --lr-warmup must be >= 0");
     if (c->train_subset < 0 || c->test_subset < 0) BAD("--train-subset and --test-subset must be >= 0");
     if (c->eval_every < 0 || c->checkpoint_every < 0) BAD("--eval-every and --checkpoint-every must be >= 0");
+    if (c->time_limit < 0 || c->eval_every_s < 0) BAD("--time-limit and --eval-every-s must be >= 0 (0: off)");
+    if (c->target_acc < 0 || c->target_acc > 1) BAD("--target-acc must be a test accuracy in [0, 1] (got %g; 0: off)", c->target_acc);
     if (c->threads < 1 || c->threads > 256) BAD("--threads must be in 1..256 (got %ld)", c->threads);
     if (strcmp(c->denormals, "flush") && strcmp(c->denormals, "keep"))
         BAD("unknown --denormals '%s'; choose flush or keep", c->denormals);

@@ -10,6 +10,7 @@
 #include "../sync/sync.h"
 #include "../util/cpu.h"
 #include "../util/util.h"
+#include "bounds.h"
 #include "checkpoint.h"
 #include "faults.h"
 #include "metrics.h"
@@ -234,11 +235,16 @@ static void __attribute__((noreturn, format(printf, 2, 3))) run_abort(metrics_t 
     die("%s", msg);
 }
 
-static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, double train_loss, double sps)
+/* run_s: seconds since the common start; train_s: the lead's training time so far */
+static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, double train_loss, double sps,
+                        double run_s, double train_s, long samples)
 {
     metrics_begin(mx, "eval", now_s());
     metrics_long(mx, "step", r->step);
     metrics_double(mx, "epoch", (double)r->step / (double)r->steps_per_epoch);
+    metrics_long(mx, "samples", samples);
+    metrics_double(mx, "run_s", run_s);
+    metrics_double(mx, "train_s", train_s);
     metrics_double(mx, "test_acc", ev->acc);
     metrics_double(mx, "test_loss", ev->loss);
     metrics_double(mx, "train_loss", train_loss);
@@ -260,8 +266,12 @@ int train_main(const config_t *cfg, comm_t *comm)
     setup(r, cfg, comm, &resume, &faults);
     ckpt_free(&resume);
     comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
+    bounds_t bd;
+    bounds_start(&bd, r);
     if (!r->is_worker) {   /* server / coordinator ranks */
         if (r->ops->serve(r) != 0) die("--sync %s: server failed: %s", cfg->sync, r->err);
+        bounds_gather(&bd, r, 0, 0, 0);
+        bounds_free(&bd);
         teardown(r);
         return 0;
     }
@@ -290,7 +300,8 @@ int train_main(const config_t *cfg, comm_t *comm)
 
     evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN };
     for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
-    const long eval_every = cfg->eval_every > 0 ? cfg->eval_every : r->steps_per_epoch;
+    /* a clock schedule (--eval-every-s) replaces the per-epoch one */
+    const long eval_every = cfg->eval_every > 0 ? cfg->eval_every : cfg->eval_every_s > 0 ? 0 : r->steps_per_epoch;
     const int own_data = r->ops->step_samples != NULL;   /* the paradigm's step draws its samples */
     const long start_step = r->step, samples_per_step = own_data ? r->ops->step_samples(r) : (long)r->it->nb * r->replicas;
     double train_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0;
@@ -315,6 +326,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         r->lr = lr_at(&r->sched, r->step);
         if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
         r->step++;
+        int eval_due, stop = bounds_after_step(&bd, r, ts, &eval_due);
         double dt = now_s() - ts;
         train_s += dt;
         seg_t += dt;
@@ -328,34 +340,43 @@ int train_main(const config_t *cfg, comm_t *comm)
             printf("\r\033[Kstep %ld/%ld  loss %.4f", r->step, r->total_steps, loss_sum / (double)loss_n);
             fflush(stdout);
         }
-        if (r->step % eval_every == 0 && r->step < r->total_steps) {
-            double tl = loss_sum / (double)loss_n, sps = seg_t > 0 ? seg_samples / seg_t : 0;
+        /* a run that stops here is evaluated after its final synchronization */
+        int periodic = eval_every > 0 && r->step % eval_every == 0 && r->step < r->total_steps;
+        if ((periodic || eval_due) && !stop) {
+            double tl = loss_sum / (double)loss_n, sps = seg_t > 0 ? seg_samples / seg_t : 0, at = bounds_now(&bd);
             if (r->evaluates) {
                 evaluate(r, &ev, 1);
                 print_progress(r, &ev, tl, sps, now_s() - t0);
-                eval_record(r, &mx, &ev, tl, sps);
+                eval_record(r, &mx, &ev, tl, sps, at, train_s, r->step * samples_per_step);
             }
+            stop = bounds_after_eval(&bd, r, ev.acc, at, train_s);
             loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
         }
         if (r->evaluates && cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && save_checkpoint(r) != 0)
             run_abort(&mx, "%s", r->err);
+        if (stop) break;
     }
     /* the paradigm's final synchronization, then the final evaluation */
     double tf = now_s();
+    bd.stop_s = bounds_now(&bd);
     if (r->ops->finish) r->ops->finish(r);
     train_s += now_s() - tf;
+    bd.sync_done_s = bounds_now(&bd);
     if (r->evaluates) {
         double tl = loss_n ? loss_sum / (double)loss_n : NAN, sps = seg_t > 0 ? seg_samples / seg_t : 0;
+        bd.final_eval_s = bounds_now(&bd);
         evaluate(r, &ev, 0);   /* after finish the local model is the final one */
         print_progress(r, &ev, tl, sps, now_s() - t0);
-        eval_record(r, &mx, &ev, tl, sps);
+        eval_record(r, &mx, &ev, tl, sps, bd.final_eval_s, train_s, r->step * samples_per_step);
+        bounds_record_eval(&bd, r, ev.acc, bd.final_eval_s, train_s);
     }
     if (r->evaluates && *cfg->checkpoint && save_checkpoint(r) != 0) run_abort(&mx, "%s", r->err);
 
     const long steps = r->step - start_step;
+    bounds_gather(&bd, r, steps, steps * (own_data ? samples_per_step : (long)r->it->nb), train_s);
     metrics_begin(&mx, "done", now_s());
     metrics_long(&mx, "steps", r->step);
-    metrics_long(&mx, "samples", steps * samples_per_step);
+    metrics_long(&mx, "samples", bounds_samples(&bd, r, steps * samples_per_step));
     /* the lead's traffic, its replica and data-parallel groups' included */
     const comm_t *g[3] = { comm, &r->mp_comm, &r->dp_comm };
     uint64_t bytes = 0, msgs = 0, colls = 0;
@@ -375,6 +396,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     metrics_double(&mx, "train_s", train_s);
     metrics_double(&mx, "test_acc", ev.acc);
     metrics_double(&mx, "test_loss", ev.loss);
+    bounds_write_done(&bd, r, &mx);
     sync_stat_t st[16];
     int nst = r->ops->stats ? r->ops->stats(r, st, 16, 0) : 0;
     for (int i = 0; i < nst; i++) {
@@ -390,8 +412,12 @@ int train_main(const config_t *cfg, comm_t *comm)
         printf("done: test accuracy %.4f, test loss %.4f after %ld steps (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)%s\n",
                ev.acc, ev.loss, r->step, (double)r->step / (double)r->steps_per_epoch, now_s() - t0, train_s,
                train_s > 0 ? steps * samples_per_step / train_s : 0.0, extra);
+        if (bd.why) printf("stopped early: %s\n", bd.why == BOUNDS_TIME ? "time limit reached" : "target accuracy reached");
+        if (bd.reached) printf("time to target %.4f: %.2f s training, %.2f s since start (step %ld)\n", cfg->target_acc,
+                               bd.ttt_train, bd.ttt_wall, bd.ttt_step);
         fflush(stdout);
     }
+    bounds_free(&bd);
     free(ev.labels);
     teardown(r);
     return 0;

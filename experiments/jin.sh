@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Jin, Yuan, Iandola, Keutzer (2016), "How to scale distributed deep
+# learning?": bsp (all-reduce), asynchronous easgd (one shard) and gossip
+# (pull) at N = 4 ... 128 workers on a simulated 10 GbE cluster whose hosts
+# compute 50x faster than this machine's core (a GPU-like compute scale),
+# Fashion-MNIST mlp: time to a target accuracy and accuracy at a fixed
+# (simulated) time, to see where the asynchronous methods stop winning.
+#   experiments/jin.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
+# Writes DIR/summary.md (tables, the crossover N), DIR/figures/ (with the
+# scaling curve), DIR/metrics/ (default experiments/results/jin).
+. "$(dirname "$0")/lib.sh"
+exp_args jin "$@"
+need_sim
+SCALE=50
+if [ "$QUICK" = 1 ]; then
+    NS=(2 4); LIMIT=0.01; EVAL=0.001; TARGET=0.5
+    DATA=(--data synthetic:1024 --model mlp:16 --batch 16 --lr 0.05 --test-subset 128)
+else
+    NS=(4 8 16 32 64 128); LIMIT=4; EVAL=0.1; TARGET=0.82
+    DATA=(--data fashion-mnist --model mlp --batch 64 --lr 0.05 --test-subset 2000)
+fi
+COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --quiet)
+summary_head "Jin et al.: synchronous all-reduce against asynchronous easgd and gossip as N grows" \
+    "Simulated 10 GbE, hosts ${SCALE}x this machine's core; every run bounded by $LIMIT simulated s; target test accuracy $TARGET. Accuracy at the fixed time is the final test accuracy."
+names=()
+for N in "${NS[@]}"; do
+    echo "== $N workers =="
+    sim_run "bsp-$N" "$N" "$(sim_speeds "$N" "$SCALE")" 10Gbps -- "${COMMON[@]}" --sync bsp
+    sim_run "easgd-$N" "$((N + 1))" "$(sim_speeds "$((N + 1))" "$SCALE")" 10Gbps -- "${COMMON[@]}" --sync easgd --servers 1 --tau 4
+    sim_run "gossip-$N" "$N" "$(sim_speeds "$N" "$SCALE")" 10Gbps -- "${COMMON[@]}" --sync gossip --gossip pull
+    names+=("bsp-$N" "easgd-$N" "gossip-$N")
+done
+table "time to $TARGET and accuracy at $LIMIT s" "$TARGET" bsp "${names[@]}"
+figures all "$TARGET" "${names[@]}"
+python3 - "$OUT" "$TARGET" "${NS[@]}" >> "$OUT/summary.md" <<'PY'
+import json, sys
+out, target, ns = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+def ttt(name):
+    for l in open(f"{out}/metrics/{name}.jsonl"):
+        r = json.loads(l)
+        if r["event"] == "eval" and r["test_acc"] >= target:
+            return r["train_s"]
+    return None
+print("### crossover: the smallest N at which bsp reaches the target first\n")
+cross = None
+for n in ns:
+    b, e, g = (ttt(f"{p}-{n}") for p in ("bsp", "easgd", "gossip"))
+    f = lambda v: "not reached" if v is None else f"{v:.3f} s"
+    wins = b is not None and all(o is None or b < o for o in (e, g))
+    print(f"- N = {n}: bsp {f(b)}, easgd {f(e)}, gossip {f(g)}{' ← bsp first' if wins else ''}")
+    if wins and cross is None:
+        cross = n
+print(f"\nCrossover N: {cross if cross else 'none in this range'}\n")
+PY
+cat "$OUT/summary.md"

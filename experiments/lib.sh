@@ -1,0 +1,102 @@
+# Shared by the paper experiments (sourced): options, simulated and real
+# runs into one results folder, the markdown summary and the figures.
+#   SCRIPT [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
+# --quick runs a small subset (synthetic data, a tiny model, few workers,
+# fractions of a simulated second) that CI runs to keep the script working;
+# without it the full experiment runs (tens of minutes: not on a shared
+# machine in a hurry). Results: DIR/metrics/*.jsonl, DIR/logs/*.log,
+# DIR/summary.md, DIR/figures/.
+set -euo pipefail
+QUICK=0
+OUT=""
+BUILD=build
+SIMBUILD=build-sim
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+exp_args() {   # NAME "$@"
+    local name=$1
+    shift
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --quick) QUICK=1; shift ;;
+            --out) OUT=$2; shift 2 ;;
+            --build) BUILD=$2; shift 2 ;;
+            --sim-build) SIMBUILD=$2; shift 2 ;;
+            -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+            *) echo "$name: unknown option '$1' (--quick, --out DIR, --build DIR, --sim-build DIR)" >&2; exit 2 ;;
+        esac
+    done
+    local suffix=""
+    [ "$QUICK" = 1 ] && suffix=-quick
+    [ -n "$OUT" ] || OUT=experiments/results/$name$suffix
+    cd "$ROOT"
+    mkdir -p "$OUT/metrics" "$OUT/logs" "$OUT/figures"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+}
+need_sim() {
+    [ -x "$SIMBUILD/dsgd" ] || { echo "$SIMBUILD/dsgd missing: run make sim" >&2; exit 1; }
+}
+# Host speed factors for dsgd-sim --slow: every host SCALE times faster than
+# this machine (a GPU-like compute scale), and hosts listed as R=F F times
+# slower than that. HOSTS SCALE [R=F,...]
+sim_speeds() {
+    local hosts=$1 scale=$2 extra=${3:-} out="" i f
+    for ((i = 0; i < hosts; i++)); do
+        f=1
+        IFS=, read -ra pairs <<< "$extra"
+        for p in "${pairs[@]}"; do [ "${p%%=*}" = "$i" ] && f=${p#*=}; done
+        out+="${out:+,}$i=$(awk -v f="$f" -v s="$scale" 'BEGIN{printf "%.6g", f / s}')"
+    done
+    echo "$out"
+}
+# A simulated run: NAME HOSTS SPEEDS BANDWIDTH -- dsgd train flags. With
+# ALLOW_FAIL=1 a failed run (a diverged one, say) is reported in the table
+# instead of stopping the experiment.
+ALLOW_FAIL=0
+sim_run() {
+    local name=$1 hosts=$2 speeds=$3 bw=$4
+    shift 5
+    echo "  $name"
+    if ! scripts/dsgd-sim --build "$SIMBUILD" --hosts "$hosts" --slow "$speeds" --bandwidth "$bw" -- train "$@" \
+            --metrics "$OUT/metrics/$name.jsonl" > "$OUT/logs/$name.log" 2>&1; then
+        [ "$ALLOW_FAIL" = 1 ] && { echo "    failed: $(grep -m1 'dsgd: error' "$OUT/logs/$name.log" || tail -1 "$OUT/logs/$name.log")"; return 0; }
+        echo "run $name failed:" >&2; tail -5 "$OUT/logs/$name.log" >&2; exit 1
+    fi
+}
+# A run on real processes: NAME NP -- dsgd train flags
+real_run() {
+    local name=$1 np=$2
+    shift 3
+    echo "  $name"
+    if ! mpirun -q -np "$np" "$BUILD/dsgd" train "$@" --metrics "$OUT/metrics/$name.jsonl" > "$OUT/logs/$name.log" 2>&1; then
+        echo "run $name failed:" >&2; tail -5 "$OUT/logs/$name.log" >&2; exit 1
+    fi
+}
+# Append a table of some runs to summary.md: TITLE TARGET BASELINE NAMES...
+table() {
+    local title=$1 target=$2 base=$3
+    shift 3
+    local files=() failed=()
+    for n in "$@"; do
+        if [ -f "$OUT/metrics/$n.jsonl" ]; then files+=("$OUT/metrics/$n.jsonl"); else failed+=("$n"); fi
+    done
+    python3 experiments/summarize.py "$OUT/table.part.md" "$target" --baseline "$base" --title "$title" "${files[@]}" > /dev/null
+    {
+        cat "$OUT/table.part.md"
+        for n in "${failed[@]}"; do
+            echo "- $n failed: $(grep -m1 'dsgd: error' "$OUT/logs/$n.log" || tail -1 "$OUT/logs/$n.log")"
+        done
+        echo
+    } >> "$OUT/summary.md"
+    rm -f "$OUT/table.part.md"
+}
+# Figures of some runs into figures/SUBDIR: SUBDIR TARGET NAMES...
+figures() {
+    local sub=$1 target=$2
+    shift 2
+    local files=()
+    for n in "$@"; do [ -f "$OUT/metrics/$n.jsonl" ] && files+=("$OUT/metrics/$n.jsonl"); done
+    scripts/dsgd-plot --out "$OUT/figures/$sub" --target "$target" "${files[@]}" > "$OUT/logs/plot-$sub.log"
+}
+summary_head() {   # TITLE TEXT
+    { echo "# $1"; echo; echo "$2"; echo; echo "Command: \`$0 $([ "$QUICK" = 1 ] && echo --quick)\` ($(date -u +%F))"; echo; } > "$OUT/summary.md"
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Bounded runs on real processes, one paradigm of each family: with
+# --time-limit every worker stops at its first decision after the limit and
+# the final evaluation follows the final synchronization (bounds_check.py;
+# clocks of different processes may differ by the barrier's exit skew);
+# --target-acc stops at the first evaluation that reaches it and records the
+# time to target; --eval-every-s evaluates on the clock; bad values are
+# refused with one line.
+# Usage: tests/bounds.sh BUILD_DIR   (prints "bounds: N passed, M failed")
+set -u
+BUILD=${1:-build}
+DSGD="$BUILD/dsgd"
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d /tmp/dsgd-bounds-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+. "$HERE/lib.sh"
+
+LIMIT=1
+C=(--data synthetic:2048 --model mlp:32 --batch 32 --epochs 100000 --lr 0.05 --test-subset 256 --quiet)
+limit_case() {   # NAME NP LOCKSTEP -- dsgd flags
+    local name=$1 np=$2 lock=$3
+    shift 4
+    if "${MPIRUN[@]}" -np "$np" "$DSGD" train "${C[@]}" --time-limit "$LIMIT" "$@" --metrics "$WORK/$name.jsonl" \
+            > "$WORK/$name.out" 2>&1; then
+        local flags=(--skew 0.05)
+        [ "$lock" = 1 ] && flags+=(--lockstep)
+        if msg=$(python3 "$HERE/bounds_check.py" "$WORK/$name.jsonl" "$LIMIT" "${flags[@]}"); then ok "$name: $msg"
+        else bad "$name --time-limit" "$msg"; fi
+    else
+        bad "$name --time-limit" "$(tail -3 "$WORK/$name.out")"
+    fi
+}
+limit_case none 1 1 -- --sync none
+limit_case bsp 3 1 -- --sync bsp
+limit_case localsgd 3 1 -- --sync localsgd --period 4
+limit_case ssp 4 0 -- --sync ssp --staleness 2 --slowdown 2=5
+limit_case easgd 3 0 -- --sync easgd
+limit_case gossip-push 3 0 -- --sync gossip --gossip push
+limit_case gossip-round 2 1 -- --sync gossip --gossip round
+limit_case sandblaster 4 1 -- --sync sandblaster --batch-total 512
+limit_case downpour-mp2 5 0 -- --sync downpour --model-parallel 2
+
+# --target-acc: the run stops at the first evaluation at or above the target
+T=(--data synthetic:2048 --model mlp:32 --batch 32 --epochs 100000 --lr 0.02 --test-subset 256 --eval-every 5
+   --target-acc 0.9 --quiet)
+target_case() {   # NAME NP -- dsgd flags
+    local name=$1 np=$2
+    shift 3
+    if "${MPIRUN[@]}" -np "$np" "$DSGD" train "${T[@]}" "$@" --metrics "$WORK/t$name.jsonl" > "$WORK/t$name.out" 2>&1 &&
+        msg=$(python3 - "$WORK/t$name.jsonl" 0.9 <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+target = float(sys.argv[2])
+evals = [r for r in recs if r["event"] == "eval"]
+done = recs[-1]
+first = next((e for e in evals if e["test_acc"] >= target), None)
+assert done["stop_reason"] == "target_acc", done["stop_reason"]
+assert done["target_reached"] is True
+# the evaluation that reached it is the first such, and the training stopped there
+assert first is not None and done["ttt_step"] == first["step"], (done["ttt_step"], first)
+assert done["steps"] == first["step"], (done["steps"], first["step"])
+assert 0 < done["ttt_train_s"] <= done["ttt_wall_s"] <= done["wall_s"]
+assert abs(done["ttt_wall_s"] - first["run_s"]) < 1e-6
+print(f"stopped at step {done['steps']} (acc {first['test_acc']:.3f}), time to target {done['ttt_train_s']:.3f} s training, {done['ttt_wall_s']:.3f} s")
+PY
+); then ok "$name --target-acc: $msg"
+    else bad "$name --target-acc" "$msg $(tail -2 "$WORK/t$name.out")"; fi
+}
+target_case bsp 3 -- --sync bsp
+target_case localsgd 2 -- --sync localsgd --period 5
+target_case sandblaster 3 -- --sync sandblaster --batch-total 512 --eval-every 1
+
+# asynchronous workers: the lead tells the others (parameter server: through
+# the shards' replies; gossip: a message); every worker stops
+for s in asp "gossip --gossip pull"; do
+    if timeout 120 "${MPIRUN[@]}" -np 4 "$DSGD" train "${T[@]}" --sync $s --metrics "$WORK/ta.jsonl" > "$WORK/ta.out" 2>&1 &&
+        [ "$(json_field "$WORK/ta.jsonl" done stop_reason)" = target_acc ]; then
+        ok "$s --target-acc: every worker stops (steps $(json_field "$WORK/ta.jsonl" done worker_steps))"
+    else bad "$s --target-acc" "$(tail -2 "$WORK/ta.out")"; fi
+done
+
+# a target never reached: null time to target, the run ends on its steps
+"$DSGD" train "${C[@]}" --epochs 1 --target-acc 1 --eval-every 20 --lr 0.0001 --metrics "$WORK/never.jsonl" > /dev/null 2>&1
+r=$(python3 -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][-1]; print(d["stop_reason"], d["target_reached"], d["ttt_train_s"], d["ttt_wall_s"])' "$WORK/never.jsonl" 2>&1)
+if [ "$r" = "steps False None None" ]; then ok "an unreached target: time to target null, stopped by steps"
+else bad "unreached target" "$r"; fi
+
+# --eval-every-s: an evaluation at the first step end in each period of T
+# seconds (never two in one period; a step longer than T, as on a stalled
+# machine, may leave a period without one), replacing the per-epoch ones
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync bsp --time-limit 1 --eval-every-s 0.25 --metrics "$WORK/es.jsonl" > /dev/null 2>&1
+r=$(python3 -c '
+import json,sys
+ev=[json.loads(l) for l in open(sys.argv[1])]
+t=[e["run_s"] for e in ev if e["event"]=="eval"]
+periodic=t[:-1]
+slots=[int(x / 0.25) for x in periodic]
+ok = 2 <= len(periodic) <= 4 and slots[0] >= 1 and all(a < b for a, b in zip(slots, slots[1:]))
+print("ok" if ok else "bad", len(t) - 1, [round(x, 3) for x in t])' "$WORK/es.jsonl" 2>&1)
+if [ "${r%% *}" = ok ]; then ok "--eval-every-s 0.25 over 1 s: ${r#ok }"
+else bad "--eval-every-s" "$r"; fi
+
+for bad_flag in "--target-acc 1.5" "--time-limit -1" "--eval-every-s -2"; do
+    out=$("$DSGD" train "${C[@]}" $bad_flag 2>&1)
+    rc=$?
+    if [ $rc -ne 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "^dsgd: error: --"; then ok "$bad_flag refused: $out"
+    else bad "$bad_flag" "rc $rc: $out"; fi
+done
+summary bounds

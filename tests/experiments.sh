@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The paper experiments in their --quick form (simulated, seconds each): each
+# runs end to end and writes its summary table and figures.
+# Usage: tests/experiments.sh SIM_BUILD_DIR BUILD_DIR   (prints "experiments: N passed, M failed")
+set -u
+SIM=${1:-build-sim}
+REAL=${2:-build}
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d /tmp/dsgd-exp-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+. "$HERE/lib.sh"
+for e in jin dssp selsync distbelief; do
+    out="$WORK/$e"
+    if "$HERE/../experiments/$e.sh" --quick --out "$out" --sim-build "$SIM" --build "$REAL" > "$WORK/$e.log" 2>&1; then
+        rows=$(grep -c '^| [a-z]' "$out/summary.md")
+        pngs=$(find "$out/figures" -name '*.png' -size +1k | wc -l)
+        if [ "$rows" -ge 4 ] && [ "$pngs" -ge 3 ] && ! grep -q 'failed' "$out/summary.md"; then
+            ok "experiments/$e.sh --quick: $rows table rows, $pngs figures"
+        else bad "experiments/$e.sh --quick" "$rows table rows, $pngs figures: $(grep failed "$out/summary.md" | head -2)"; fi
+    else
+        bad "experiments/$e.sh --quick" "$(tail -3 "$WORK/$e.log")"
+    fi
+done
+summary experiments

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# scripts/dsgd-plot: every figure is written as a whole PNG and SVG from
+# real metrics files (curves, a staleness histogram, selsync's sync
+# fraction, a scaling curve); figures without data are skipped; a missing,
+# corrupt or foreign file is refused with one line and leaves no figure.
+# Usage: tests/plot.sh BUILD_DIR   (prints "plot: N passed, M failed")
+set -u
+BUILD=${1:-build}
+DSGD="$BUILD/dsgd"
+HERE=$(cd "$(dirname "$0")" && pwd)
+PLOT="$HERE/../scripts/dsgd-plot"
+WORK=$(mktemp -d /tmp/dsgd-plot-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+. "$HERE/lib.sh"
+if ! command -v gnuplot > /dev/null; then
+    bad "gnuplot" "not installed (scripts/install-deps)"; summary plot; exit 1
+fi
+C=(--data synthetic:1024 --model mlp:16 --batch 16 --lr 0.05 --test-subset 128 --quiet)
+T=(--epochs 1000 --target-acc 0.8 --eval-every 4)
+"$DSGD" train "${C[@]}" "${T[@]}" --metrics "$WORK/none.jsonl" > /dev/null 2>&1
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" "${T[@]}" --sync bsp --metrics "$WORK/bsp2.jsonl" > /dev/null 2>&1
+"${MPIRUN[@]}" -np 3 "$DSGD" train "${C[@]}" --steps 40 --eval-every 10 --sync ssp --staleness 2 --metrics "$WORK/ssp.jsonl" > /dev/null 2>&1
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --steps 60 --eval-every 10 --sync selsync --window 5 --metrics "$WORK/selsync.jsonl" > /dev/null 2>&1
+ALL=("$WORK"/none.jsonl "$WORK"/bsp2.jsonl "$WORK"/ssp.jsonl "$WORK"/selsync.jsonl)
+
+# FILE: a whole PNG (signature, IHDR, IEND) or SVG (opens and closes the svg element)
+valid() {
+    python3 - "$1" <<'PY'
+import sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+if p.endswith(".png"):
+    ok = b[:8] == b"\x89PNG\r\n\x1a\n" and b[12:16] == b"IHDR" and b[-8:-4] == b"IEND"
+else:
+    t = b.decode("utf-8", "replace")
+    ok = "<svg" in t[:2000] and t.rstrip().endswith("</svg>")
+sys.exit(0 if ok and len(b) > 1000 else 1)
+PY
+}
+if out=$("$PLOT" --out "$WORK/figs" "${ALL[@]}" 2>&1); then
+    missing=""
+    for f in accuracy_time accuracy_samples accuracy_epochs staleness sync_fraction scaling; do
+        for e in png svg; do valid "$WORK/figs/$f.$e" || missing+=" $f.$e"; done
+    done
+    if [ -z "$missing" ]; then ok "dsgd-plot writes all 6 figures as valid PNG and SVG from 4 runs"
+    else bad "dsgd-plot figures" "missing or invalid:$missing ($out)"; fi
+else
+    bad "dsgd-plot" "$out"
+fi
+# the curves carry one title per run, labelled by paradigm and flags
+if grep -q "ssp s=2, N=2" "$WORK/figs/accuracy_time.svg" && grep -q "selsync" "$WORK/figs/accuracy_time.svg"; then
+    ok "curves are labelled by paradigm, flags and workers"
+else bad "curve labels" "$(grep -o '>[^<]*N=[0-9]*<' "$WORK/figs/accuracy_time.svg" | head -3)"; fi
+
+# a single-process run has no staleness, no sync fraction: skipped, said so
+out=$("$PLOT" --out "$WORK/one" "$WORK/none.jsonl" 2>&1)
+if [ $? -eq 0 ] && echo "$out" | grep -q "staleness: no run has the data, skipped" && [ ! -e "$WORK/one/staleness.png" ] &&
+    valid "$WORK/one/accuracy_epochs.png"; then ok "figures without data are skipped"
+else bad "skipping figures without data" "$out"; fi
+
+refused() {   # WHAT EXPECTED_TEXT FILES...
+    local what=$1 want=$2
+    shift 2
+    out=$("$PLOT" --out "$WORK/bad" "$@" 2>&1)
+    local rc=$?
+    if [ $rc -ne 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "^dsgd-plot: error: .*$want" &&
+        [ -z "$(ls -A "$WORK/bad" 2>/dev/null)" ]; then ok "$what refused: $out"
+    else bad "$what" "rc $rc: $out"; fi
+}
+refused "a missing metrics file" "cannot read metrics file" "$WORK/none.jsonl" "$WORK/nope.jsonl"
+head -c 150 "$WORK/bsp2.jsonl" > "$WORK/cut.jsonl"
+refused "a truncated metrics file" "line 1 is not JSON" "$WORK/cut.jsonl"
+echo '{"a": 1}' > "$WORK/foreign.jsonl"
+refused "a JSON file that is not dsgd's" "no \"event\"" "$WORK/foreign.jsonl"
+grep -v '"config"' "$WORK/none.jsonl" > "$WORK/noconfig.jsonl"
+refused "metrics without a config event" "no config event" "$WORK/noconfig.jsonl"
+refused "no files" "give one or more metrics files"
+summary plot
