@@ -156,7 +156,7 @@ expect_error "unknown model" "unknown model 'resnet9'" "$DSGD" train --data synt
 expect_error "lenet on 8x8" "at least 12x12" "$DSGD" train --data synthetic --model lenet "${M[@]}"
 expect_error "unknown flag" "unknown flag --bacth" "$DSGD" train --bacth 64 "${M[@]}"
 expect_error "flag without value" "--lr needs a value" "$DSGD" train --lr
-expect_error "non-numeric value" "--epochs wants an integer" "$DSGD" train --epochs three "${M[@]}"
+expect_error "non-numeric value" "--epochs wants a decimal integer" "$DSGD" train --epochs three "${M[@]}"
 expect_error "zero batch" "--batch must be a positive" "$DSGD" train --data synthetic --batch 0 "${M[@]}"
 expect_error "negative learning rate" "--lr must be positive" "$DSGD" train --data synthetic --lr -0.1 "${M[@]}"
 expect_error "unknown sync" "unknown --sync 'allreduce'" "$DSGD" train --data synthetic --sync allreduce "${M[@]}"

@@ -50,6 +50,7 @@ for t in "$BUILD"/tests/test_*; do
 done
 [ "${SANITIZE:-0}" = 1 ] && export ASAN_OPTIONS="detect_leaks=0"
 run_part cli tests/cli.sh "$BUILD"
+run_part robust tests/robust.sh "$BUILD"
 run_part mpi tests/mpi.sh "$BUILD"
 run_part ps tests/ps.sh "$BUILD"
 run_part sandblaster tests/sandblaster.sh "$BUILD"

@@ -177,8 +177,11 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
         FAIL("--sync %s: a step's %ld samples exceed the %ld training samples", cfg->sync, per_step, r->train.n);
     if (r->steps_per_epoch < 1)
         FAIL("--batch %ld x %d workers exceeds the %ld training samples; use a smaller batch", cfg->batch, nworkers, r->train.n);
-    r->total_steps = cfg->steps > 0 ? cfg->steps : cfg->epochs * r->steps_per_epoch;
-    if (r->step > r->total_steps)
+    /* the flag ranges keep this product far from overflow; checked all the same */
+    if (cfg->steps > 0) r->total_steps = cfg->steps;
+    else if (__builtin_mul_overflow(cfg->epochs, r->steps_per_epoch, &r->total_steps))
+        FAIL("--epochs %ld x %ld steps per epoch is too many steps", cfg->epochs, r->steps_per_epoch);
+    if (*cfg->resume && r->step > r->total_steps)
         FAIL("checkpoint '%s' is at step %ld, past the %ld steps this run would train; raise --epochs or --steps",
              cfg->resume, r->step, r->total_steps);
     batch_iter_seek(r->it, r->step);

@@ -130,9 +130,15 @@ void rng_shuffle(rng_t *r, int32_t *a, size_t n)
 }
 
 /* ---- helpers ---- */
+/* Decimal digits with an optional leading minus, nothing else: no spaces,
+ * no '+', no hex or octal prefixes, so " 64" and "64 " are treated alike. */
 int parse_long(const char *s, long *out)
 {
-    if (!s || !*s) return -1;
+    if (!s) return -1;
+    const char *d = s + (*s == '-');
+    if (!*d) return -1;
+    for (const char *p = d; *p; p++)
+        if (*p < '0' || *p > '9') return -1;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -141,13 +147,27 @@ int parse_long(const char *s, long *out)
     return 0;
 }
 
+/* A finite decimal number: [-]digits[.digits][e[+-]digits] (or .digits);
+ * no hex floats, inf, nan or surrounding spaces. */
 int parse_double(const char *s, double *out)
 {
-    if (!s || !*s) return -1;
+    if (!s) return -1;
+    const char *p = s + (*s == '-');
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') p++, digits++;
+    if (*p == '.') for (p++; *p >= '0' && *p <= '9'; p++) digits++;
+    if (!digits) return -1;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (*p < '0' || *p > '9') return -1;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p) return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v)) return -1;
+    if (*end || !isfinite(v) || (errno == ERANGE && v != 0)) return -1;
     *out = v;
     return 0;
 }

@@ -38,7 +38,8 @@ uint32_t rng_below(rng_t *r, uint32_t n);  /* uniform in [0, n) */
 void     rng_shuffle(rng_t *r, int32_t *a, size_t n);
 
 /* ---- small helpers ---- */
-/* strtol/strtod with full-string check; return 0 on success. */
+/* Strict decimal parsing of a whole string (integers: [-]digits, no
+ * overflow; numbers: finite decimal, no hex/inf/nan); 0 on success. */
 int parse_long(const char *s, long *out);
 int parse_double(const char *s, double *out);
 
