@@ -40,4 +40,29 @@ for th in 0 -5 100000; do
     refused "dsgd eval --threads $th is refused" "--threads must be" "$DSGD" eval --checkpoint "$WORK/none.st" --threads "$th"
 done
 
+# ---- (1) checkpoint metadata is range-checked: a negative step ----
+# st_meta_v1 IN OUT KEY VALUE: a copy with one metadata value changed,
+# written as a version-1 file (CRC-32 of the data only, which both the
+# current and older readers verify), so only the value itself is wrong.
+st_meta_v1() {
+    python3 - "$@" <<'PY'
+import json, struct, sys, zlib
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+md = hdr["__metadata__"]
+md[sys.argv[3]] = sys.argv[4]; md["version"] = "1"; md["crc32"] = "%08x" % zlib.crc32(data)
+h = json.dumps(hdr, separators=(",", ":")).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+}
+"$DSGD" train "${T[@]}" --steps 20 --checkpoint "$WORK/ck.st" > /dev/null 2>&1
+for step in -1 -5000; do
+    st_meta_v1 "$WORK/ck.st" "$WORK/neg.st" step "$step"
+    refused "--resume of a checkpoint at step $step is refused" "metadata 'step'" "$DSGD" train "${T[@]}" --steps 40 --resume "$WORK/neg.st"
+done
+st_meta_v1 "$WORK/ck.st" "$WORK/v1.st" step 20
+"$DSGD" train "${T[@]}" --steps 40 --resume "$WORK/v1.st" > "$WORK/v1.out" 2>&1 && ok "a version-1 checkpoint still resumes" || bad "version-1 checkpoint" "$(cat "$WORK/v1.out")"
+
 summary robust
