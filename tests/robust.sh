@@ -12,16 +12,16 @@ WORK=$(mktemp -d /tmp/dsgd-robust-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
 
-# refused NAME NEEDLE CMD...: non-zero exit within 60 s, one stderr line
+# refused NAME NEEDLE CMD...: non-zero exit within 20 s, one stderr line
 # containing NEEDLE.
 refused() {
     local name=$1 needle=$2
     shift 2
-    timeout 60 "$@" >"$WORK/stdout" 2>"$WORK/stderr"
+    timeout 20 "$@" >"$WORK/stdout" 2>"$WORK/stderr"
     local rc=$? lines
     lines=$(grep -c . "$WORK/stderr")
     if [ $rc -eq 0 ]; then bad "$name" "accepted (exit 0)"
-    elif [ $rc -eq 124 ]; then bad "$name" "hung (killed after 60 s)"
+    elif [ $rc -eq 124 ]; then bad "$name" "hung (killed after 20 s)"
     elif [ "$lines" -ne 1 ]; then bad "$name" "stderr has $lines lines: $(head -c 400 "$WORK/stderr")"
     elif ! grep -q -- "$needle" "$WORK/stderr"; then bad "$name" "error lacks '$needle': $(cat "$WORK/stderr")"
     else ok "$name"; fi
@@ -64,5 +64,29 @@ for step in -1 -5000; do
 done
 st_meta_v1 "$WORK/ck.st" "$WORK/v1.st" step 20
 "$DSGD" train "${T[@]}" --steps 40 --resume "$WORK/v1.st" > "$WORK/v1.out" 2>&1 && ok "a version-1 checkpoint still resumes" || bad "version-1 checkpoint" "$(cat "$WORK/v1.out")"
+
+# ---- (12) a data file that is a FIFO is refused, not read forever ----
+# mkidx DIR NAME MAGIC COUNT [H W]: a raw IDX file with deterministic content
+mkidx() {
+    perl -e 'my ($m,$n,$h,$w)=@ARGV; if ($h) { print pack("N4",$m,$n,$h,$w); print pack("C*", map { ($_*37)%256 } 0..$n*$h*$w-1) }
+             else { print pack("N2",$m,$n); print pack("C*", map { $_%10 } 0..$n-1) }' "$3" "$4" "${5:-}" "${6:-}" > "$1/$2"
+}
+mkdir -p "$WORK/idx"
+mkidx "$WORK/idx" train-images-idx3-ubyte 2051 300 8 8
+mkidx "$WORK/idx" train-labels-idx1-ubyte 2049 300
+mkidx "$WORK/idx" t10k-images-idx3-ubyte 2051 60 8 8
+mkidx "$WORK/idx" t10k-labels-idx1-ubyte 2049 60
+mkdir -p "$WORK/fifo"; cp "$WORK/idx/"* "$WORK/fifo/"
+rm "$WORK/fifo/t10k-labels-idx1-ubyte"; mkfifo "$WORK/fifo/t10k-labels-idx1-ubyte"
+refused "a FIFO as a data file is refused" "not a regular file" "$DSGD" train --data "$WORK/fifo" --model mlp:8 --quiet
+mkdir -p "$WORK/cifar"; head -c $((3073 * 4)) /dev/zero > "$WORK/cifar/data_batch_1.bin"; mkfifo "$WORK/cifar/test_batch.bin"
+refused "a FIFO as a CIFAR batch is refused" "not a regular file" "$DSGD" train --data "$WORK/cifar" --model mlp:8 --quiet
+
+# ---- (9) a .gz IDX file must end with its trailer ----
+mkdir -p "$WORK/gz"; cp "$WORK/idx/"* "$WORK/gz/"
+gzip "$WORK/gz/train-images-idx3-ubyte"
+sz=$(stat -c %s "$WORK/gz/train-images-idx3-ubyte.gz")
+truncate -s $((sz - 8)) "$WORK/gz/train-images-idx3-ubyte.gz"
+refused "a .gz data file cut by its 8-byte trailer is refused" "truncated" "$DSGD" train --data "$WORK/gz" --model mlp:8 --quiet
 
 summary robust

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void die(const char *fmt, ...)
@@ -173,6 +174,50 @@ int parse_double(const char *s, double *out)
 }
 
 int file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* Opened without blocking (a FIFO would wait for a writer), then checked. */
+static int open_regular(const char *path, struct stat *sb, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); return -1; }
+    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+        snprintf(err, errlen, "'%s' is not a regular file (a FIFO, device or directory); name a plain file", path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int file_regular_size(const char *path, long *size, char *err, size_t errlen)
+{
+    struct stat sb;
+    int fd = open_regular(path, &sb, err, errlen);
+    if (fd < 0) return -1;
+    close(fd);
+    *size = (long)sb.st_size;
+    return 0;
+}
+
+int read_regular_file(const char *path, unsigned char **buf, size_t *len, char *err, size_t errlen)
+{
+    struct stat sb;
+    int fd = open_regular(path, &sb, err, errlen);
+    if (fd < 0) return -1;
+    size_t size = (size_t)sb.st_size, got = 0;
+    unsigned char *b = xmalloc(size + 1);
+    while (got < size) {
+        ssize_t r = read(fd, b + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno)); break; }
+        if (r == 0) { snprintf(err, errlen, "cannot read '%s': it shrank while being read", path); break; }
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != size) { free(b); return -1; }
+    *buf = b;
+    *len = size;
+    return 0;
+}
 
 int write_file_atomic(const char *path, const void *buf, size_t len)
 {
