@@ -89,4 +89,47 @@ sz=$(stat -c %s "$WORK/gz/train-images-idx3-ubyte.gz")
 truncate -s $((sz - 8)) "$WORK/gz/train-images-idx3-ubyte.gz"
 refused "a .gz data file cut by its 8-byte trailer is refused" "truncated" "$DSGD" train --data "$WORK/gz" --model mlp:8 --quiet
 
+# ---- (4) outputs must be regular files: a device node is never replaced ----
+O="$WORK/o"; mkdir -p "$O"
+if mknod "$O/null" c 1 3 2>/dev/null && mknod "$O/full" c 1 7 2>/dev/null; then
+    refused "--metrics naming a device node is refused" "not a regular file" "$DSGD" train "${T[@]}" --steps 5 --metrics "$O/null"
+    refused "--checkpoint naming a device node is refused" "not a regular file" "$DSGD" train "${T[@]}" --steps 5 --checkpoint "$O/full"
+    if [ -c "$O/null" ] && [ -c "$O/full" ]; then ok "the device nodes are still device nodes"
+    else bad "device nodes" "replaced: $(ls -l "$O")"; fi
+else
+    bad "device-node outputs" "mknod is not permitted here (run the tests as root)"
+fi
+mkfifo "$O/fifo"
+refused "--metrics naming a FIFO is refused" "not a regular file" "$DSGD" train "${T[@]}" --steps 5 --metrics "$O/fifo"
+
+# ---- (6) a directory as an output is refused before training ----
+mkdir -p "$O/dir"
+refused "--metrics naming a directory is refused at start" "a directory" "$DSGD" train "${T[@]}" --epochs 100000 --metrics "$O/dir"
+refused "--checkpoint naming a directory is refused at start" "a directory" "$DSGD" train "${T[@]}" --epochs 100000 --checkpoint "$O/dir"
+if [ ! -e "$O/dir.part" ]; then ok "no DIR.part left beside the directory"; else bad "directory output" "left $O/dir.part"; fi
+
+# ---- (5) one file under two spellings ----
+mkdir -p "$O/sub"
+refused "--metrics out/x --checkpoint out/./x is refused" "same file" "$DSGD" train "${T[@]}" --steps 5 \
+    --metrics "$O/sub/x" --checkpoint "$O/sub/./x"
+refused "--metrics out/x --checkpoint out/../o/sub/x is refused" "same file" "$DSGD" train "${T[@]}" --steps 5 \
+    --metrics "$O/sub/x" --checkpoint "$O/sub/../sub/x"
+cp "$WORK/ck.st" "$O/ck.st"; cp "$WORK/ck.st" "$O/ck.orig"
+refused "--metrics naming the checkpoint being resumed is refused" "being resumed" "$DSGD" train "${T[@]}" --steps 40 \
+    --resume "$O/ck.st" --metrics "$O/./ck.st"
+ln "$O/ck.st" "$O/hard.st"
+refused "--metrics naming a hard link of the resumed checkpoint is refused" "being resumed" "$DSGD" train "${T[@]}" --steps 40 \
+    --resume "$O/ck.st" --metrics "$O/hard.st"
+if cmp -s "$O/ck.st" "$O/ck.orig"; then ok "the resumed checkpoint is intact"; else bad "resumed checkpoint" "overwritten"; fi
+"$DSGD" train "${T[@]}" --steps 40 --resume "$O/ck.st" --checkpoint "$O/ck.st" > "$WORK/same.out" 2>&1 &&
+    ok "--resume and --checkpoint may name the same file (continue in place)" || bad "resume in place" "$(cat "$WORK/same.out")"
+
+# ---- (7) temporaries of killed runs are removed, a live run's are kept ----
+sleep 0 & dead=$!; wait $dead
+touch "$O/c.st.tmp.$dead" "$O/c.st.tmp.$$" "$O/other.st.tmp.$dead"
+"$DSGD" train "${T[@]}" --steps 5 --checkpoint "$O/c.st" > /dev/null 2>&1
+if [ ! -e "$O/c.st.tmp.$dead" ] && [ -e "$O/c.st.tmp.$$" ] && [ -e "$O/other.st.tmp.$dead" ] && [ -s "$O/c.st" ]; then
+    ok "a dead run's checkpoint temporary is removed; a live one's and another target's are kept"
+else bad "stale temporaries" "$(ls "$O")"; fi
+
 summary robust

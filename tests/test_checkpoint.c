@@ -1,6 +1,8 @@
 /* Checkpoint round trip, verification on load, and refusal of checkpoints
  * that do not fit. */
 #include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdint.h>
 #include <zlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "optim/optim.h"
 #include "test.h"
 #include "train/checkpoint.h"
+#include "train/metrics.h"
 
 static char dir[256], path[512];
 
@@ -236,6 +239,33 @@ static void test_header_damage_and_shapes(void)
     optim_free(o);
 }
 
+/* Defect 4: a write error (here the file-size limit, as a full disk would
+ * do) fails the save or the metrics file, and leaves no file behind. */
+static void test_write_errors(void)
+{
+    optim_t *o;
+    model_t *m = trained("lenet", &o, OPT_SGD);
+    ckpt_meta_t md = meta_for(m, "sgd");
+    char err[512] = "", mpath[600];
+    struct rlimit old, lim;
+    unlink(path);
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = 4096;
+    signal(SIGXFSZ, SIG_IGN);
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit");
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) != 0 && strstr(err, "cannot write"), "save past the limit: %s", err);
+    snprintf(mpath, sizeof mpath, "%s/m.jsonl", dir);
+    metrics_t mx;
+    CHECK(metrics_open(&mx, mpath, 0, err, sizeof err) == 0, "metrics_open: %s", err);
+    for (int i = 0; i < 1000; i++) { metrics_begin(&mx, "eval", i); metrics_long(&mx, "step", i); metrics_end(&mx); }
+    CHECK(metrics_close(&mx, 1) != 0, "metrics past the limit closed without an error");
+    setrlimit(RLIMIT_FSIZE, &old);
+    CHECK(dir_entries() == 0, "failed writes left %d files", dir_entries());
+    model_free(m);
+    optim_free(o);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -245,6 +275,7 @@ int main(int argc, char **argv)
     RUN(test_round_trip);
     RUN(test_corrupt);
     RUN(test_header_rules);
+    RUN(test_write_errors);
     RUN(test_header_damage_and_shapes);
     unlink(path);
     rmdir(dir);

@@ -13,6 +13,7 @@
 #include "checkpoint.h"
 #include "faults.h"
 #include "metrics.h"
+#include "outputs.h"
 #include "parallel.h"
 
 #define EVAL_CHUNK 256
@@ -54,18 +55,6 @@ static int load_data(run_t *r, const config_t *cfg)
 
 #define FAIL(...) do { snprintf(r->err, sizeof r->err, __VA_ARGS__); return -1; } while (0)
 
-/* A file can be created in path's directory (so a long run does not end
- * with an unwritable checkpoint or metrics file). */
-static int check_writable(run_t *r, const char *path, const char *flag)
-{
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
-    FILE *f = fopen(probe, "w");
-    if (!f) FAIL("cannot write %s '%s': %s", flag, path, strerror(errno));
-    fclose(f);
-    unlink(probe);
-    return 0;
-}
 /* The paradigm's figures as " key value" pairs. */
 static void stats_text(run_t *r, char *out, size_t len)
 {
@@ -136,10 +125,8 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
     if (part_kind_parse(cfg->partition, pk) != 0)
         FAIL("unknown --partition '%s'; choose iid, full or label-skew", cfg->partition);
     if (*cfg->resume && ckpt_load(cfg->resume, resume, r->err, sizeof r->err) != 0) return -1;
-    if (r->comm->rank == 0) {   /* the lead is not known yet; rank 0 shares its files */
-        if (*cfg->checkpoint && check_writable(r, cfg->checkpoint, "--checkpoint") != 0) return -1;
-        if (*cfg->metrics && check_writable(r, cfg->metrics, "--metrics") != 0) return -1;
-    }
+    /* the lead is not known yet; rank 0 shares its files */
+    if (r->comm->rank == 0 && outputs_check(cfg, r->err, sizeof r->err) != 0) return -1;
     return 0;
 }
 
@@ -385,7 +372,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         else metrics_double(&mx, st[i].key, st[i].value);
     }
     metrics_end(&mx);
-    if (metrics_close(&mx, 1) != 0) die("cannot finish metrics file '%s'", cfg->metrics);
+    if (metrics_close(&mx, 1) != 0) die("cannot write metrics file '%s': %s", cfg->metrics, strerror(errno));
     if (lead) {
         char extra[512];
         stats_text(r, extra, sizeof extra);
