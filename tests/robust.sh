@@ -132,4 +132,40 @@ if [ ! -e "$O/c.st.tmp.$dead" ] && [ -e "$O/c.st.tmp.$$" ] && [ -e "$O/other.st.
     ok "a dead run's checkpoint temporary is removed; a live one's and another target's are kept"
 else bad "stale temporaries" "$(ls "$O")"; fi
 
+# ---- (11) a fault keeps the metrics so far, ending with a done event ----
+# killed_run NP VICTIM OUT ARGS...: start NP ranks (Open MPI, --enable-recovery
+# keeps the survivors up), kill -9 rank VICTIM once the lead has recorded an
+# evaluation, wait at most 90 s for the rest.
+killed_run() {
+    local np=$1 victim=$2 out=$3
+    shift 3
+    rm -rf "$out"; mkdir -p "$out"
+    timeout 90 "${MPIRUN[@]}" --enable-recovery -np "$np" sh -c 'echo $$ > "'"$out"'/pid.$OMPI_COMM_WORLD_RANK"; exec "$0" "$@"' \
+        "$DSGD" train "$@" --metrics "$out/m.jsonl" > "$out/stdout" 2> "$out/stderr" &
+    local job=$! i
+    for i in $(seq 1 300); do
+        grep -q '"event":"eval"' "$out/m.jsonl.part" 2>/dev/null && [ -s "$out/pid.$victim" ] && break
+        sleep 0.1
+    done
+    kill -9 "$(cat "$out/pid.$victim")"
+    wait $job
+}
+# fault_record NAME DIR LOST: metrics.jsonl in place, no .part, last event a
+# done with status fault naming the lost rank(s) and the step
+fault_record() {
+    if [ -e "$2/m.jsonl.part" ] || [ ! -s "$2/m.jsonl" ]; then bad "$1" "metrics not in place: $(ls "$2") $(grep dsgd "$2/stderr" | head -2)"; return; fi
+    if python3 -c 'import json,sys
+rs=[json.loads(l) for l in open(sys.argv[1])]
+d=rs[-1]
+assert d["event"]=="done" and d["status"]=="fault", d
+assert d["lost_ranks"]==json.loads(sys.argv[2]), d
+assert d["fault_step"]>0 and any(r["event"]=="eval" for r in rs), d' "$2/m.jsonl" "$3" 2> "$WORK/py.err"
+    then ok "$1"; else bad "$1" "$(tail -1 "$WORK/py.err")"; fi
+}
+F=(--data synthetic --model mlp:8 --batch 16 --steps 1000000 --eval-every 20 --quiet --timeout 3)
+killed_run 3 2 "$WORK/kbsp" "${F[@]}" --sync bsp
+fault_record "bsp, worker rank 2 killed: metrics in place, done says rank 2 lost at its step" "$WORK/kbsp" "[2]"
+killed_run 3 0 "$WORK/kps" "${F[@]}" --sync asp --servers 1
+fault_record "asp, the server (rank 0) killed: metrics in place, done says rank 0 lost" "$WORK/kps" "[0]"
+
 summary robust

@@ -224,6 +224,32 @@ static void __attribute__((noreturn, format(printf, 2, 3))) run_abort(metrics_t 
     die("%s", msg);
 }
 
+/* What the lead's metrics need to close on a peer's fault. */
+typedef struct fault_rec {
+    metrics_t *mx;
+    const run_t *r;
+} fault_rec_t;
+
+/* comm's fault hook: the run's record so far goes into place, ending with
+ * a done event that says what was lost, at which step. */
+static void record_fault(void *ctx, const char *what, const int *lost, int nlost)
+{
+    fault_rec_t *f = ctx;
+    if (!f->mx->f) return;
+    char ranks[512] = "[";
+    size_t at = 1;
+    for (int i = 0; i < nlost && at < sizeof ranks - 16; i++) at += (size_t)snprintf(ranks + at, sizeof ranks - at, "%s%d", i ? "," : "", lost[i]);
+    snprintf(ranks + at, sizeof ranks - at, "]");
+    metrics_begin(f->mx, "done", now_s());
+    metrics_long(f->mx, "steps", f->r->step);
+    metrics_str(f->mx, "status", "fault");
+    metrics_raw(f->mx, "lost_ranks", ranks);
+    metrics_long(f->mx, "fault_step", f->r->step);
+    metrics_str(f->mx, "fault", what);
+    metrics_end(f->mx);
+    metrics_close(f->mx, 1);
+}
+
 static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, double train_loss, double sps)
 {
     metrics_begin(mx, "eval", now_s());
@@ -259,6 +285,9 @@ int train_main(const config_t *cfg, comm_t *comm)
     char err[512];
     metrics_t mx;
     if (metrics_open(&mx, lead ? cfg->metrics : NULL, t0, err, sizeof err) != 0) die("%s", err);
+    fault_rec_t fault = { .mx = &mx, .r = r };
+    comm->on_fault = record_fault;
+    comm->fault_ctx = &fault;
     if (lead && !cfg->quiet) {
         config_print(stdout, cfg, config_train_opts);
         printf("model %s: %zu parameters; data: %ld train, %ld test samples of %dx%dx%d, %d classes; "
@@ -343,8 +372,10 @@ int train_main(const config_t *cfg, comm_t *comm)
     if (r->evaluates && *cfg->checkpoint && save_checkpoint(r) != 0) run_abort(&mx, "%s", r->err);
 
     const long steps = r->step - start_step;
+    comm->on_fault = NULL;   /* from here on a fault is not the run's: it has ended */
     metrics_begin(&mx, "done", now_s());
     metrics_long(&mx, "steps", r->step);
+    metrics_str(&mx, "status", "ok");
     metrics_long(&mx, "samples", steps * samples_per_step);
     /* the lead's traffic, its replica and data-parallel groups' included */
     const comm_t *g[3] = { comm, &r->mp_comm, &r->dp_comm };
