@@ -319,6 +319,14 @@ int ckpt_read_tensor(const ckpt_t *ck, const char *name, float *dst, size_t coun
     return copy_tensor(ck, name, dst, count, NULL, 0);
 }
 
+int ckpt_read_row(const ckpt_t *ck, const char *name, long row, float *dst, size_t cols)
+{
+    const st_tensor_t *t = st_find(&ck->st, name);
+    if (!t || t->ndim != 2 || t->shape[1] != cols || row < 0 || (uint64_t)row >= t->shape[0]) return -1;
+    memcpy(dst, ck->buf + ck->st.data_off + t->begin + (size_t)row * cols * sizeof(float), cols * sizeof(float));
+    return 0;
+}
+
 int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t errlen)
 {
     const ckpt_meta_t *md = &ck->meta;

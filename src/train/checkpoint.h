@@ -67,6 +67,9 @@ int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t err
 /* Copy tensor name (exactly count floats) into dst; -1 if absent or of
  * another size. */
 int ckpt_read_tensor(const ckpt_t *ck, const char *name, float *dst, size_t count);
+/* Copy row `row` of a [rows, cols] tensor into dst; -1 if absent or of
+ * another shape. */
+int ckpt_read_row(const ckpt_t *ck, const char *name, long row, float *dst, size_t cols);
 void ckpt_free(ckpt_t *ck);
 
 #endif

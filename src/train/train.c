@@ -86,7 +86,7 @@ static void print_progress(run_t *r, const evaluator_t *ev, double train_loss, d
 
 /* Called on every rank of the lead's replica (they assemble a partitioned
  * model); the lead writes. */
-static int save_checkpoint(run_t *r)
+static int save_checkpoint(run_t *r, const ckpt_meta_t *state)
 {
     const config_t *cfg = r->cfg;
     const model_t *m;
@@ -94,7 +94,8 @@ static int save_checkpoint(run_t *r)
     par_assemble(r, &m, &o);
     if (!r->lead) return 0;
     ckpt_meta_t meta = { .step = r->step, .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
-                         .w = r->model->in_w, .classes = r->model->classes };
+                         .w = r->model->in_w, .classes = r->model->classes, .extra = state->extra, .nextra = state->nextra };
+    snprintf(meta.sync_state, sizeof meta.sync_state, "%s", state->sync_state);
     snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
     snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
     snprintf(meta.optimizer, sizeof meta.optimizer, "%s", optim_kind_name(r->opt->cfg.kind));
@@ -274,8 +275,9 @@ int train_main(const config_t *cfg, comm_t *comm)
     memset(&resume, 0, sizeof resume);
     openblas_set_num_threads((int)cfg->threads);
     setup(r, cfg, comm, &resume, &faults);
-    ckpt_free(&resume);
     comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
+    comm_setup_check(comm, *cfg->resume && r->is_worker && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err);
+    ckpt_free(&resume);
     if (!r->is_worker) {   /* server / coordinator ranks */
         if (r->ops->serve(r) != 0) die("--sync %s: server failed: %s", cfg->sync, r->err);
         teardown(r);
@@ -356,10 +358,16 @@ int train_main(const config_t *cfg, comm_t *comm)
             }
             loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
         }
-        if (r->evaluates && cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && save_checkpoint(r) != 0)
-            run_abort(&mx, "%s", r->err);
+        if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0) {
+            ckpt_meta_t state = { .nextra = 0 };
+            if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
+            if (r->evaluates && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
+        }
     }
-    /* the paradigm's final synchronization, then the final evaluation */
+    /* the paradigm's state as the loop left it (a resumed run goes on from
+     * there), its final synchronization, then the final evaluation */
+    ckpt_meta_t state = { .nextra = 0 };
+    if (*cfg->checkpoint && r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
     double tf = now_s();
     if (r->ops->finish) r->ops->finish(r);
     train_s += now_s() - tf;
@@ -369,7 +377,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         print_progress(r, &ev, tl, sps, now_s() - t0);
         eval_record(r, &mx, &ev, tl, sps);
     }
-    if (r->evaluates && *cfg->checkpoint && save_checkpoint(r) != 0) run_abort(&mx, "%s", r->err);
+    if (r->evaluates && *cfg->checkpoint && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
 
     const long steps = r->step - start_step;
     comm->on_fault = NULL;   /* from here on a fault is not the run's: it has ended */
