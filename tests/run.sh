@@ -58,6 +58,8 @@ run_part decentral tests/decentral.sh "$BUILD"
 run_part mp tests/mp.sh "$BUILD"
 # the simulated build is tested once, with the plain build
 [ "${SANITIZE:-0}" = 1 ] || run_part sim tests/sim.sh build-sim "$BUILD"
+# a short libFuzzer run of every harness (make fuzz runs long), with the plain build
+[ "${SANITIZE:-0}" = 1 ] || run_part fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" tests/fuzz.sh build-fuzz
 
 echo
 echo "$passed passed, $failed failed"

@@ -101,6 +101,19 @@ int idx_parse(const unsigned char *file, size_t len, const char *path, uint32_t 
         }
         n *= dims[i];
     }
+    /* before allocating what the header promises: a raw file holds exactly
+     * that, and deflate expands at most 1032:1 */
+    if (gz && n / 1032 > len) {
+        snprintf(err, errlen, "'%s' is corrupt or truncated: its header promises %zu data bytes, more than %zu compressed bytes can hold",
+                 path, n, len);
+        return -1;
+    }
+    if (!gz && len != hlen + n) {
+        snprintf(err, errlen, len < hlen + n ? "'%s' is truncated: header promises %zu data bytes, file ends after %zu; re-download or reinstall the dataset"
+                                             : "'%s' is longer than its header says (%zu data bytes, file has %zu); the file is corrupt",
+                 path, n, len - hlen);
+        return -1;
+    }
     unsigned char *b = xmalloc(hlen + n + 1);
     if (gz) {
         if (gz_inflate(file, len, b, hlen + n + 1, 0, &got, &why) != 0 || got != hlen + n) {
@@ -110,12 +123,6 @@ int idx_parse(const unsigned char *file, size_t len, const char *path, uint32_t 
             free(b);
             return -1;
         }
-    } else if (len != hlen + n) {
-        snprintf(err, errlen, len < hlen + n ? "'%s' is truncated: header promises %zu data bytes, file ends after %zu; re-download or reinstall the dataset"
-                                             : "'%s' is longer than its header says (%zu data bytes, file has %zu); the file is corrupt",
-                 path, n, len - hlen);
-        free(b);
-        return -1;
     } else {
         memcpy(b, file, len);
     }

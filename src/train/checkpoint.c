@@ -205,7 +205,7 @@ static int parse_input(const char *s, ckpt_meta_t *m)
         if ((i < 2) != (comma != NULL)) return -1;
         if (comma) *comma = 0;
         if (parse_long(p, &v[i]) != 0 || v[i] < 1 || v[i] > 4096) return -1;
-        p = comma + 1;
+        if (comma) p = comma + 1;
     }
     m->c = (int)v[0]; m->h = (int)v[1]; m->w = (int)v[2];
     return 0;
