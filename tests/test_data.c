@@ -158,6 +158,14 @@ static void test_idx_gzip_trailer(void)
     write_idx("a", 0x803, 50, 8, 8, 1, 0); write_idx("b", 0x801, 50, 0, 0, 0, 0);
     FILE *f = fopen(p, "ab"); fputs("garbage", f); fclose(f);
     expect_error("garbage after the stream", "follow the end");
+    /* a header promising far more than the compressed bytes can hold is
+     * refused before anything that large is allocated */
+    clean_dir();
+    unsigned char big[16];
+    put_be32(big, 0x803); put_be32(big + 4, 100000000); put_be32(big + 8, 4096); put_be32(big + 12, 4096);
+    gzFile h = gzopen(p, "wb"); gzwrite(h, big, sizeof big); gzclose(h);
+    write_idx("b", 0x801, 50, 0, 0, 0, 0);
+    expect_error("a .gz header promising 1.6e15 bytes", "can hold");
     /* two gzip members, as gzip itself concatenates them: one valid file */
     clean_dir();
     write_idx("a", 0x803, 50, 8, 8, 1, 0); write_idx("b", 0x801, 50, 0, 0, 0, 0);
