@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../util/util.h"
@@ -83,36 +84,36 @@ const opt_def_t config_eval_opts[] = {
  * overflow a long. */
 typedef struct opt_range { const char *name; double lo, hi; int open_lo, open_hi; } opt_range_t;
 #define BIG 1e12
+/* sorted by name (bisection; a row out of order fails test_config) */
 static const opt_range_t ranges[] = {
-    { "epochs", 0, 1e6, 0, 0 },          { "steps", 0, BIG, 0, 0 },
-    { "batch", 1, 1e6, 0, 0 },           { "lr", 0, 1e6, 1, 0 },
-    { "lr-step-every", 0, BIG, 0, 0 },   { "lr-gamma", 0, 1e6, 1, 0 },
-    { "lr-warmup", 0, BIG, 0, 0 },       { "momentum", 0, 1, 0, 1 },
-    { "weight-decay", 0, 1e6, 0, 0 },    { "adagrad-eps", 0, 1, 1, 0 },
-    { "seed", 0, 9.2e18, 0, 0 },         { "train-subset", 0, 1e9, 0, 0 },
-    { "test-subset", 0, 1e9, 0, 0 },     { "eval-every", 0, BIG, 0, 0 },
-    { "checkpoint-every", 0, BIG, 0, 0 }, { "threads", 1, 256, 0, 0 },
-    { "timeout", 0, 1e6, 1, 0 },         { "period", 1, 1e9, 0, 0 },
-    { "fedavg-fraction", 0, 1, 1, 0 },   { "delta", 0, 1e6, 0, 0 },
-    { "window", 1, 1e9, 0, 0 },          { "smoothing", 0, 1, 0, 1 },
-    { "servers", 1, 1e6, 0, 0 },         { "staleness", 0, 1e9, 0, 0 },
-    { "staleness-low", 0, 1e9, 0, 0 },   { "staleness-high", 0, 1e9, 0, 0 },
-    { "adagrad-lr", 0, 1e6, 0, 0 },      { "fetch-every", 1, 1e9, 0, 0 },
-    { "push-every", 1, 1e9, 0, 0 },      { "warmup-steps", 0, BIG, 0, 0 },
-    { "tau", 1, 1e9, 0, 0 },             { "alpha", 0, 1, 0, 1 },
-    { "momentum-nesterov", 0, 1, 0, 1 }, { "beta", 0, 1, 1, 0 },
-    { "model-parallel", 1, 1024, 0, 0 }, { "batch-total", 0, 1e9, 0, 0 },
-    { "push-portions", 1, 1e9, 0, 0 },   { "lbfgs-history", 1, 1000, 0, 0 },
+    { "adagrad-eps", 0, 1, 1, 0 },       { "adagrad-lr", 0, 1e6, 0, 0 },
+    { "alpha", 0, 1, 0, 1 },             { "batch", 1, 1e6, 0, 0 },
+    { "batch-total", 0, 1e9, 0, 0 },     { "beta", 0, 1, 1, 0 },
+    { "checkpoint-every", 0, BIG, 0, 0 }, { "delta", 0, 1e6, 0, 0 },
+    { "epochs", 0, 1e6, 0, 0 },          { "eval-every", 0, BIG, 0, 0 },
+    { "fedavg-fraction", 0, 1, 1, 0 },   { "fetch-every", 1, 1e9, 0, 0 },
     { "inject-alpha", 0, 1, 0, 0 },      { "inject-beta", 0, 1e6, 0, 0 },
-    { NULL, 0, 0, 0, 0 }
+    { "lbfgs-history", 1, 1000, 0, 0 },  { "lr", 0, 1e6, 1, 0 },
+    { "lr-gamma", 0, 1e6, 1, 0 },        { "lr-step-every", 0, BIG, 0, 0 },
+    { "lr-warmup", 0, BIG, 0, 0 },       { "model-parallel", 1, 1024, 0, 0 },
+    { "momentum", 0, 1, 0, 1 },          { "momentum-nesterov", 0, 1, 0, 1 },
+    { "period", 1, 1e9, 0, 0 },          { "push-every", 1, 1e9, 0, 0 },
+    { "push-portions", 1, 1e9, 0, 0 },   { "seed", 0, 9.2e18, 0, 0 },
+    { "servers", 1, 1e6, 0, 0 },         { "smoothing", 0, 1, 0, 1 },
+    { "staleness", 0, 1e9, 0, 0 },       { "staleness-high", 0, 1e9, 0, 0 },
+    { "staleness-low", 0, 1e9, 0, 0 },   { "steps", 0, BIG, 0, 0 },
+    { "tau", 1, 1e9, 0, 0 },             { "test-subset", 0, 1e9, 0, 0 },
+    { "threads", 1, 256, 0, 0 },         { "timeout", 0, 1e6, 1, 0 },
+    { "train-subset", 0, 1e9, 0, 0 },    { "warmup-steps", 0, BIG, 0, 0 },
+    { "weight-decay", 0, 1e6, 0, 0 },    { "window", 1, 1e9, 0, 0 },
 };
 #undef BIG
 
+static int range_cmp(const void *key, const void *g) { return strcmp(key, ((const opt_range_t *)g)->name); }
+
 static const opt_range_t *find_range(const char *name)
 {
-    for (const opt_range_t *g = ranges; g->name; g++)
-        if (!strcmp(g->name, name)) return g;
-    return NULL;
+    return bsearch(name, ranges, sizeof ranges / sizeof ranges[0], sizeof ranges[0], range_cmp);
 }
 
 int config_range_known(const char *name) { return find_range(name) != NULL; }
