@@ -91,14 +91,13 @@ refused "a .gz data file cut by its 8-byte trailer is refused" "truncated" "$DSG
 
 # ---- (4) outputs must be regular files: a device node is never replaced ----
 O="$WORK/o"; mkdir -p "$O"
-if mknod "$O/null" c 1 3 2>/dev/null && mknod "$O/full" c 1 7 2>/dev/null; then
-    refused "--metrics naming a device node is refused" "not a regular file" "$DSGD" train "${T[@]}" --steps 5 --metrics "$O/null"
-    refused "--checkpoint naming a device node is refused" "not a regular file" "$DSGD" train "${T[@]}" --steps 5 --checkpoint "$O/full"
-    if [ -c "$O/null" ] && [ -c "$O/full" ]; then ok "the device nodes are still device nodes"
-    else bad "device nodes" "replaced: $(ls -l "$O")"; fi
-else
-    bad "device-node outputs" "mknod is not permitted here (run the tests as root)"
-fi
+# copies of /dev/null and /dev/full (as root), else symbolic links to them
+mknod "$O/null" c 1 3 2>/dev/null || ln -s /dev/null "$O/null"
+mknod "$O/full" c 1 7 2>/dev/null || ln -s /dev/full "$O/full"
+refused "--metrics naming a device node is refused" "not a regular file" "$DSGD" train "${T[@]}" --steps 5 --metrics "$O/null"
+refused "--checkpoint naming a device node is refused" "not a regular file" "$DSGD" train "${T[@]}" --steps 5 --checkpoint "$O/full"
+if [ -c "$O/null" ] && [ -c "$O/full" ]; then ok "the device nodes are still device nodes"
+else bad "device nodes" "replaced: $(ls -l "$O")"; fi
 mkfifo "$O/fifo"
 refused "--metrics naming a FIFO is refused" "not a regular file" "$DSGD" train "${T[@]}" --steps 5 --metrics "$O/fifo"
 
