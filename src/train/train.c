@@ -239,7 +239,8 @@ static void record_fault(void *ctx, const char *what, const int *lost, int nlost
     if (!f->mx->f) return;
     char ranks[512] = "[";
     size_t at = 1;
-    for (int i = 0; i < nlost && at < sizeof ranks - 16; i++) at += (size_t)snprintf(ranks + at, sizeof ranks - at, "%s%d", i ? "," : "", lost[i]);
+    for (int i = 0; i < nlost && at < sizeof ranks - 16; i++)
+        at += (size_t)snprintf(ranks + at, sizeof ranks - at, "%s%d", i ? "," : "", lost[i]);
     snprintf(ranks + at, sizeof ranks - at, "]");
     metrics_begin(f->mx, "done", now_s());
     metrics_long(f->mx, "steps", f->r->step);
