@@ -4,6 +4,8 @@
 #   make bench         throughput benchmarks (against PyTorch when installed)
 #   make demo          a real Fashion-MNIST training run
 #   make check-deps    say what is missing
+#   make fuzz          libFuzzer harnesses (clang), FUZZ_SECONDS (default 600) each;
+#                      make test runs each for 20 s
 
 SANITIZE ?= 0
 SIM ?= 0
@@ -40,7 +42,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test bench demo sim check-deps clean
+.PHONY: all test bench demo sim check-deps clean fuzz fuzz-build
 all: check-deps $(BUILD)/dsgd
 
 # ---- dependency detection: one line per missing piece, with the fix ----
@@ -77,6 +79,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libdsgd.a
 test: all $(TEST_BIN)
 ifeq ($(SANITIZE)$(SIM),00)
 	@$(MAKE) --no-print-directory sim
+	@$(MAKE) --no-print-directory fuzz-build
 endif
 	@SANITIZE=$(SANITIZE) tests/run.sh $(BUILD)
 
@@ -90,5 +93,33 @@ demo: all
 sim:
 	@$(MAKE) --no-print-directory SIM=1 all
 
+# ---- fuzzing: clang's libFuzzer with ASan and UBSan over the same sources ----
+# The harnesses (fuzz/) call the loaders, the checkpoint reader and the
+# option parser; seed corpora live in fuzz/seeds/, what a run finds goes to
+# build-fuzz/corpus/ (the seeds stay as they are).
+FUZZ_SECONDS ?= 600
+FUZZ_CC := OMPI_CC=clang MPICH_CC=clang mpicc
+FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fno-omit-frame-pointer \
+    -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+FUZZ_NAMES := idx cifar checkpoint options
+FUZZ_OBJ := $(SRC:%.c=build-fuzz/%.o)
+FUZZ_BIN := $(FUZZ_NAMES:%=build-fuzz/fuzz_%)
+
+build-fuzz/src/%.o: src/%.c $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+build-fuzz/libdsgd.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build-fuzz/fuzz_%: fuzz/fuzz_%.c build-fuzz/libdsgd.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o $@ $< build-fuzz/libdsgd.a $(LDLIBS)
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz.sh build-fuzz
+
 clean:
-	rm -rf build build-san build-sim
+	rm -rf build build-san build-sim build-fuzz

@@ -129,7 +129,19 @@ hdr = json.loads(raw[8:8 + n])
 data = raw[8 + n:]
 md = hdr.pop("__metadata__")
 assert md["format"] == "dsgd" and md["model"] == "mlp:32", md
-assert int(md["crc32"], 16) == zlib.crc32(data), "crc"
+# version 2: the CRC-32 of the whole file with the crc32 value read as zeros
+field = ('"crc32":"%s"' % md["crc32"]).encode()
+assert raw[8:8 + n].count(field) == 1
+assert int(md["crc32"], 16) == zlib.crc32(raw.replace(field, b'"crc32":"00000000"')), "crc"
+# the safetensors rules: spans tile the data exactly, sizes match the shapes
+spans = sorted((t["data_offsets"][0], t["data_offsets"][1], t["shape"]) for t in hdr.values())
+at = 0
+for b, e, shape in spans:
+    count = 1
+    for d in shape: count *= d
+    assert b == at and e - b == 4 * count, (b, e, shape)
+    at = e
+assert at == len(data) and raw[8:8 + n].rstrip(b" ").endswith(b"}")
 w = hdr["layer1.dense.weight"]
 assert w["dtype"] == "F32" and w["shape"] == [32, 64], w
 b, e = w["data_offsets"]
@@ -156,7 +168,7 @@ expect_error "unknown model" "unknown model 'resnet9'" "$DSGD" train --data synt
 expect_error "lenet on 8x8" "at least 12x12" "$DSGD" train --data synthetic --model lenet "${M[@]}"
 expect_error "unknown flag" "unknown flag --bacth" "$DSGD" train --bacth 64 "${M[@]}"
 expect_error "flag without value" "--lr needs a value" "$DSGD" train --lr
-expect_error "non-numeric value" "--epochs wants an integer" "$DSGD" train --epochs three "${M[@]}"
+expect_error "non-numeric value" "--epochs wants a decimal integer" "$DSGD" train --epochs three "${M[@]}"
 expect_error "zero batch" "--batch must be a positive" "$DSGD" train --data synthetic --batch 0 "${M[@]}"
 expect_error "negative learning rate" "--lr must be positive" "$DSGD" train --data synthetic --lr -0.1 "${M[@]}"
 expect_error "unknown sync" "unknown --sync 'allreduce'" "$DSGD" train --data synthetic --sync allreduce "${M[@]}"

@@ -50,6 +50,7 @@ for t in "$BUILD"/tests/test_*; do
 done
 [ "${SANITIZE:-0}" = 1 ] && export ASAN_OPTIONS="detect_leaks=0"
 run_part cli tests/cli.sh "$BUILD"
+run_part robust tests/robust.sh "$BUILD"
 run_part mpi tests/mpi.sh "$BUILD"
 run_part ps tests/ps.sh "$BUILD"
 run_part sandblaster tests/sandblaster.sh "$BUILD"
@@ -61,6 +62,8 @@ run_part plot tests/plot.sh "$BUILD"
 [ "${SANITIZE:-0}" = 1 ] || run_part sim tests/sim.sh build-sim "$BUILD"
 [ "${SANITIZE:-0}" = 1 ] || run_part bounds_sim tests/bounds_sim.sh build-sim
 [ "${SANITIZE:-0}" = 1 ] || run_part experiments tests/experiments.sh build-sim "$BUILD"
+# a short libFuzzer run of every harness (make fuzz runs long), with the plain build
+[ "${SANITIZE:-0}" = 1 ] || run_part fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" tests/fuzz.sh build-fuzz
 
 echo
 echo "$passed passed, $failed failed"

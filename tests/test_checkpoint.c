@@ -1,6 +1,10 @@
 /* Checkpoint round trip, verification on load, and refusal of checkpoints
  * that do not fit. */
 #include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <stdint.h>
+#include <zlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -8,6 +12,7 @@
 #include "optim/optim.h"
 #include "test.h"
 #include "train/checkpoint.h"
+#include "train/metrics.h"
 
 static char dir[256], path[512];
 
@@ -109,7 +114,7 @@ static void test_corrupt(void)
     expect_load_error("flipped data byte", "CRC32");
     ckpt_save(path, m, o, &md, err, sizeof err);
     CHECK(truncate(path, n - 4) == 0, "truncate");
-    expect_load_error("truncated data", "CRC32");
+    expect_load_error("truncated data", "corrupt");
     CHECK(truncate(path, 100) == 0, "truncate");
     expect_load_error("truncated header", "truncated");
     f = fopen(path, "wb"); fputs("hello", f); fclose(f);
@@ -131,6 +136,136 @@ static void test_corrupt(void)
     optim_free(o);
 }
 
+/* A version-1 dsgd checkpoint (CRC-32 of the data only, which both this
+ * reader and the old one check) with the given tensor entries and step,
+ * data_len bytes of data: crafted files test the header rules alone. */
+static void craft(const char *tensors, const char *step, long nparams, const char *pad, size_t data_len)
+{
+    unsigned char *data = calloc(data_len + 1, 1);
+    for (size_t i = 0; i < data_len; i++) data[i] = (unsigned char)(i * 7);
+    char hdr[4096];
+    int n = snprintf(hdr, sizeof hdr,
+                     "{\"__metadata__\":{\"format\":\"dsgd\",\"version\":\"1\",\"model\":\"logreg\",\"input\":\"1,1,2\","
+                     "\"classes\":\"2\",\"step\":\"%s\",\"sync\":\"none\",\"optimizer\":\"sgd\",\"seed\":\"1\","
+                     "\"nparams\":\"%ld\",\"crc32\":\"%08lx\"},%s}%s",
+                     step, nparams, (unsigned long)crc32(0L, data, (uInt)data_len), tensors, pad);
+    FILE *f = fopen(path, "wb");
+    unsigned char len[8] = { 0 };
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    fwrite(len, 1, 8, f);
+    fwrite(hdr, 1, (size_t)n, f);
+    fwrite(data, 1, data_len, f);
+    fclose(f);
+    free(data);
+}
+
+#define W "\"layer1.dense.weight\":{\"dtype\":\"F32\",\"shape\":"
+#define B "\"layer1.dense.bias\":{\"dtype\":\"F32\",\"shape\":"
+
+/* Defects 1 and 2: metadata out of range and headers that break the
+ * safetensors rules are refused on load, before anything is used. */
+static void test_header_rules(void)
+{
+    ckpt_t ck;
+    char err[512] = "";
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]}", "5", 6, "", 24);
+    CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "a valid crafted file is refused: %s", err);
+    if (!err[0]) ckpt_free(&ck);
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]}", "-1", 6, "", 24);
+    expect_load_error("negative step", "step");
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]}", "99999999999999999999", 6, "", 24);
+    expect_load_error("step beyond a long", "step");
+    craft(W "[4294967296,4294967296],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]}", "5", 6, "", 24);
+    expect_load_error("shape product overflows", "overflow");
+    craft(W "[4294967296,4294967296,4294967296],\"data_offsets\":[0,0]}," B "[2],\"data_offsets\":[0,8]}", "5", 2, "", 8);
+    expect_load_error("shape product wraps to 0", "overflow");
+    craft(W "[1.5,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]}", "5", 5, "", 24);
+    expect_load_error("fractional shape", "integer");
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[12,20]}", "5", 6, "", 20);
+    expect_load_error("overlapping data_offsets", "overlap");
+    craft(W "[2,2],\"data_offsets\":[1,17]}," B "[2],\"data_offsets\":[17,25]}", "5", 6, "", 25);
+    expect_load_error("unaligned data_offsets (a hole at 0)", "does not start");
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[20,28]}", "5", 6, "", 28);
+    expect_load_error("a hole between tensors", "does not start");
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]}", "5", 6, "", 32);
+    expect_load_error("data beyond the last tensor", "cover");
+    craft(W "[2,2],\"data_offsets\":[8,0]}," B "[2],\"data_offsets\":[16,24]}", "5", 6, "", 24);
+    expect_load_error("begin > end", "data_offsets");
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]}", "5", 6, "xyz", 24);
+    expect_load_error("bytes after the JSON", "after its JSON");
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]}", "5\xff\xfe", 6, "", 24);
+    expect_load_error("header is not UTF-8", "UTF-8");
+    craft(W "[2,2],\"data_offsets\":[0,16]}," W "[2],\"data_offsets\":[16,24]}", "5", 6, "", 24);
+    expect_load_error("a tensor named twice", "twice");
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]}", "5", 7, "", 24);
+    expect_load_error("nparams disagrees with the tensors", "nparams");
+}
+
+/* Defect 2: the CRC covers the header, and a transposed weight is not
+ * taken for the right one. */
+static void test_header_damage_and_shapes(void)
+{
+    optim_t *o;
+    model_t *m = trained("mlp:16", &o, OPT_SGD);
+    ckpt_meta_t md = meta_for(m, "sgd");
+    char err[512];
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) == 0, "save: %s", err);
+    /* "seed":"9" -> "seed":"8": a header change the data CRC cannot see */
+    FILE *f = fopen(path, "r+b");
+    char buf[4096] = "";
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    char *hit = memmem(buf, got, "\"seed\":\"9\"", 10);
+    CHECK(hit != NULL, "seed not found in header");
+    if (hit) { fseek(f, (long)(hit - buf) + 8, SEEK_SET); fputc('8', f); }
+    fclose(f);
+    expect_load_error("a damaged header byte", "CRC32");
+    /* a transposed weight, of the right size, is another model */
+    craft(W "[2,1],\"data_offsets\":[0,8]}," B "[2],\"data_offsets\":[8,16]}", "5", 4, "", 16);
+    ckpt_t ck;
+    CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "load: %s", err);
+    model_t *lr = model_create("logreg", 1, 2, 1, 2, 1);   /* weight [2, 2]: but shape [2,1] above is [OUT=2, IN=1] */
+    model_t *lr1 = model_create("logreg", 1, 1, 1, 2, 1);  /* weight [2, 1] */
+    ck.meta.h = 2; ck.meta.w = 1;
+    CHECK(ckpt_restore(&ck, lr, NULL, err, sizeof err) != 0, "a [2,1] weight restored into a [2,2] layer");
+    ck.meta.h = 1;
+    CHECK(ckpt_restore(&ck, lr1, NULL, err, sizeof err) == 0, "restore of the right shape: %s", err);
+    ckpt_free(&ck);
+    craft(W "[1,2],\"data_offsets\":[0,8]}," B "[2],\"data_offsets\":[8,16]}", "5", 4, "", 16);
+    CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "load: %s", err);
+    ck.meta.h = 1; ck.meta.w = 1;
+    CHECK(ckpt_restore(&ck, lr1, NULL, err, sizeof err) != 0, "a transposed [1,2] weight restored into a [2,1] layer");
+    ckpt_free(&ck);
+    model_free(lr); model_free(lr1); model_free(m);
+    optim_free(o);
+}
+
+/* Defect 4: a write error (here the file-size limit, as a full disk would
+ * do) fails the save or the metrics file, and leaves no file behind. */
+static void test_write_errors(void)
+{
+    optim_t *o;
+    model_t *m = trained("lenet", &o, OPT_SGD);
+    ckpt_meta_t md = meta_for(m, "sgd");
+    char err[512] = "", mpath[600];
+    struct rlimit old, lim;
+    unlink(path);
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = 4096;
+    signal(SIGXFSZ, SIG_IGN);
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit");
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) != 0 && strstr(err, "cannot write"), "save past the limit: %s", err);
+    snprintf(mpath, sizeof mpath, "%s/m.jsonl", dir);
+    metrics_t mx;
+    CHECK(metrics_open(&mx, mpath, 0, err, sizeof err) == 0, "metrics_open: %s", err);
+    for (int i = 0; i < 1000; i++) { metrics_begin(&mx, "eval", i); metrics_long(&mx, "step", i); metrics_end(&mx); }
+    CHECK(metrics_close(&mx, 1) != 0, "metrics past the limit closed without an error");
+    setrlimit(RLIMIT_FSIZE, &old);
+    CHECK(dir_entries() == 0, "failed writes left %d files", dir_entries());
+    model_free(m);
+    optim_free(o);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -139,6 +274,9 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/ck.safetensors", dir);
     RUN(test_round_trip);
     RUN(test_corrupt);
+    RUN(test_header_rules);
+    RUN(test_write_errors);
+    RUN(test_header_damage_and_shapes);
     unlink(path);
     rmdir(dir);
     return TEST_END("test_checkpoint");

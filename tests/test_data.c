@@ -14,7 +14,7 @@ static void put_be32(unsigned char *p, uint32_t v)
 }
 
 /* Write an IDX file (images if h > 0, else labels) with n items; gz or raw;
- * extra appends that many stray bytes. Returns the byte count written. */
+ * (gz = 2: uncompressed deflate blocks); extra appends that many stray bytes. Returns the byte count written. */
 static long write_idx(const char *name, uint32_t magic, uint32_t n, int h, int w, int gz, int extra)
 {
     char path[512];
@@ -27,7 +27,7 @@ static long write_idx(const char *name, uint32_t magic, uint32_t n, int h, int w
     for (long i = 0; i < body; i++) buf[hdr + i] = h > 0 ? (unsigned char)(i * 7) : (unsigned char)(i % 3);
     long len = hdr + body + extra;
     if (gz) {
-        gzFile f = gzopen(path, "wb");
+        gzFile f = gzopen(path, gz == 2 ? "wb0" : "wb");   /* 2: stored blocks, so a flipped byte still decodes */
         gzwrite(f, buf, (unsigned)len);
         gzclose(f);
     } else {
@@ -115,6 +115,70 @@ static void test_idx_corrupt(void)
     f = fopen(p, "wb"); fputs("IDX", f); fclose(f);
     write_idx("b", 0x801, 10, 0, 0, 0, 0);
     expect_error("3-byte file", "truncated");
+}
+
+static long file_len(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static void flip_byte(const char *p, long at)
+{
+    FILE *f = fopen(p, "r+b");
+    fseek(f, at, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, at, SEEK_SET);
+    fputc(c ^ 0x20, f);
+    fclose(f);
+}
+
+/* Defect 9: a .gz file must end with its trailer, whose CRC-32 and length
+ * must match, and nothing but another gzip member may follow. */
+static void test_idx_gzip_trailer(void)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/a", dir);
+    for (int cut = 4; cut <= 8; cut += 4) {
+        clean_dir();
+        write_idx("a", 0x803, 50, 8, 8, 1, 0); write_idx("b", 0x801, 50, 0, 0, 0, 0);
+        CHECK(truncate(p, file_len(p) - cut) == 0, "truncate");
+        expect_error(cut == 4 ? "gzip without its length" : "gzip without its trailer", "truncated");
+    }
+    clean_dir();
+    write_idx("a", 0x803, 50, 8, 8, 2, 0); write_idx("b", 0x801, 50, 0, 0, 0, 0);
+    flip_byte(p, file_len(p) - 200);
+    expect_error("flipped byte (trailer present)", "incorrect data check");
+    CHECK(truncate(p, file_len(p) - 8) == 0, "truncate");
+    expect_error("flipped byte, no trailer", "truncated");
+    clean_dir();
+    write_idx("a", 0x803, 50, 8, 8, 1, 0); write_idx("b", 0x801, 50, 0, 0, 0, 0);
+    FILE *f = fopen(p, "ab"); fputs("garbage", f); fclose(f);
+    expect_error("garbage after the stream", "follow the end");
+    /* a header promising far more than the compressed bytes can hold is
+     * refused before anything that large is allocated */
+    clean_dir();
+    unsigned char big[16];
+    put_be32(big, 0x803); put_be32(big + 4, 100000000); put_be32(big + 8, 4096); put_be32(big + 12, 4096);
+    gzFile h = gzopen(p, "wb"); gzwrite(h, big, sizeof big); gzclose(h);
+    write_idx("b", 0x801, 50, 0, 0, 0, 0);
+    expect_error("a .gz header promising 1.6e15 bytes", "can hold");
+    /* two gzip members, as gzip itself concatenates them: one valid file */
+    clean_dir();
+    write_idx("a", 0x803, 50, 8, 8, 1, 0); write_idx("b", 0x801, 50, 0, 0, 0, 0);
+    gzFile g = gzopen(p, "rb");
+    unsigned char plain[16 + 50 * 64];
+    CHECK(gzread(g, plain, sizeof plain) == (int)sizeof plain, "gzread");
+    gzclose(g);
+    g = gzopen(p, "wb"); gzwrite(g, plain, 100); gzclose(g);
+    g = gzopen(p, "ab"); gzwrite(g, plain + 100, sizeof plain - 100); gzclose(g);
+    dataset_t d;
+    char err[512] = "";
+    CHECK(load_ab(&d, err, sizeof err) == 0, "two gzip members: %s", err);
+    if (!err[0]) dataset_free(&d);
 }
 
 static void test_dataset_load_dirs(void)
@@ -270,6 +334,7 @@ int main(int argc, char **argv)
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     RUN(test_idx_good);
     RUN(test_idx_corrupt);
+    RUN(test_idx_gzip_trailer);
     RUN(test_dataset_load_dirs);
     RUN(test_cifar);
     RUN(test_partitions);

@@ -159,6 +159,17 @@ void comm_check_same_config(comm_t *c, const char *desc)
     comm_setup_check(c, mine, msg);
 }
 
+void comm_fault(comm_t *c, const char *what, const int *lost, int nlost)
+{
+    for (comm_t *p = c; p; p = p->parent)
+        if (p->on_fault) {
+            comm_fault_fn fn = p->on_fault;
+            p->on_fault = NULL;   /* a fault inside the hook must not re-enter it */
+            fn(p->fault_ctx, what, lost, nlost);
+            return;
+        }
+}
+
 /* After a timeout: every survivor tells every other rank it is alive, then
  * listens for a grace period. Ranks not heard from are reported missing. */
 static void __attribute__((noreturn)) comm_rollcall_and_exit(comm_t *c, const char *what, int mpi_error)
@@ -186,8 +197,12 @@ static void __attribute__((noreturn)) comm_rollcall_and_exit(comm_t *c, const ch
         }
         usleep(1000);
     }
-    int lowest_alive = me;
+    int lowest_alive = me, nlost = 0;
+    int *lost = xcalloc((size_t)n, sizeof(int));
     for (int p = 0; p < me; p++) if (heard[p]) { lowest_alive = p; break; }
+    for (int p = 0; p < n; p++)
+        if (!heard[p]) lost[nlost++] = c->world_ranks ? c->world_ranks[p] : p;
+    comm_fault(c, what, lost, nlost);
     if (lowest_alive == me) {
         char missing[256] = "";
         size_t at = 0;

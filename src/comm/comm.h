@@ -18,6 +18,11 @@ typedef enum comm_tag {
     TAG_BOUNDS_STOP = 500,   /* lead → workers: the target accuracy is reached, stop */
 } comm_tag_t;
 
+/* Called once on a rank about to stop because a peer failed (a dead rank, an
+ * unreachable server), before it exits: the training loop uses it to put
+ * the metrics so far in place. lost: world ranks known lost (nlost may be 0). */
+typedef void (*comm_fault_fn)(void *ctx, const char *what, const int *lost, int nlost);
+
 typedef struct comm {
     MPI_Comm world;
     int rank, size;
@@ -30,7 +35,13 @@ typedef struct comm {
     uint64_t bytes_sent, msgs_sent, collectives;
     double comm_s;           /* seconds spent inside communication calls */
     int *world_ranks;        /* a sub-communicator's members as world ranks (for messages), or NULL */
+    struct comm *parent;     /* a sub-communicator's parent (its fault hook serves both) */
+    comm_fault_fn on_fault;  /* set by the training loop; NULL: none */
+    void *fault_ctx;
 } comm_t;
+
+/* Run the fault hook of c or its nearest ancestor that has one (once). */
+void comm_fault(comm_t *c, const char *what, const int *lost, int nlost);
 
 /* MPI_Init (if needed), rank/size/host, errors returned instead of aborting. */
 void comm_init(comm_t *c, int *argc, char ***argv);

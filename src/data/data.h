@@ -36,6 +36,10 @@ static inline long dataset_dim(const dataset_t *d) { return (long)d->c * d->h * 
 int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen);
 /* Loaders, exposed for tests. */
 int idx_load_pair(const char *images, const char *labels, dataset_t *d, char *err, size_t errlen);
+/* An IDX file held in memory (raw or gzip): the same checks as the loader
+ * (for the fuzz harness); *body (malloc'ed) holds the product of dims bytes. */
+int idx_parse(const unsigned char *file, size_t len, const char *path, uint32_t magic, int ndims,
+              uint32_t *dims, unsigned char **body, char *err, size_t errlen);
 int cifar_load_files(const char *const *paths, int npaths, dataset_t *d, char *err, size_t errlen);
 void dataset_synthetic(dataset_t *train, dataset_t *test, long n, uint64_t seed);
 void dataset_free(dataset_t *d);

@@ -82,8 +82,15 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
     comm_idle_t idle = { 0 };
     for (;;) {
         int done = 0;
-        if (MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        if (MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+            int k = -1;   /* the shard whose request failed, if MPI says */
+            for (int i = 0; i < n && k < 0; i++) {
+                int f = 0;
+                if (reqs[i] != MPI_REQUEST_NULL && MPI_Test(&reqs[i], &f, MPI_STATUS_IGNORE) != MPI_SUCCESS) k = i % pc->cfg->servers;
+            }
+            comm_fault(c, what, &k, k >= 0);
             die("%s failed: a server shard is unreachable (dead?); stopping", what);
+        }
         if (done) break;
         if (now_s() - t0 > limit) {
             int k = 0;
@@ -92,6 +99,7 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
                 MPI_Test(&reqs[i], &f, MPI_STATUS_IGNORE);
                 if (!f) { k = i % pc->cfg->servers; break; }
             }
+            comm_fault(c, what, &k, 1);
             die("server shard %d (rank %d) did not answer %s within %.0f s (dead or hung); stopping the job",
                 k, k, what, limit);
         }
@@ -223,8 +231,10 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
     comm_idle_t idle = { 0 };
     for (;;) {
         int done = 0;
-        if (MPI_Testall(S, pc->pull_req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        if (MPI_Testall(S, pc->pull_req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+            comm_fault(c, "the final parameters", NULL, 0);
             die("waiting for the final parameters failed: a server shard is unreachable; stopping");
+        }
         if (done) break;
         int ka = 0;
         MPI_Status st;
@@ -234,9 +244,11 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
             MPI_Recv(&h, (int)sizeof h, MPI_BYTE, st.MPI_SOURCE, PS_KEEPALIVE, c->world, MPI_STATUS_IGNORE);
             last = now_s();
         }
-        if (now_s() - last > shard_limit(pc))
+        if (now_s() - last > shard_limit(pc)) {
+            comm_fault(c, "the final parameters", NULL, 0);
             die("the server shards sent neither the final parameters nor a keep-alive within %.0f s; stopping",
                 shard_limit(pc));
+        }
         comm_idle(&idle);
     }
     take_headers(pc, 1);   /* the lead keeps the final statistics; everyone learns of evictions */

@@ -11,12 +11,23 @@
  *          ranks; partners exchange θ' and mix (deterministic; for tests)
  *
  * Every rank publishes its parameters (and step) after each step in an RMA
- * window, written under an exclusive lock of its own window and read under
- * a shared lock, so a reader never sees a half-written vector. The lead
- * evaluates the average of all live ranks' published parameters (and logs
- * the consensus distance mean_i ‖θ_i − θ̄‖) by reading them one-sidedly, so
- * evaluation needs no collective either. A peer whose published step has not
- * moved for --timeout seconds (pull), or that does not take a message within
+ * window. No window lock is ever taken: a lock held by a rank killed while
+ * publishing would block its readers forever. Instead every rank opens one
+ * shared passive epoch on all windows at start (MPI_Win_lock_all), the
+ * writer brackets each update with a sequence number (odd while writing),
+ * and a reader gets seq, the copy, then seq again, each an MPI_Rget polled
+ * against --timeout, and keeps the copy only if both seqs are the same even
+ * number (a seqlock). The lead evaluates the average of the live ranks'
+ * published parameters (and logs the consensus distance mean_i ‖θ_i − θ̄‖)
+ * by reading them one-sidedly, so evaluation needs no collective either.
+ *
+ * Pull mixes each published version of a peer at most once: a replica
+ * that stops advancing is mixed in once, then skipped until it moves again
+ * (it counts as a stale skip). One whose step has not moved for --timeout/10
+ * seconds is also left out of the evaluated average. So a frozen replica
+ * stops dragging the others long before it is declared dead. A peer whose
+ * step has not moved for --timeout seconds, or whose window does not answer
+ * a read within --timeout (pull), or that does not take a message within
  * --timeout (push), is marked dead and never chosen again. */
 #include <math.h>
 #include <stdlib.h>
@@ -29,7 +40,7 @@ enum { TAG_GOSSIP = TAG_GOSSIP_BASE, TAG_GOSSIP_DONE, TAG_GOSSIP_BYE, NSEND = 4 
 
 typedef struct published {
     int64_t step;            /* steps completed; total_steps + 1 once finished */
-    int64_t pad;
+    int64_t seq;             /* odd while the copy is being written */
     /* followed by n floats */
 } published_t;
 
@@ -46,46 +57,75 @@ typedef struct gossip {
     int *done_from;          /* (ranks) push: that rank's DONE marker has arrived */
     int64_t *seen_step;      /* (ranks) last published step read */
     double *seen_time;       /* (ranks) when it last moved */
+    int64_t *mixed_step;     /* (ranks) pull: the version of that peer last mixed in */
     unsigned char *sbuf[NSEND];
     MPI_Request sreq[NSEND];
     int sdest[NSEND];
     double stime[NSEND];
-    long mixes, dead;
+    published_t *seq_a, *seq_b;   /* a read's two sequence gets */
+    int *used;               /* (ranks) lead: replicas in the last average */
+    int64_t seq;             /* own publication count x 2 */
+    long mixes, dead, stale_skips;
     double consensus;        /* at the last evaluation */
     float *avg;              /* (n) lead: average of the published replicas */
 } gossip_t;
 
 static void publish(run_t *r, gossip_t *g, int64_t step)
 {
-    MPI_CHECK(r->comm, MPI_Win_lock(MPI_LOCK_EXCLUSIVE, r->comm->rank, 0, g->win));
-    published_t h = { .step = step };
-    memcpy(g->pub, &h, sizeof h);
-    memcpy(g->pub + sizeof h, r->model->params, g->n * sizeof(float));
-    MPI_CHECK(r->comm, MPI_Win_unlock(r->comm->rank, g->win));
+    volatile int64_t *hdr = (volatile int64_t *)g->pub;
+    hdr[1] = ++g->seq;                                   /* odd: writing */
+    MPI_CHECK(r->comm, MPI_Win_sync(g->win));
+    memcpy(g->pub + sizeof(published_t), r->model->params, g->n * sizeof(float));
+    hdr[0] = step;
+    MPI_CHECK(r->comm, MPI_Win_sync(g->win));
+    hdr[1] = ++g->seq;                                   /* even: whole */
+    MPI_CHECK(r->comm, MPI_Win_sync(g->win));
 }
 
-/* SimGrid 3.32 aborts ("Cannot release that mutex: you're not the owner")
- * when two ranks hold shared locks on one window and release them out of
- * order; the simulated build reads under an exclusive lock instead. */
-#ifdef DSGD_SIM
-#define READ_LOCK MPI_LOCK_EXCLUSIVE
-#else
-#define READ_LOCK MPI_LOCK_SHARED
-#endif
+static void mark_dead(run_t *r, gossip_t *g, int j, const char *why);
 
-/* Read rank j's published copy into g->peer; returns its step. */
-static int64_t read_peer(run_t *r, gossip_t *g, int j)
+/* One get from rank j's window, polled until --timeout. -1: no answer (the
+ * request and its buffer are abandoned to MPI). */
+static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
 {
-    MPI_CHECK(r->comm, MPI_Win_lock(READ_LOCK, j, 0, g->win));
-    MPI_CHECK(r->comm, MPI_Get(g->peer, (int)g->bytes, MPI_BYTE, j, 0, (int)g->bytes, MPI_BYTE, g->win));
-    MPI_CHECK(r->comm, MPI_Win_unlock(j, g->win));
-    r->comm->bytes_sent += sizeof(published_t);   /* the request; the data flows to us */
-    published_t h;
-    memcpy(&h, g->peer, sizeof h);
-    double now = now_s();
-    if (h.step != g->seen_step[j]) { g->seen_step[j] = h.step; g->seen_time[j] = now; }
-    return h.step;
+    MPI_Request q;
+    if (MPI_Rget(dst, (int)len, MPI_BYTE, j, 0, (int)len, MPI_BYTE, g->win, &q) != MPI_SUCCESS) return -1;
+    double t0 = now_s();
+    comm_idle_t idle = { 0 };
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
+        if (done) return 0;
+        if (now_s() - t0 > r->cfg->timeout) return -1;
+        comm_idle(&idle);
+    }
 }
+
+/* Read rank j's published copy into g->peer (the seqlock above). Returns 1
+ * with *step set, 0 if the copy was being written each time (the caller
+ * skips j this time), -1 if j's window did not answer (j is now dead). */
+static int read_peer(run_t *r, gossip_t *g, int j, int64_t *step)
+{
+    for (int tries = 0; tries < 3; tries++) {
+        if (get_bounded(r, g, j, g->seq_a, sizeof(published_t)) != 0 || get_bounded(r, g, j, g->peer, g->bytes) != 0 ||
+            get_bounded(r, g, j, g->seq_b, sizeof(published_t)) != 0) {
+            g->peer = xmalloc(g->bytes);   /* the old buffers stay with the abandoned requests */
+            g->seq_a = xmalloc(sizeof(published_t));
+            g->seq_b = xmalloc(sizeof(published_t));
+            mark_dead(r, g, j, "its window did not answer a read");
+            return -1;
+        }
+        r->comm->bytes_sent += 3 * sizeof(published_t);   /* the requests; the data flows to us */
+        if (g->seq_a->seq != g->seq_b->seq || (g->seq_a->seq & 1)) continue;
+        *step = g->seq_a->step;
+        if (*step != g->seen_step[j]) { g->seen_step[j] = *step; g->seen_time[j] = now_s(); }
+        return 1;
+    }
+    return 0;
+}
+
+/* Not moved for a tenth of the timeout: left out of the evaluated average. */
+static int is_stale(run_t *r, gossip_t *g, int j) { return now_s() - g->seen_time[j] > r->cfg->timeout / 10; }
 
 static void mark_dead(run_t *r, gossip_t *g, int j, const char *why)
 {
@@ -128,18 +168,24 @@ static int gossip_init(run_t *r)
     g->n = r->model->nparams;
     g->bytes = sizeof(published_t) + g->n * sizeof(float);
     g->peer = xmalloc(g->bytes);
+    g->seq_a = xmalloc(sizeof(published_t));
+    g->seq_b = xmalloc(sizeof(published_t));
+    g->used = xcalloc((size_t)N, sizeof(int));
     g->mix = xalloc_floats(g->n);
     g->alive = xcalloc((size_t)N, sizeof(int));
     g->done_from = xcalloc((size_t)N, sizeof(int));
     g->seen_step = xcalloc((size_t)N, sizeof(int64_t));
     g->seen_time = xcalloc((size_t)N, sizeof(double));
+    g->mixed_step = xcalloc((size_t)N, sizeof(int64_t));
     double now = now_s();
-    for (int j = 0; j < N; j++) { g->alive[j] = 1; g->seen_step[j] = -1; g->seen_time[j] = now; }
+    for (int j = 0; j < N; j++) { g->alive[j] = 1; g->seen_step[j] = g->mixed_step[j] = -1; g->seen_time[j] = now; }
     for (int k = 0; k < NSEND; k++) { g->sbuf[k] = xmalloc(g->n * sizeof(float)); g->sreq[k] = MPI_REQUEST_NULL; }
     if (r->lead) g->avg = xalloc_floats(g->n);
     /* MPI_Win_allocate lets the MPI place the window (Open MPI's shared-memory
      * one-sided component only serves windows it allocates itself) */
     MPI_CHECK(r->comm, MPI_Win_allocate((MPI_Aint)g->bytes, 1, MPI_INFO_NULL, r->comm->world, &g->pub, &g->win));
+    /* one shared epoch on every window for the whole run: reads need no lock */
+    MPI_CHECK(r->comm, MPI_Win_lock_all(MPI_MODE_NOCHECK, g->win));
     sync_bcast_params(r);
     publish(r, g, 0);
     MPI_CHECK(r->comm, MPI_Barrier(r->comm->world));   /* every window holds θ_0 before anyone reads */
@@ -156,9 +202,13 @@ static void step_pull(run_t *r, gossip_t *g)
     for (int tries = 0; tries < r->comm->size; tries++) {
         int j = pick_peer(r, g);
         if (j < 0) return;
-        read_peer(r, g, j);
+        int64_t step;
+        int got = read_peer(r, g, j, &step);
+        if (got < 0) continue;
         if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "its parameters did not change"); continue; }
+        if (!got || step == g->mixed_step[j]) { g->stale_skips++; continue; }
         mix_into(r->model->params, (const float *)(g->peer + sizeof(published_t)), g->beta, g->n);
+        g->mixed_step[j] = step;
         g->mixes++;
         return;
     }
@@ -271,30 +321,44 @@ static int gossip_step(run_t *r)
     return 0;
 }
 
-/* Lead: θ̄ over the live ranks' published copies, and the consensus distance. */
+/* Lead: θ̄ over the live ranks' published copies (its own and the ones not
+ * stale), and the consensus distance. */
 static float *gossip_average(run_t *r)
 {
     gossip_t *g = r->sync_state;
-    int N = r->comm->size, live = 0;
+    int N = r->comm->size, me = r->comm->rank, live = 0;
+    int64_t step;
     memset(g->avg, 0, g->n * sizeof(float));
     for (int j = 0; j < N; j++) {
-        if (!g->alive[j]) continue;
-        read_peer(r, g, j);
+        g->used[j] = 0;
+        if (j == me) {
+            for (size_t i = 0; i < g->n; i++) g->avg[i] += r->model->params[i];
+            g->used[j] = 1;
+            live++;
+            continue;
+        }
+        if (!g->alive[j] || read_peer(r, g, j, &step) != 1 || is_stale(r, g, j)) continue;
         const float *t = (const float *)(g->peer + sizeof(published_t));
         for (size_t i = 0; i < g->n; i++) g->avg[i] += t[i];
+        g->used[j] = 1;
         live++;
     }
     for (size_t i = 0; i < g->n; i++) g->avg[i] /= (float)live;
     double dist = 0;
+    int counted = 0;
     for (int j = 0; j < N; j++) {
-        if (!g->alive[j]) continue;
-        read_peer(r, g, j);
-        const float *t = (const float *)(g->peer + sizeof(published_t));
+        if (!g->used[j]) continue;
+        const float *t = r->model->params;
+        if (j != me) {
+            if (read_peer(r, g, j, &step) != 1) continue;
+            t = (const float *)(g->peer + sizeof(published_t));
+        }
         double ss = 0;
         for (size_t i = 0; i < g->n; i++) { double d = (double)t[i] - g->avg[i]; ss += d * d; }
         dist += sqrt(ss);
+        counted++;
     }
-    g->consensus = dist / live;
+    g->consensus = counted ? dist / counted : 0;
     return g->avg;
 }
 
@@ -323,11 +387,16 @@ static void gossip_finish(run_t *r)
     if (r->lead) {
         /* wait until every live rank has published its final parameters */
         comm_idle_t idle = { 0 };
-        for (int j = 0; j < N; j++)
-            while (g->alive[j] && read_peer(r, g, j) <= r->total_steps) {
+        for (int j = 0; j < N; j++) {
+            int64_t step = -1;
+            while (j != me && g->alive[j] && (read_peer(r, g, j, &step) != 1 || step <= r->total_steps)) {
                 if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "it never finished"); break; }
                 comm_idle(&idle);
             }
+        }
+        /* the final average takes every live replica, stale or not: all have finished */
+        double now = now_s();
+        for (int j = 0; j < N; j++) g->seen_time[j] = now;
         memcpy(r->model->params, gossip_average(r), g->n * sizeof(float));
         int lost = r->comm->peer_lost;
         for (int j = 0; j < N; j++)
@@ -356,10 +425,12 @@ static void gossip_destroy(run_t *r)
     /* MPI_Win_free is collective: with a dead peer it would wait forever */
     if (!r->comm->peer_lost) {
         for (int k = 0; k < NSEND; k++) MPI_Wait(&g->sreq[k], MPI_STATUS_IGNORE);
+        MPI_Win_unlock_all(g->win);
         MPI_Win_free(&g->win);   /* frees pub too */
         for (int k = 0; k < NSEND; k++) free(g->sbuf[k]);
     }
-    free(g->peer); free(g->mix); free(g->alive); free(g->done_from); free(g->seen_step); free(g->seen_time); free(g->avg);
+    free(g->seq_a); free(g->seq_b); free(g->used);
+    free(g->peer); free(g->mix); free(g->alive); free(g->done_from); free(g->seen_step); free(g->seen_time); free(g->mixed_step); free(g->avg);
     free(g);
     r->sync_state = NULL;
 }
@@ -373,11 +444,12 @@ static sync_stop_mode_t gossip_stop_mode(const run_t *r)
 static int gossip_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     gossip_t *g = r->sync_state;
-    if (!g || max < 3) return 0;
+    if (!g || max < 4) return 0;
     out[0] = (sync_stat_t){ "consensus_distance", g->consensus, NULL };
     out[1] = (sync_stat_t){ "mixes", (double)g->mixes, NULL };
     out[2] = (sync_stat_t){ "dead_peers", (double)g->dead, NULL };
-    return 3;
+    out[3] = (sync_stat_t){ "stale_skips", (double)g->stale_skips, NULL };
+    return 4;
 }
 
 const sync_ops_t sync_gossip = {

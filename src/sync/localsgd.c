@@ -24,6 +24,8 @@ typedef struct localsgd {
     double total_n;        /* Σ n_k over all workers */
     double *n_k;           /* (nworkers) sample counts */
     int *chosen;           /* (nworkers) this round's sample */
+    float *saved;          /* lead, at a checkpoint: (vectors, nworkers, nparams) every worker's state */
+    ckpt_tensor_t tensors[3];
 } localsgd_t;
 
 static int localsgd_init(run_t *r)
@@ -83,9 +85,76 @@ static void localsgd_finish(run_t *r)
     if (r->step % r->cfg->period != 0) localsgd_average(r);
 }
 
+/* A worker's state: its parameters and its optimizer's vectors. */
+static int state_vectors(run_t *r, float **v, const char **names)
+{
+    int n = 0;
+    v[n] = r->model->params; names[n++] = "sync.worker_params";
+    if (r->opt->velocity) { v[n] = r->opt->velocity; names[n++] = "sync.worker_velocity"; }
+    if (r->opt->accum) { v[n] = r->opt->accum; names[n++] = "sync.worker_accum"; }
+    return n;
+}
+
+/* Mid-period the workers' models differ, and their momentum or Adagrad
+ * state always does: a checkpoint keeps every worker's, gathered on the
+ * lead (rank 0), with the round count fedavg's sampling follows. */
+static int localsgd_ckpt_state(run_t *r, ckpt_meta_t *meta)
+{
+    localsgd_t *s = r->sync_state;
+    const size_t np = r->model->nparams, N = (size_t)r->nworkers;
+    if (np > (size_t)INT32_MAX) { snprintf(r->err, sizeof r->err, "a model of %zu parameters is too large to checkpoint per worker", np); return -1; }
+    float *v[3];
+    const char *names[3];
+    int nv = state_vectors(r, v, names);
+    if (r->lead && !s->saved) s->saved = xalloc_floats((size_t)nv * N * np);
+    MPI_Request req[3];
+    for (int i = 0; i < nv; i++)
+        MPI_CHECK(r->comm, MPI_Igather(v[i], (int)np, MPI_FLOAT, r->lead ? s->saved + (size_t)i * N * np : NULL, (int)np,
+                                       MPI_FLOAT, 0, r->comm->world, &req[i]));
+    comm_waitall(r->comm, nv, req, "the checkpoint's gather of the workers' state");
+    if (!r->lead) return 0;
+    for (int i = 0; i < nv; i++) s->tensors[i] = (ckpt_tensor_t){ names[i], s->saved + (size_t)i * N * np, (long)N, (long)np };
+    meta->extra = s->tensors;
+    meta->nextra = nv;
+    snprintf(meta->sync_state, sizeof meta->sync_state, "rounds=%ld,workers=%d", s->rounds, r->nworkers);
+    return 0;
+}
+
+/* Each worker takes back its own row. A checkpoint without worker state
+ * (another paradigm's) continues from its single saved model. */
+static int localsgd_resume(run_t *r, const ckpt_t *ck)
+{
+    localsgd_t *s = r->sync_state;
+    const ckpt_meta_t *m = &ck->meta;
+    if (strcmp(m->sync, "localsgd") && strcmp(m->sync, "fedavg")) return 0;
+    long rounds;
+    int workers, end = 0;
+    if (sscanf(m->sync_state, "rounds=%ld,workers=%d%n", &rounds, &workers, &end) != 2 || m->sync_state[end] || rounds < 0) {
+        snprintf(r->err, sizeof r->err, "checkpoint's local-SGD state '%.64s' is malformed", m->sync_state);
+        return -1;
+    }
+    if (workers != r->nworkers) {
+        snprintf(r->err, sizeof r->err, "checkpoint holds the local models of %d workers, not %d; resume with %d workers",
+                 workers, r->nworkers, workers);
+        return -1;
+    }
+    float *v[3];
+    const char *names[3];
+    int nv = state_vectors(r, v, names);
+    for (int i = 0; i < nv; i++)
+        if (ckpt_read_row(ck, names[i], r->wrank, v[i], r->model->nparams) != 0) {
+            snprintf(r->err, sizeof r->err, "checkpoint has no %s for %d workers of %zu parameters (another optimizer?)",
+                     names[i], workers, r->model->nparams);
+            return -1;
+        }
+    s->rounds = rounds;
+    return 0;
+}
+
 static void localsgd_destroy(run_t *r)
 {
     localsgd_t *s = r->sync_state;
+    free(s->saved);
     free(s->n_k);
     free(s->chosen);
     free(s);
@@ -103,7 +172,7 @@ static int localsgd_stats(run_t *r, sync_stat_t *out, int max, int progress)
 #define LOCALSGD_OPS(NAME, HELP) {                                                  \
         .name = NAME, .help = HELP, .layout = sync_layout_all_workers, .init = localsgd_init, \
         .step = localsgd_step, .finish = localsgd_finish, .destroy = localsgd_destroy,    \
-        .stats = localsgd_stats }
+        .stats = localsgd_stats, .ckpt_state = localsgd_ckpt_state, .resume = localsgd_resume }
 
 const sync_ops_t sync_localsgd = LOCALSGD_OPS("localsgd", "H local steps, then parameter averaging");
 const sync_ops_t sync_fedavg = LOCALSGD_OPS("fedavg", "local SGD with per-round client sampling and sample-count weights");

@@ -14,6 +14,7 @@
 #include "../data/data.h"
 #include "../nn/model.h"
 #include "../optim/optim.h"
+#include "../train/checkpoint.h"
 #include "../train/config.h"
 
 typedef struct sync_ops sync_ops_t;
@@ -88,6 +89,16 @@ struct sync_ops {
      * workers), and one step counts this many training samples instead of
      * batch × workers. Called once the data is loaded. */
     long (*step_samples)(run_t *r);
+    /* The paradigm's own state for a checkpoint, beyond the lead's model and
+     * optimizer (e.g. every worker's local model): called on every worker
+     * rank together; on the lead it sets meta->extra/nextra (buffers the
+     * paradigm owns until the next call) and meta->sync_state. Taken before
+     * finish for the final checkpoint, so a resumed run continues where the
+     * loop stopped. */
+    int  (*ckpt_state)(run_t *r, ckpt_meta_t *meta);
+    /* After init, on every rank of a resumed run: take that state back from
+     * the checkpoint; -1 with r->err set if it does not fit the run. */
+    int  (*resume)(run_t *r, const ckpt_t *ck);
     int model_parallel;          /* combines with --model-parallel M > 1 */
     /* How a bounded run stops (NULL: STOP_AGREE). */
     sync_stop_mode_t (*stop_mode)(const run_t *r);

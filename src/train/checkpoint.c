@@ -2,25 +2,16 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "../util/util.h"
-
-#define MAX_HEADER (64u << 20)
-
-/* zlib's CRC-32 of a buffer of any size (crc32 takes a uInt length). */
-static uLong crc_of(const unsigned char *p, size_t len)
-{
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (size_t off = 0; off < len; off += 1u << 30) {
-        size_t chunk = len - off < (1u << 30) ? len - off : (1u << 30);
-        crc = crc32(crc, p + off, (uInt)chunk);
-    }
-    return crc;
-}
 
 static void tensor_name(char *out, size_t len, const model_t *m, int i, const char *what)
 {
@@ -59,6 +50,42 @@ static void add_long(cJSON *o, const char *k, long v)
     cJSON_AddStringToObject(o, k, b);
 }
 
+static const char CRC_FIELD[] = "\"crc32\":\"";
+
+/* zlib's CRC-32, continued over a buffer of any size (crc32 takes a uInt length). */
+static uLong crc_more(uLong crc, const unsigned char *p, size_t len)
+{
+    for (size_t off = 0; off < len; off += 1u << 30) {
+        size_t chunk = len - off < (1u << 30) ? len - off : (1u << 30);
+        crc = crc32(crc, p + off, (uInt)chunk);
+    }
+    return crc;
+}
+
+/* The CRC-32 of version 2: the whole file, with the eight hex digits of
+ * the crc32 value (at hex) read as "00000000". */
+static uLong file_crc(const unsigned char *buf, size_t size, size_t hex)
+{
+    uLong crc = crc_more(crc32(0L, Z_NULL, 0), buf, hex);
+    crc = crc32(crc, (const unsigned char *)"00000000", 8);
+    return crc_more(crc, buf + hex + 8, size - hex - 8);
+}
+
+/* Offset of the crc32 value's hex digits in the file: the one place the
+ * header holds the key (a key cannot occur inside a string value, whose
+ * quotes are escaped); 0 if absent or present more than once. */
+static size_t crc_hex_at(const unsigned char *buf, size_t hlen)
+{
+    const char *h = (const char *)buf + 8, *end = h + hlen, *hit = NULL;
+    const size_t k = sizeof CRC_FIELD - 1;
+    for (const char *p = h; (p = memmem(p, (size_t)(end - p), CRC_FIELD, k)); p += k) {
+        if (hit) return 0;
+        hit = p;
+    }
+    if (!hit || (size_t)(end - hit) < k + 9 || hit[k + 8] != '"') return 0;
+    return (size_t)(hit - (const char *)buf) + k;
+}
+
 int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_meta_t *meta,
               char *err, size_t errlen)
 {
@@ -67,6 +94,8 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
     const char *state_name[2] = { "optim.velocity", "optim.accum" };
     size_t nfloats = np;
     for (int s = 0; s < 2; s++) if (state[s]) nfloats += np;
+    for (int e = 0; e < meta->nextra; e++)
+        nfloats += (size_t)(meta->extra[e].rows ? meta->extra[e].rows : 1) * (size_t)meta->extra[e].cols;
     const size_t data_len = nfloats * sizeof(float);
 
     cJSON *root = cJSON_CreateObject(), *md = cJSON_CreateObject();
@@ -83,22 +112,25 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
         tensor_name(name, sizeof name, m, i, "bias");
         cJSON_AddItemToObject(root, name, tensor_entry(&bs, 1, l->b_off * 4, (l->b_off + l->b_len) * 4));
     }
+    unsigned char *data = xmalloc(data_len);
+    memcpy(data, m->params, np * 4);
     size_t at = np * 4;
     int flat = (int)np;
     for (int s = 0; s < 2; s++)
         if (state[s]) {
             cJSON_AddItemToObject(root, state_name[s], tensor_entry(&flat, 1, at, at + np * 4));
+            memcpy(data + at, state[s], np * 4);
             at += np * 4;
         }
-
-    unsigned char *data = xmalloc(data_len);
-    memcpy(data, m->params, np * 4);
-    at = np * 4;
-    for (int s = 0; s < 2; s++)
-        if (state[s]) { memcpy(data + at, state[s], np * 4); at += np * 4; }
-    uLong crc = crc_of(data, data_len);
-    char crcs[16], shape[64];
-    snprintf(crcs, sizeof crcs, "%08lx", (unsigned long)crc);
+    for (int e = 0; e < meta->nextra; e++) {
+        const ckpt_tensor_t *t = &meta->extra[e];
+        int shape[2] = { (int)t->rows, (int)t->cols };
+        size_t bytes = (size_t)(t->rows ? t->rows : 1) * (size_t)t->cols * 4;
+        cJSON_AddItemToObject(root, t->name, t->rows ? tensor_entry(shape, 2, at, at + bytes) : tensor_entry(shape + 1, 1, at, at + bytes));
+        memcpy(data + at, t->data, bytes);
+        at += bytes;
+    }
+    char shape[64];
     snprintf(shape, sizeof shape, "%d,%d,%d", meta->c, meta->h, meta->w);
     add_str(md, "format", "dsgd");
     add_long(md, "version", CKPT_VERSION);
@@ -110,7 +142,8 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
     add_str(md, "optimizer", meta->optimizer);
     add_long(md, "seed", meta->seed);
     add_long(md, "nparams", (long)np);
-    add_str(md, "crc32", crcs);
+    if (meta->sync_state[0]) add_str(md, "sync_state", meta->sync_state);
+    add_str(md, "crc32", "00000000");   /* filled in below, once the file is laid out */
     add_str(md, "pixels", "x/255");
 
     char *hdr = cJSON_PrintUnformatted(root);
@@ -125,6 +158,11 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
     memcpy(file + 8 + padded, data, data_len);
     free(hdr);
     free(data);
+    size_t hex = crc_hex_at(file, padded);
+    if (!hex) die("checkpoint header of '%s' lacks a unique crc32 field (a defect)", path);
+    char crcs[16];
+    snprintf(crcs, sizeof crcs, "%08lx", (unsigned long)file_crc(file, total, hex));
+    memcpy(file + hex, crcs, 8);
     int rc = write_file_atomic(path, file, total);
     free(file);
     if (rc != 0) {
@@ -134,104 +172,158 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
     return 0;
 }
 
-static const char *meta_str(const cJSON *md, const char *k)
+/* A metadata integer in [lo, hi]; -1 if absent, malformed or out of range. */
+static int meta_long(const st_file_t *st, const char *key, long lo, long hi, long *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(md, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    const char *v = st_meta(st, key);
+    long x;
+    if (!v || parse_long(v, &x) != 0 || x < lo || x > hi) return -1;
+    *out = x;
+    return 0;
 }
 
-/* Bounds of a float32 tensor entry; -1 if malformed. */
-static int tensor_bounds(const cJSON *t, size_t data_len, long *count, size_t *begin)
+/* A metadata string that fits in len bytes (with its NUL). */
+static int meta_copy(const st_file_t *st, const char *key, char *out, size_t len, int required)
 {
-    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
-    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(t, "shape");
-    const cJSON *of = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
-    if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "F32") || !cJSON_IsArray(sh) ||
-        !cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2)
-        return -1;
-    long n = 1;
-    const cJSON *d;
-    cJSON_ArrayForEach(d, sh) {
-        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e10) return -1;
-        n *= (long)d->valuedouble;
-    }
-    double b = cJSON_GetArrayItem(of, 0)->valuedouble, e = cJSON_GetArrayItem(of, 1)->valuedouble;
-    if (b < 0 || e < b || e > (double)data_len || (e - b) != 4.0 * (double)n) return -1;
-    *count = n;
-    *begin = (size_t)b;
+    const char *v = st_meta(st, key);
+    if (!v) { out[0] = 0; return required ? -1 : 0; }
+    if (strlen(v) >= len || (required && !*v)) return -1;
+    memcpy(out, v, strlen(v) + 1);
     return 0;
+}
+
+/* "C,H,W", each 1..4096. */
+static int parse_input(const char *s, ckpt_meta_t *m)
+{
+    char buf[64];
+    long v[3];
+    if (!s || strlen(s) >= sizeof buf) return -1;
+    memcpy(buf, s, strlen(s) + 1);
+    char *p = buf;
+    for (int i = 0; i < 3; i++) {
+        char *comma = strchr(p, ',');
+        if ((i < 2) != (comma != NULL)) return -1;
+        if (comma) *comma = 0;
+        if (parse_long(p, &v[i]) != 0 || v[i] < 1 || v[i] > 4096) return -1;
+        if (comma) p = comma + 1;
+    }
+    m->c = (int)v[0]; m->h = (int)v[1]; m->w = (int)v[2];
+    return 0;
+}
+
+static int is_crc_text(const char *s)
+{
+    if (!s || strlen(s) != 8) return 0;
+    for (; *s; s++) if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'))) return 0;
+    return 1;
+}
+
+int ckpt_parse(ckpt_t *ck, unsigned char *buf, size_t size, const char *path, char *err, size_t errlen)
+{
+    memset(ck, 0, sizeof *ck);
+    ck->buf = buf;
+    ck->size = size;
+#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); ckpt_free(ck); return -1; } while (0)
+    char why[300];
+    if (size < 8) FAIL("checkpoint '%s' is truncated (%zu bytes); it is not usable", path, size);
+    if (st_parse(buf, size, &ck->st, why, sizeof why) != 0) FAIL("checkpoint '%s' is corrupt: %s", path, why);
+    const st_file_t *st = &ck->st;
+    const char *fmt = st_meta(st, "format");
+    if (!fmt || strcmp(fmt, "dsgd")) FAIL("'%s' is a safetensors file but not a dsgd checkpoint (no dsgd metadata)", path);
+    const char *ver = st_meta(st, "version");
+    if (!ver || (strcmp(ver, "1") && strcmp(ver, "2")))
+        FAIL("checkpoint '%s' has format version %.20s; this dsgd reads versions 1 and %d", path, ver ? ver : "?", CKPT_VERSION);
+    /* the CRC before the values: a damaged file is named as such */
+    const char *crcs = st_meta(st, "crc32");
+    if (!is_crc_text(crcs)) FAIL("checkpoint '%s' has no valid crc32 in its metadata", path);
+    uLong crc;
+    if (!strcmp(ver, "1")) {   /* version 1: the data section only */
+        crc = crc_more(crc32(0L, Z_NULL, 0), buf + ck->st.data_off, ck->st.data_len);
+    } else {
+        size_t hex = crc_hex_at(buf, ck->st.header_len);
+        if (!hex) FAIL("checkpoint '%s' is corrupt: its header does not hold the crc32 field once", path);
+        crc = file_crc(buf, size, hex);
+    }
+    char want[16];
+    snprintf(want, sizeof want, "%08lx", (unsigned long)crc);
+    if (strcmp(want, crcs)) FAIL("checkpoint '%s' is corrupt: CRC32 of the file is %s, header says %s", path, want, crcs);
+    ckpt_meta_t *m = &ck->meta;
+    long classes, nparams;
+    if (meta_copy(st, "model", m->model, sizeof m->model, 1) != 0) FAIL("checkpoint '%s': metadata 'model' is missing or too long", path);
+    if (parse_input(st_meta(st, "input"), m) != 0) FAIL("checkpoint '%s': metadata 'input' is not C,H,W with each in 1..4096", path);
+    if (meta_long(st, "classes", 2, 1000000, &classes) != 0) FAIL("checkpoint '%s': metadata 'classes' is not in 2..1000000", path);
+    if (meta_long(st, "step", 0, 1000000000000L, &m->step) != 0) FAIL("checkpoint '%s': metadata 'step' is not in 0..1e12", path);
+    if (meta_long(st, "nparams", 1, 1L << 40, &nparams) != 0) FAIL("checkpoint '%s': metadata 'nparams' is not a positive count", path);
+    if (meta_copy(st, "sync", m->sync, sizeof m->sync, 0) != 0 || meta_copy(st, "optimizer", m->optimizer, sizeof m->optimizer, 0) != 0 ||
+        meta_copy(st, "sync_state", m->sync_state, sizeof m->sync_state, 0) != 0)
+        FAIL("checkpoint '%s': metadata 'sync', 'optimizer' or 'sync_state' is too long", path);
+    if (st_meta(st, "seed") && meta_long(st, "seed", LONG_MIN, LONG_MAX, &m->seed) != 0)
+        FAIL("checkpoint '%s': metadata 'seed' is not an integer", path);
+    m->classes = (int)classes;
+    uint64_t layer_floats = 0;
+    for (int i = 0; i < st->ntensors; i++) {
+        const st_tensor_t *t = &st->tensors[i];
+        if (strcmp(t->dtype, "F32")) FAIL("checkpoint '%s': tensor '%s' is %s; dsgd checkpoints hold F32 only", path, t->name, t->dtype);
+        if (!strncmp(t->name, "layer", 5)) layer_floats += t->count;
+    }
+    if (layer_floats != (uint64_t)nparams)
+        FAIL("checkpoint '%s': metadata 'nparams' says %ld but its layer tensors hold %llu parameters", path,
+             nparams, (unsigned long long)layer_floats);
+    return 0;
+#undef FAIL
 }
 
 int ckpt_load(const char *path, ckpt_t *ck, char *err, size_t errlen)
 {
     memset(ck, 0, sizeof *ck);
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "cannot open checkpoint '%s': %s", path, strerror(errno)); return -1; }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (size < 8) {
-        fclose(f);
-        snprintf(err, errlen, "checkpoint '%s' is truncated (%ld bytes); it is not usable", path, size);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { snprintf(err, errlen, "cannot open checkpoint '%s': %s", path, strerror(errno)); return -1; }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        snprintf(err, errlen, "checkpoint '%s' is not a regular file", path);
         return -1;
     }
-    ck->buf = xmalloc((size_t)size + 1);
-    ck->size = (size_t)size;
-    size_t got = fread(ck->buf, 1, (size_t)size, f);
-    fclose(f);
-#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); ckpt_free(ck); return -1; } while (0)
-    if (got != (size_t)size) FAIL("cannot read checkpoint '%s'", path);
-    uint64_t hlen = 0;
-    for (int i = 0; i < 8; i++) hlen |= (uint64_t)ck->buf[i] << (8 * i);
-    if (hlen > MAX_HEADER || hlen > (uint64_t)size - 8)
-        FAIL("checkpoint '%s' is truncated or not a safetensors file (header length %llu, file %ld bytes)",
-             path, (unsigned long long)hlen, size);
-    ck->data_off = 8 + (size_t)hlen;
-    cJSON *root = cJSON_ParseWithLength((const char *)ck->buf + 8, (size_t)hlen);
-    ck->hdr = root;
-    if (!root || !cJSON_IsObject(root)) FAIL("checkpoint '%s' has a corrupt header (not JSON)", path);
-    const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
-    const char *fmt = md ? meta_str(md, "format") : NULL;
-    if (!fmt || strcmp(fmt, "dsgd")) FAIL("'%s' is a safetensors file but not a dsgd checkpoint (no dsgd metadata)", path);
-    const char *ver = meta_str(md, "version"), *model = meta_str(md, "model"), *input = meta_str(md, "input");
-    const char *classes = meta_str(md, "classes"), *step = meta_str(md, "step"), *crcs = meta_str(md, "crc32");
-    long v = 0;
-    if (!ver || parse_long(ver, &v) || v != CKPT_VERSION)
-        FAIL("checkpoint '%s' has format version %s; this dsgd reads version %d", path, ver ? ver : "?", CKPT_VERSION);
-    ckpt_meta_t *m = &ck->meta;
-    long k = 0;
-    if (!model || !input || !classes || !step || !crcs ||
-        sscanf(input, "%d,%d,%d", &m->c, &m->h, &m->w) != 3 || parse_long(classes, &k) || parse_long(step, &m->step))
-        FAIL("checkpoint '%s' has incomplete metadata", path);
-    m->classes = (int)k;
-    snprintf(m->model, sizeof m->model, "%s", model);
-    snprintf(m->sync, sizeof m->sync, "%s", meta_str(md, "sync") ? meta_str(md, "sync") : "");
-    snprintf(m->optimizer, sizeof m->optimizer, "%s", meta_str(md, "optimizer") ? meta_str(md, "optimizer") : "");
-    if (meta_str(md, "seed")) parse_long(meta_str(md, "seed"), &m->seed);
-    size_t data_len = ck->size - ck->data_off;
-    uLong crc = crc_of(ck->buf + ck->data_off, data_len);
-    char want[16];
-    snprintf(want, sizeof want, "%08lx", (unsigned long)crc);
-    if (strcmp(want, crcs)) FAIL("checkpoint '%s' is corrupt: CRC32 of its data is %s, header says %s", path, want, crcs);
-    const cJSON *t;
-    cJSON_ArrayForEach(t, root) {
-        if (!strcmp(t->string, "__metadata__")) continue;
-        long n;
-        size_t b;
-        if (tensor_bounds(t, data_len, &n, &b) != 0) FAIL("checkpoint '%s': tensor '%s' is malformed", path, t->string);
+    size_t size = (size_t)sb.st_size, got = 0;
+    unsigned char *buf = xmalloc(size + 1);
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
     }
-    return 0;
-#undef FAIL
+    int e = errno;
+    close(fd);
+    if (got != size) {
+        free(buf);
+        snprintf(err, errlen, "cannot read checkpoint '%s': %s", path, got < size ? "file shrank while being read" : strerror(e));
+        return -1;
+    }
+    return ckpt_parse(ck, buf, size, path, err, errlen);
 }
 
-/* Copy tensor `name` (expected count floats) into dst; -1 if absent/mismatched. */
-static int copy_tensor(const ckpt_t *ck, const char *name, float *dst, size_t count)
+/* Copy tensor name into dst if it holds count floats in the given shape
+ * (nd = 0: any shape). */
+static int copy_tensor(const ckpt_t *ck, const char *name, float *dst, size_t count, const int *shape, int nd)
 {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive((cJSON *)ck->hdr, name);
-    long n;
-    size_t b;
-    if (!t || tensor_bounds(t, ck->size - ck->data_off, &n, &b) != 0 || (size_t)n != count) return -1;
-    memcpy(dst, ck->buf + ck->data_off + b, count * sizeof(float));
+    const st_tensor_t *t = st_find(&ck->st, name);
+    if (!t || t->count != count) return -1;
+    if (nd && t->ndim != nd) return -1;
+    for (int i = 0; i < nd; i++) if (t->shape[i] != (uint64_t)shape[i]) return -1;
+    memcpy(dst, ck->buf + ck->st.data_off + t->begin, count * sizeof(float));
+    return 0;
+}
+
+int ckpt_read_tensor(const ckpt_t *ck, const char *name, float *dst, size_t count)
+{
+    return copy_tensor(ck, name, dst, count, NULL, 0);
+}
+
+int ckpt_read_row(const ckpt_t *ck, const char *name, long row, float *dst, size_t cols)
+{
+    const st_tensor_t *t = st_find(&ck->st, name);
+    if (!t || t->ndim != 2 || t->shape[1] != cols || row < 0 || (uint64_t)row >= t->shape[0]) return -1;
+    memcpy(dst, ck->buf + ck->st.data_off + t->begin + (size_t)row * cols * sizeof(float), cols * sizeof(float));
     return 0;
 }
 
@@ -249,20 +341,17 @@ int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t err
         char wn[96], bn[96];
         tensor_name(wn, sizeof wn, m, i, "weight");
         tensor_name(bn, sizeof bn, m, i, "bias");
-        if (copy_tensor(ck, wn, m->params + l->w_off, l->w_len) != 0 ||
-            copy_tensor(ck, bn, m->params + l->b_off, l->b_len) != 0) {
+        int shape[4], nd = weight_shape(l, shape), bs = (int)l->b_len;
+        if (copy_tensor(ck, wn, m->params + l->w_off, l->w_len, shape, nd) != 0 ||
+            copy_tensor(ck, bn, m->params + l->b_off, l->b_len, &bs, 1) != 0) {
             snprintf(err, errlen, "checkpoint holds model '%s', which does not match model '%s' (layer %d differs); pass --model %s",
                      md->model, m->spec, i, md->model);
             return -1;
         }
     }
     long total = 0;
-    const cJSON *t;
-    cJSON_ArrayForEach(t, (cJSON *)ck->hdr) if (strncmp(t->string, "layer", 5) == 0) {
-        long n; size_t b;
-        tensor_bounds(t, ck->size - ck->data_off, &n, &b);
-        total += n;
-    }
+    for (int i = 0; i < ck->st.ntensors; i++)
+        if (!strncmp(ck->st.tensors[i].name, "layer", 5)) total += (long)ck->st.tensors[i].count;
     if ((size_t)total != m->nparams) {
         snprintf(err, errlen, "checkpoint holds model '%s' with %ld parameters, not model '%s' (%zu); pass --model %s",
                  md->model, total, m->spec, m->nparams, md->model);
@@ -274,8 +363,8 @@ int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t err
                  md->optimizer, optim_kind_name(o->cfg.kind), md->optimizer);
         return -1;
     }
-    if ((o->velocity && copy_tensor(ck, "optim.velocity", o->velocity, o->n) != 0) ||
-        (o->accum && copy_tensor(ck, "optim.accum", o->accum, o->n) != 0)) {
+    if ((o->velocity && ckpt_read_tensor(ck, "optim.velocity", o->velocity, o->n) != 0) ||
+        (o->accum && ckpt_read_tensor(ck, "optim.accum", o->accum, o->n) != 0)) {
         snprintf(err, errlen, "checkpoint has no matching optimizer state for --optimizer %s --momentum %g; resume with the run's own settings",
                  optim_kind_name(o->cfg.kind), o->cfg.momentum);
         return -1;
@@ -285,7 +374,7 @@ int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t err
 
 void ckpt_free(ckpt_t *ck)
 {
-    cJSON_Delete(ck->hdr);
+    st_free(&ck->st);
     free(ck->buf);
     memset(ck, 0, sizeof *ck);
 }

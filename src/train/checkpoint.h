@@ -5,8 +5,10 @@
  * little-endian float32 data. One tensor per layer weight/bias (named
  * "layerI.KIND.weight" / ".bias", shaped as PyTorch shapes them), then the
  * optimizer state as flat tensors "optim.velocity" / "optim.accum".
+ * A paradigm may add tensors "sync.*" and a "sync_state" string.
  * "__metadata__" holds: format "dsgd", version, model spec, input shape,
- * classes, step, sync, optimizer, seed and the CRC32 of the data section.
+ * classes, step, sync, optimizer, seed, nparams and the CRC-32 of the file
+ * (docs/checkpoints.md).
  * Files are written to a temporary name, fsynced and renamed.
  */
 #ifndef DSGD_CHECKPOINT_H
@@ -16,8 +18,19 @@
 
 #include "../nn/model.h"
 #include "../optim/optim.h"
+#include "safetensors.h"
 
-#define CKPT_VERSION 1
+/* Version 2: the CRC-32 covers the whole file (header included); version 1
+ * files (CRC of the data only) are still read. */
+#define CKPT_VERSION 2
+
+/* A tensor a paradigm saves beside the model: shape [rows, cols], or [cols]
+ * when rows == 0. */
+typedef struct ckpt_tensor {
+    const char *name;        /* "sync.…" */
+    const float *data;
+    long rows, cols;
+} ckpt_tensor_t;
 
 typedef struct ckpt_meta {
     char model[128];
@@ -26,13 +39,15 @@ typedef struct ckpt_meta {
     long step;
     long seed;
     int c, h, w, classes;
+    char sync_state[256];    /* the paradigm's own state as text it parses itself ("" if none) */
+    const ckpt_tensor_t *extra;   /* save only: the paradigm's tensors (nextra of them) */
+    int nextra;
 } ckpt_meta_t;
 
 typedef struct ckpt {
     unsigned char *buf;      /* whole file */
     size_t size;
-    size_t data_off;         /* start of the data section in buf */
-    void *hdr;               /* parsed header (cJSON) */
+    st_file_t st;            /* the validated safetensors layout */
     ckpt_meta_t meta;
 } ckpt_t;
 
@@ -40,11 +55,21 @@ typedef struct ckpt {
  * on failure no file (and no temporary) is left behind. */
 int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_meta_t *meta,
               char *err, size_t errlen);
-/* Read and verify (header, tensor bounds, CRC32). */
+/* Read a regular file and verify it (ckpt_parse). */
 int ckpt_load(const char *path, ckpt_t *ck, char *err, size_t errlen);
+/* Verify a checkpoint held in memory: the safetensors rules (safetensors.h),
+ * dsgd's metadata with every value range-checked, F32 tensors, the CRC-32.
+ * Takes ownership of buf (malloc'ed, size bytes). name is used in messages. */
+int ckpt_parse(ckpt_t *ck, unsigned char *buf, size_t size, const char *name, char *err, size_t errlen);
 /* Copy the weights (and, if o != NULL, the optimizer state) into a model
  * built for the same architecture. */
 int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t errlen);
+/* Copy tensor name (exactly count floats) into dst; -1 if absent or of
+ * another size. */
+int ckpt_read_tensor(const ckpt_t *ck, const char *name, float *dst, size_t count);
+/* Copy row `row` of a [rows, cols] tensor into dst; -1 if absent or of
+ * another shape. */
+int ckpt_read_row(const ckpt_t *ck, const char *name, long row, float *dst, size_t cols);
 void ckpt_free(ckpt_t *ck);
 
 #endif

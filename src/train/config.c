@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../util/util.h"
@@ -82,6 +83,46 @@ const opt_def_t config_eval_opts[] = {
     { NULL, 0, 0, NULL, NULL }
 };
 
+/* The accepted range of every numeric option (of both tables), checked as
+ * the value is parsed. open_lo/open_hi: the bound itself is excluded.
+ * Step counts stay below 1e12 so step arithmetic (x batch, x epochs) cannot
+ * overflow a long. */
+typedef struct opt_range { const char *name; double lo, hi; int open_lo, open_hi; } opt_range_t;
+#define BIG 1e12
+/* sorted by name (bisection; a row out of order fails test_config) */
+static const opt_range_t ranges[] = {
+    { "adagrad-eps", 0, 1, 1, 0 },       { "adagrad-lr", 0, 1e6, 0, 0 },
+    { "alpha", 0, 1, 0, 1 },             { "batch", 1, 1e6, 0, 0 },
+    { "batch-total", 0, 1e9, 0, 0 },     { "beta", 0, 1, 1, 0 },
+    { "checkpoint-every", 0, BIG, 0, 0 }, { "delta", 0, 1e6, 0, 0 },
+    { "epochs", 0, 1e6, 0, 0 },          { "eval-every", 0, BIG, 0, 0 },
+    { "fedavg-fraction", 0, 1, 1, 0 },   { "fetch-every", 1, 1e9, 0, 0 },
+    { "inject-alpha", 0, 1, 0, 0 },      { "inject-beta", 0, 1e6, 0, 0 },
+    { "lbfgs-history", 1, 1000, 0, 0 },  { "lr", 0, 1e6, 1, 0 },
+    { "lr-gamma", 0, 1e6, 1, 0 },        { "lr-step-every", 0, BIG, 0, 0 },
+    { "lr-warmup", 0, BIG, 0, 0 },       { "model-parallel", 1, 1024, 0, 0 },
+    { "momentum", 0, 1, 0, 1 },          { "momentum-nesterov", 0, 1, 0, 1 },
+    { "period", 1, 1e9, 0, 0 },          { "push-every", 1, 1e9, 0, 0 },
+    { "push-portions", 1, 1e9, 0, 0 },   { "seed", 0, 9.2e18, 0, 0 },
+    { "servers", 1, 1e6, 0, 0 },         { "smoothing", 0, 1, 0, 1 },
+    { "staleness", 0, 1e9, 0, 0 },       { "staleness-high", 0, 1e9, 0, 0 },
+    { "staleness-low", 0, 1e9, 0, 0 },   { "steps", 0, BIG, 0, 0 },
+    { "tau", 1, 1e9, 0, 0 },             { "test-subset", 0, 1e9, 0, 0 },
+    { "threads", 1, 256, 0, 0 },         { "timeout", 0, 1e6, 1, 0 },
+    { "train-subset", 0, 1e9, 0, 0 },    { "warmup-steps", 0, BIG, 0, 0 },
+    { "weight-decay", 0, 1e6, 0, 0 },    { "window", 1, 1e9, 0, 0 },
+};
+#undef BIG
+
+static int range_cmp(const void *key, const void *g) { return strcmp(key, ((const opt_range_t *)g)->name); }
+
+static const opt_range_t *find_range(const char *name)
+{
+    return bsearch(name, ranges, sizeof ranges / sizeof ranges[0], sizeof ranges[0], range_cmp);
+}
+
+int config_range_known(const char *name) { return find_range(name) != NULL; }
+
 static const opt_def_t *find_opt(const opt_def_t *t, const char *name, size_t len)
 {
     for (; t->name; t++)
@@ -89,20 +130,46 @@ static const opt_def_t *find_opt(const opt_def_t *t, const char *name, size_t le
     return NULL;
 }
 
+static int check_range(const opt_def_t *o, double v, const char *text, char *err, size_t errlen)
+{
+    const opt_range_t *g = find_range(o->name);
+    if (!g) { snprintf(err, errlen, "--%s has no range (a defect: add it to config.c)", o->name); return -1; }
+    if ((g->open_lo ? v > g->lo : v >= g->lo) && (g->open_hi ? v < g->hi : v <= g->hi)) return 0;
+    if (o->type == OT_LONG && g->lo == 1)
+        snprintf(err, errlen, "--%s must be a positive integer up to %.0f (got %s)", o->name, g->hi, text);
+    else if (g->lo == 0 && g->open_lo)
+        snprintf(err, errlen, "--%s must be positive and at most %g (got %s)", o->name, g->hi, text);
+    else
+        snprintf(err, errlen, "--%s must be in %c%g, %g%c (got %s)", o->name, g->open_lo ? '(' : '[', g->lo, g->hi,
+                 g->open_hi ? ')' : ']', text);
+    return -1;
+}
+
+/* The one parser of option values: strict decimal syntax, then the range. */
 static int set_opt(config_t *c, const opt_def_t *o, const char *v, char *err, size_t errlen)
 {
     char *base = (char *)c;
+    long l;
+    double d;
     switch (o->type) {
     case OT_STR: *(const char **)(base + o->offset) = v; return 0;
     case OT_FLAG: *(int *)(base + o->offset) = 1; return 0;
     case OT_LONG:
-        if (parse_long(v, (long *)(base + o->offset)) == 0) return 0;
-        snprintf(err, errlen, "--%s wants an integer, got '%s'", o->name, v);
-        return -1;
+        if (parse_long(v, &l) != 0) {
+            snprintf(err, errlen, "--%s wants a decimal integer, got '%s'", o->name, v);
+            return -1;
+        }
+        if (check_range(o, (double)l, v, err, errlen) != 0) return -1;
+        *(long *)(base + o->offset) = l;
+        return 0;
     case OT_DOUBLE:
-        if (parse_double(v, (double *)(base + o->offset)) == 0) return 0;
-        snprintf(err, errlen, "--%s wants a number, got '%s'", o->name, v);
-        return -1;
+        if (parse_double(v, &d) != 0) {
+            snprintf(err, errlen, "--%s wants a decimal number, got '%s'", o->name, v);
+            return -1;
+        }
+        if (check_range(o, d, v, err, errlen) != 0) return -1;
+        *(double *)(base + o->offset) = d;
+        return 0;
     }
     return -1;
 }
@@ -113,9 +180,9 @@ void config_defaults(config_t *c, const opt_def_t *table)
     memset(c, 0, sizeof *c);
     /* every option of every table gets a value, so validation sees defaults */
     for (const opt_def_t *o = config_train_opts; o->name; o++)
-        if (o->type != OT_FLAG) set_opt(c, o, o->def, err, sizeof err);
+        if (o->type != OT_FLAG && set_opt(c, o, o->def, err, sizeof err) != 0) die("default of %s", err);
     for (const opt_def_t *o = table; o->name; o++)
-        if (o->type != OT_FLAG) set_opt(c, o, o->def, err, sizeof err);
+        if (o->type != OT_FLAG && set_opt(c, o, o->def, err, sizeof err) != 0) die("default of %s", err);
 }
 
 int config_parse(config_t *c, const opt_def_t *table, int argc, char **argv, char *err, size_t errlen)

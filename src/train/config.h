@@ -51,6 +51,8 @@ void config_defaults(config_t *c, const opt_def_t *table);
  * writes a one-line message to err and returns -1. */
 int config_parse(config_t *c, const opt_def_t *table, int argc, char **argv, char *err, size_t errlen);
 /* Range checks shared by every command; -1 with a message on error. */
+/* Whether a numeric option has an accepted range (every one must). */
+int config_range_known(const char *name);
 int config_validate(const config_t *c, char *err, size_t errlen);
 void config_help(FILE *f, const opt_def_t *table);
 /* "name=value\n" for every option: what ranks compare at start-up. */

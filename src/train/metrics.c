@@ -72,8 +72,9 @@ int metrics_close(metrics_t *m, int ok)
 {
     int rc = 0;
     if (m->f) {
-        if (fflush(m->f) != 0 || fsync(fileno(m->f)) != 0) ok = 0, rc = -1;
-        fclose(m->f);
+        /* a write error (a full disk) anywhere in the file shows in ferror */
+        if (ferror(m->f) || fflush(m->f) != 0 || fsync(fileno(m->f)) != 0) ok = 0, rc = -1;
+        if (fclose(m->f) != 0) ok = 0, rc = -1;
         if (ok) {
             if (rename(m->tmp, m->path) != 0) rc = -1;
         } else {

@@ -14,6 +14,7 @@
 #include "checkpoint.h"
 #include "faults.h"
 #include "metrics.h"
+#include "outputs.h"
 #include "parallel.h"
 
 #define EVAL_CHUNK 256
@@ -55,18 +56,6 @@ static int load_data(run_t *r, const config_t *cfg)
 
 #define FAIL(...) do { snprintf(r->err, sizeof r->err, __VA_ARGS__); return -1; } while (0)
 
-/* A file can be created in path's directory (so a long run does not end
- * with an unwritable checkpoint or metrics file). */
-static int check_writable(run_t *r, const char *path, const char *flag)
-{
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
-    FILE *f = fopen(probe, "w");
-    if (!f) FAIL("cannot write %s '%s': %s", flag, path, strerror(errno));
-    fclose(f);
-    unlink(probe);
-    return 0;
-}
 /* The paradigm's figures as " key value" pairs. */
 static void stats_text(run_t *r, char *out, size_t len)
 {
@@ -98,7 +87,7 @@ static void print_progress(run_t *r, const evaluator_t *ev, double train_loss, d
 
 /* Called on every rank of the lead's replica (they assemble a partitioned
  * model); the lead writes. */
-static int save_checkpoint(run_t *r)
+static int save_checkpoint(run_t *r, const ckpt_meta_t *state)
 {
     const config_t *cfg = r->cfg;
     const model_t *m;
@@ -106,7 +95,8 @@ static int save_checkpoint(run_t *r)
     par_assemble(r, &m, &o);
     if (!r->lead) return 0;
     ckpt_meta_t meta = { .step = r->step, .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
-                         .w = r->model->in_w, .classes = r->model->classes };
+                         .w = r->model->in_w, .classes = r->model->classes, .extra = state->extra, .nextra = state->nextra };
+    snprintf(meta.sync_state, sizeof meta.sync_state, "%s", state->sync_state);
     snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
     snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
     snprintf(meta.optimizer, sizeof meta.optimizer, "%s", optim_kind_name(r->opt->cfg.kind));
@@ -137,10 +127,8 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
     if (part_kind_parse(cfg->partition, pk) != 0)
         FAIL("unknown --partition '%s'; choose iid, full or label-skew", cfg->partition);
     if (*cfg->resume && ckpt_load(cfg->resume, resume, r->err, sizeof r->err) != 0) return -1;
-    if (r->comm->rank == 0) {   /* the lead is not known yet; rank 0 shares its files */
-        if (*cfg->checkpoint && check_writable(r, cfg->checkpoint, "--checkpoint") != 0) return -1;
-        if (*cfg->metrics && check_writable(r, cfg->metrics, "--metrics") != 0) return -1;
-    }
+    /* the lead is not known yet; rank 0 shares its files */
+    if (r->comm->rank == 0 && outputs_check(cfg, r->err, sizeof r->err) != 0) return -1;
     return 0;
 }
 
@@ -178,8 +166,11 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
         FAIL("--sync %s: a step's %ld samples exceed the %ld training samples", cfg->sync, per_step, r->train.n);
     if (r->steps_per_epoch < 1)
         FAIL("--batch %ld x %d workers exceeds the %ld training samples; use a smaller batch", cfg->batch, nworkers, r->train.n);
-    r->total_steps = cfg->steps > 0 ? cfg->steps : cfg->epochs * r->steps_per_epoch;
-    if (r->step > r->total_steps)
+    /* the flag ranges keep this product far from overflow; checked all the same */
+    if (cfg->steps > 0) r->total_steps = cfg->steps;
+    else if (__builtin_mul_overflow(cfg->epochs, r->steps_per_epoch, &r->total_steps))
+        FAIL("--epochs %ld x %ld steps per epoch is too many steps", cfg->epochs, r->steps_per_epoch);
+    if (*cfg->resume && r->step > r->total_steps)
         FAIL("checkpoint '%s' is at step %ld, past the %ld steps this run would train; raise --epochs or --steps",
              cfg->resume, r->step, r->total_steps);
     batch_iter_seek(r->it, r->step);
@@ -235,6 +226,33 @@ static void __attribute__((noreturn, format(printf, 2, 3))) run_abort(metrics_t 
     die("%s", msg);
 }
 
+/* What the lead's metrics need to close on a peer's fault. */
+typedef struct fault_rec {
+    metrics_t *mx;
+    const run_t *r;
+} fault_rec_t;
+
+/* comm's fault hook: the run's record so far goes into place, ending with
+ * a done event that says what was lost, at which step. */
+static void record_fault(void *ctx, const char *what, const int *lost, int nlost)
+{
+    fault_rec_t *f = ctx;
+    if (!f->mx->f) return;
+    char ranks[512] = "[";
+    size_t at = 1;
+    for (int i = 0; i < nlost && at < sizeof ranks - 16; i++)
+        at += (size_t)snprintf(ranks + at, sizeof ranks - at, "%s%d", i ? "," : "", lost[i]);
+    snprintf(ranks + at, sizeof ranks - at, "]");
+    metrics_begin(f->mx, "done", now_s());
+    metrics_long(f->mx, "steps", f->r->step);
+    metrics_str(f->mx, "status", "fault");
+    metrics_raw(f->mx, "lost_ranks", ranks);
+    metrics_long(f->mx, "fault_step", f->r->step);
+    metrics_str(f->mx, "fault", what);
+    metrics_end(f->mx);
+    metrics_close(f->mx, 1);
+}
+
 /* run_s: seconds since the common start; train_s: the lead's training time so far */
 static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, double train_loss, double sps,
                         double run_s, double train_s, long samples)
@@ -264,8 +282,9 @@ int train_main(const config_t *cfg, comm_t *comm)
     memset(&resume, 0, sizeof resume);
     cpu_compute_setup((int)cfg->threads, strcmp(cfg->denormals, "keep") != 0);
     setup(r, cfg, comm, &resume, &faults);
-    ckpt_free(&resume);
     comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
+    comm_setup_check(comm, *cfg->resume && r->is_worker && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err);
+    ckpt_free(&resume);
     bounds_t bd;
     bounds_start(&bd, r);
     if (!r->is_worker) {   /* server / coordinator ranks */
@@ -279,6 +298,9 @@ int train_main(const config_t *cfg, comm_t *comm)
     char err[512];
     metrics_t mx;
     if (metrics_open(&mx, lead ? cfg->metrics : NULL, t0, err, sizeof err) != 0) die("%s", err);
+    fault_rec_t fault = { .mx = &mx, .r = r };
+    comm->on_fault = record_fault;
+    comm->fault_ctx = &fault;
     if (lead && !cfg->quiet) {
         config_print(stdout, cfg, config_train_opts);
         printf("model %s: %zu parameters; data: %ld train, %ld test samples of %dx%dx%d, %d classes; "
@@ -352,11 +374,17 @@ int train_main(const config_t *cfg, comm_t *comm)
             stop = bounds_after_eval(&bd, r, ev.acc, at, train_s);
             loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
         }
-        if (r->evaluates && cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && save_checkpoint(r) != 0)
-            run_abort(&mx, "%s", r->err);
+        if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0) {
+            ckpt_meta_t state = { .nextra = 0 };
+            if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
+            if (r->evaluates && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
+        }
         if (stop) break;
     }
-    /* the paradigm's final synchronization, then the final evaluation */
+    /* the paradigm's state as the loop left it (a resumed run goes on from
+     * there), its final synchronization, then the final evaluation */
+    ckpt_meta_t state = { .nextra = 0 };
+    if (*cfg->checkpoint && r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
     double tf = now_s();
     bd.stop_s = bounds_now(&bd);
     if (r->ops->finish) r->ops->finish(r);
@@ -370,12 +398,14 @@ int train_main(const config_t *cfg, comm_t *comm)
         eval_record(r, &mx, &ev, tl, sps, bd.final_eval_s, train_s, r->step * samples_per_step);
         bounds_record_eval(&bd, r, ev.acc, bd.final_eval_s, train_s);
     }
-    if (r->evaluates && *cfg->checkpoint && save_checkpoint(r) != 0) run_abort(&mx, "%s", r->err);
+    if (r->evaluates && *cfg->checkpoint && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
 
     const long steps = r->step - start_step;
     bounds_gather(&bd, r, steps, steps * (own_data ? samples_per_step : (long)r->it->nb), train_s);
+    comm->on_fault = NULL;   /* from here on a fault is not the run's: it has ended */
     metrics_begin(&mx, "done", now_s());
     metrics_long(&mx, "steps", r->step);
+    metrics_str(&mx, "status", "ok");
     metrics_long(&mx, "samples", bounds_samples(&bd, r, steps * samples_per_step));
     /* the lead's traffic, its replica and data-parallel groups' included */
     const comm_t *g[3] = { comm, &r->mp_comm, &r->dp_comm };
@@ -404,7 +434,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         else metrics_double(&mx, st[i].key, st[i].value);
     }
     metrics_end(&mx);
-    if (metrics_close(&mx, 1) != 0) die("cannot finish metrics file '%s'", cfg->metrics);
+    if (metrics_close(&mx, 1) != 0) die("cannot write metrics file '%s': %s", cfg->metrics, strerror(errno));
     if (lead) {
         char extra[512];
         stats_text(r, extra, sizeof extra);

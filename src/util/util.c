@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void die(const char *fmt, ...)
@@ -130,9 +131,15 @@ void rng_shuffle(rng_t *r, int32_t *a, size_t n)
 }
 
 /* ---- helpers ---- */
+/* Decimal digits with an optional leading minus, nothing else: no spaces,
+ * no '+', no hex or octal prefixes, so " 64" and "64 " are treated alike. */
 int parse_long(const char *s, long *out)
 {
-    if (!s || !*s) return -1;
+    if (!s) return -1;
+    const char *d = s + (*s == '-');
+    if (!*d) return -1;
+    for (const char *p = d; *p; p++)
+        if (*p < '0' || *p > '9') return -1;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -141,18 +148,76 @@ int parse_long(const char *s, long *out)
     return 0;
 }
 
+/* A finite decimal number: [-]digits[.digits][e[+-]digits] (or .digits);
+ * no hex floats, inf, nan or surrounding spaces. */
 int parse_double(const char *s, double *out)
 {
-    if (!s || !*s) return -1;
+    if (!s) return -1;
+    const char *p = s + (*s == '-');
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') p++, digits++;
+    if (*p == '.') for (p++; *p >= '0' && *p <= '9'; p++) digits++;
+    if (!digits) return -1;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (*p < '0' || *p > '9') return -1;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p) return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v)) return -1;
+    if (*end || !isfinite(v) || (errno == ERANGE && v != 0)) return -1;
     *out = v;
     return 0;
 }
 
 int file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* Opened without blocking (a FIFO would wait for a writer), then checked. */
+static int open_regular(const char *path, struct stat *sb, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); return -1; }
+    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+        snprintf(err, errlen, "'%s' is not a regular file (a FIFO, device or directory); name a plain file", path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int file_regular_size(const char *path, long *size, char *err, size_t errlen)
+{
+    struct stat sb;
+    int fd = open_regular(path, &sb, err, errlen);
+    if (fd < 0) return -1;
+    close(fd);
+    *size = (long)sb.st_size;
+    return 0;
+}
+
+int read_regular_file(const char *path, unsigned char **buf, size_t *len, char *err, size_t errlen)
+{
+    struct stat sb;
+    int fd = open_regular(path, &sb, err, errlen);
+    if (fd < 0) return -1;
+    size_t size = (size_t)sb.st_size, got = 0;
+    unsigned char *b = xmalloc(size + 1);
+    while (got < size) {
+        ssize_t r = read(fd, b + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno)); break; }
+        if (r == 0) { snprintf(err, errlen, "cannot read '%s': it shrank while being read", path); break; }
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != size) { free(b); return -1; }
+    *buf = b;
+    *len = size;
+    return 0;
+}
 
 int write_file_atomic(const char *path, const void *buf, size_t len)
 {

@@ -38,11 +38,17 @@ uint32_t rng_below(rng_t *r, uint32_t n);  /* uniform in [0, n) */
 void     rng_shuffle(rng_t *r, int32_t *a, size_t n);
 
 /* ---- small helpers ---- */
-/* strtol/strtod with full-string check; return 0 on success. */
+/* Strict decimal parsing of a whole string (integers: [-]digits, no
+ * overflow; numbers: finite decimal, no hex/inf/nan); 0 on success. */
 int parse_long(const char *s, long *out);
 int parse_double(const char *s, double *out);
 
 int file_exists(const char *path);
+/* Input files must be regular files (a FIFO would block, a device never
+ * end): the size of one, or the whole of one in a malloc'ed buffer. Both
+ * return 0, or -1 with a one-line reason naming path in err. */
+int file_regular_size(const char *path, long *size, char *err, size_t errlen);
+int read_regular_file(const char *path, unsigned char **buf, size_t *len, char *err, size_t errlen);
 /* Write buf to path atomically: temp file in the same directory, fsync, rename.
  * Returns 0, or -1 with errno set (and the temp file removed). */
 int write_file_atomic(const char *path, const void *buf, size_t len);
