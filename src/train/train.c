@@ -19,6 +19,8 @@
 
 typedef struct evaluator {
     int32_t *labels;     /* (test n) */
+    float *x;            /* (max_batch, dim) test inputs as floats; allocated by
+                            the first evaluation, so only evaluating ranks hold it */
     double acc, loss;
 } evaluator_t;
 
@@ -33,9 +35,11 @@ static void evaluate(run_t *r, evaluator_t *ev, int global)
     const long dim = dataset_dim(d);
     long correct = 0;
     double loss = 0;
+    if (!ev->x) ev->x = xalloc_floats((size_t)m->max_batch * (size_t)dim);
     for (long at = 0; at < d->n; at += m->max_batch) {
         int B = (int)((d->n - at) < m->max_batch ? d->n - at : m->max_batch);
-        model_forward(m, d->x + at * dim, B);
+        dataset_rows(d, at, B, ev->x);
+        model_forward(m, ev->x, B);
         loss += (double)model_loss(m, ev->labels + at, B) * B;
         correct += model_correct(m, ev->labels + at, B);
     }
@@ -393,6 +397,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         fflush(stdout);
     }
     free(ev.labels);
+    free(ev.x);
     teardown(r);
     return 0;
 }
@@ -421,6 +426,7 @@ int eval_main(const config_t *cfg, comm_t *comm)
         printf("model %s, step %ld: test accuracy %.4f, test loss %.4f on %ld samples\n",
                ck.meta.model, ck.meta.step, ev.acc, ev.loss, r->test.n);
     free(ev.labels);
+    free(ev.x);
     ckpt_free(&ck);
     teardown(r);
     return 0;
