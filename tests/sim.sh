@@ -69,6 +69,18 @@ for args in "--topology ring" "--slow-fraction 2:4" "--net 40gbe" "--hosts 0" "-
     else bad "dsgd-sim $args" "rc $rc, '$err'"; fi
 done
 
+# a user's own platform: ranks go to its hosts in order, or to a host file
+"$DS" --hosts 3 --slow 2=2 --print-platform > "$WORK/mine.xml"
+if "$DS" --build "$SIM" --hosts 3 --platform "$WORK/mine.xml" -- train --sync bsp --data synthetic --model mlp:16 --steps 3 --quiet > "$WORK/mine.out" 2>&1
+then ok "--platform FILE runs on the file's hosts"; else bad "--platform FILE" "$(tail -2 "$WORK/mine.out")"; fi
+printf '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n<platform version="4.1">\n<cluster id="c" prefix="n" suffix="" radical="0-3" speed="1Gf" bw="1Gbps" lat="10us"/>\n</platform>\n' > "$WORK/cl.xml"
+err=$("$DS" --build "$SIM" --hosts 4 --platform "$WORK/cl.xml" -- train --sync bsp 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && [[ "$err" == *--hostfile* ]]; then ok "a <cluster> platform without --hostfile: asks for one"
+else bad "<cluster> platform without host file" "rc $rc: $err"; fi
+printf 'n0\nn1\nn2\nn3\n' > "$WORK/cl.hosts"
+if "$DS" --build "$SIM" --hosts 4 --platform "$WORK/cl.xml" --hostfile "$WORK/cl.hosts" -- train --sync bsp --data synthetic --model mlp:16 --steps 3 --quiet > "$WORK/cl.out" 2>&1
+then ok "a <cluster> platform with --hostfile runs"; else bad "<cluster> platform with --hostfile" "$(tail -2 "$WORK/cl.out")"; fi
+
 # ---- the simulated all-reduce against the cost model of the algorithm used ----
 # Open MPI's selector (SimGrid's copy of its fixed decision rules) picks
 # Rabenseifner for the mlp gradient (940584 bytes) at every N here:
