@@ -5,7 +5,7 @@
 #
 #   A  one host: simulated step time vs the same run's real step time, per model
 #   B  2 and 4 ranks of bsp and asp: simulated (one 2-core host, messages through
-#      its memory, link numbers fitted on this machine) vs real processes
+#      its memory) vs real processes
 #   C  all-reduce of the mlp gradient at N = 2..256: simulated vs the alpha-beta
 #      cost of the algorithm the selector picks
 #   D  the simulator: wall time and peak memory, one epoch of bsp/asp/gossip/easgd
@@ -25,8 +25,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 W=$(mktemp -d /tmp/dsgd-simcal-XXXXXX)
 trap 'rm -rf "$W"' EXIT
 DS=scripts/dsgd-sim
-for f in build/dsgd build/bench/allreduce build-sim/dsgd build-sim/bench/allreduce /usr/bin/time; do
-    [ -x "$f" ] || { echo "sim_calibration: $f missing (make && make build/bench/allreduce && make sim; GNU time: apt-get install time)" >&2; exit 1; }
+for f in build/dsgd build-sim/dsgd build-sim/bench/allreduce /usr/bin/time; do
+    [ -x "$f" ] || { echo "sim_calibration: $f missing (make && make sim; GNU time: apt-get install time)" >&2; exit 1; }
 done
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "sim_calibration: needs dataset-fashion-mnist" >&2; exit 1; }
 
@@ -53,7 +53,7 @@ if [[ $PARTS == *A* ]]; then
     echo
     echo "| model | batch | real wall ms/step | real CPU ms/step | simulated ms/step | error vs CPU | error vs wall |"
     echo "|---|---|---|---|---|---|---|"
-    for spec in "logreg 64 400" "mlp 64 400" "lenet 32 80"; do
+    for spec in "logreg 64 12000" "mlp 64 1600" "lenet 32 600"; do
         read -r model batch steps <<< "$spec"
         C=(train --sync none --model "$model" --data fashion-mnist --batch "$batch" --lr 0.01
            --eval-every 100000 --test-subset 500 --quiet)
