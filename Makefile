@@ -6,6 +6,8 @@
 #   make check-deps    say what is missing
 #   make fuzz          libFuzzer harnesses (clang), FUZZ_SECONDS (default 600) each;
 #                      make test runs each for 20 s
+#   make sim           build-sim/dsgd for SimGrid (scripts/dsgd-sim runs it)
+#   make sim-check     the simulator's calibration checks (also part of make test)
 
 SANITIZE ?= 0
 SIM ?= 0
@@ -42,7 +44,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test bench demo sim check-deps clean fuzz fuzz-build
+.PHONY: all test bench demo sim sim-check sim-extras check-deps clean fuzz fuzz-build
 all: check-deps $(BUILD)/dsgd
 
 # ---- dependency detection: one line per missing piece, with the fix ----
@@ -91,7 +93,15 @@ demo: all
 
 # build-sim/dsgd: run it with scripts/dsgd-sim (smpirun on a generated platform)
 sim:
-	@$(MAKE) --no-print-directory SIM=1 all
+	@$(MAKE) --no-print-directory SIM=1 all sim-extras
+
+# the all-reduce benchmark, simulated, for the calibration checks
+sim-extras: $(BUILD)/bench/allreduce
+
+# the simulator's own checks (platforms, all-reduce against its cost model,
+# shared data, every paradigm on a heterogeneous cluster); part of make test
+sim-check: all sim
+	@tests/sim.sh build-sim $(BUILD)
 
 # ---- fuzzing: clang's libFuzzer with ASan and UBSan over the same sources ----
 # The harnesses (fuzz/) call the loaders, the checkpoint reader and the

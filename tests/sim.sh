@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The SimGrid build: the same sources under smpirun on a generated platform.
+# The SimGrid build: the same sources under smpirun on a generated platform;
+# the platform generator; the simulated all-reduce against its cost model;
+# shared datasets; every paradigm on a heterogeneous simulated cluster.
 # Usage: tests/sim.sh SIM_BUILD_DIR MPI_BUILD_DIR   (prints "sim: N passed, M failed")
 set -u
 SIM=${1:-build-sim}
@@ -37,5 +39,112 @@ S=(train --sync bsp --data synthetic --model mlp:256,256 --batch 256 --steps 10 
 t1=$(json_field "$WORK/fast.jsonl" done train_s); t4=$(json_field "$WORK/slow.jsonl" done train_s)
 if awk -v a="$t1" -v b="$t4" 'BEGIN{exit !(a > 0 && b >= 1.4 * a)}'; then ok "a 4x slower simulated host slows bsp (${t1}s -> ${t4}s simulated)"
 else bad "slow simulated host" "train_s ${t1} -> ${t4}"; fi
+
+DS="$HERE/../scripts/dsgd-sim"
+
+# ---- platforms: SimGrid cluster zones, O(N) lines, no host-to-host routes ----
+"$DS" --hosts 1024 --print-platform > "$WORK/p1024.xml"
+lines=$(wc -l < "$WORK/p1024.xml"); routes=$(grep -c '<route ' "$WORK/p1024.xml")
+if [ "$lines" -le $((3 * 1024 + 10)) ] && [ "$routes" -eq 0 ]; then ok "1024 flat hosts: $lines lines, no route list"
+else bad "flat platform size" "$lines lines, $routes routes for 1024 hosts"; fi
+# fat tree: 64 hosts in leaves of 16 = 4 leaves, 4x3 leaf-to-leaf routes, each
+# uplink 16 hosts' bandwidth / oversubscription 4 = 4 x 10 Gb/s = 5e9 B/s
+"$DS" --hosts 64 --topology fat-tree:16:4 --print-platform > "$WORK/ft.xml"
+zr=$(grep -c '<zoneRoute ' "$WORK/ft.xml"); up=$(grep -o 'id="uplink-0" bandwidth="[^"]*"' "$WORK/ft.xml")
+if [ "$zr" -eq 12 ] && [ "$up" = 'id="uplink-0" bandwidth="5000000000Bps"' ]; then ok "fat tree: 4 leaves, 12 routes, uplinks at 1/4 of their hosts' bandwidth"
+else bad "fat tree platform" "$zr routes, $up"; fi
+# a seeded quarter of 128 hosts 4x slower; compute scale multiplies every speed
+slow_set() { "$DS" --hosts 128 "$@" --print-platform | grep -o 'id="node-[0-9]*" speed="[^"]*"' | grep -v '"1Gf"' | tr '\n' ' '; }
+a=$(slow_set --slow-fraction 0.25:4:1); b=$(slow_set --slow-fraction 0.25:4:1); c=$(slow_set --slow-fraction 0.25:4:2)
+na=$(echo "$a" | grep -o '0.25Gf' | wc -l)
+if [ "$na" -eq 32 ] && [ "$a" = "$b" ] && [ "$a" != "$c" ]; then ok "--slow-fraction 0.25:4: 32 of 128 hosts at 1/4 speed, fixed by the seed"
+else bad "--slow-fraction" "$na slow hosts; same seed same set: $([ "$a" = "$b" ] && echo yes || echo no); other seed differs: $([ "$a" != "$c" ] && echo yes || echo no)"; fi
+sp=$("$DS" --hosts 2 --compute-scale 8 --slow 1=4 --print-platform | grep -o 'speed="[^"]*"' | tr '\n' ' ')
+if [ "$sp" = 'speed="8Gf" speed="2Gf" ' ]; then ok "--compute-scale 8 with a 4x slow host: speeds 8Gf and 2Gf"
+else bad "--compute-scale" "speeds $sp"; fi
+for args in "--topology ring" "--slow-fraction 2:4" "--net 40gbe" "--hosts 0" "--bandwidth fast"; do
+    # shellcheck disable=SC2086
+    err=$("$DS" $args --print-platform 2>&1 >/dev/null); rc=$?
+    if [ "$rc" -ne 0 ] && [ "$(echo "$err" | wc -l)" -eq 1 ] && [[ "$err" == dsgd-sim:* ]]; then ok "dsgd-sim $args: one-line error"
+    else bad "dsgd-sim $args" "rc $rc, '$err'"; fi
+done
+
+# a user's own platform: ranks go to its hosts in order, or to a host file
+"$DS" --hosts 3 --slow 2=2 --print-platform > "$WORK/mine.xml"
+if "$DS" --build "$SIM" --hosts 3 --platform "$WORK/mine.xml" -- train --sync bsp --data synthetic --model mlp:16 --steps 3 --quiet > "$WORK/mine.out" 2>&1
+then ok "--platform FILE runs on the file's hosts"; else bad "--platform FILE" "$(tail -2 "$WORK/mine.out")"; fi
+printf '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n<platform version="4.1">\n<cluster id="c" prefix="n" suffix="" radical="0-3" speed="1Gf" bw="1Gbps" lat="10us"/>\n</platform>\n' > "$WORK/cl.xml"
+err=$("$DS" --build "$SIM" --hosts 4 --platform "$WORK/cl.xml" -- train --sync bsp 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && [[ "$err" == *--hostfile* ]]; then ok "a <cluster> platform without --hostfile: asks for one"
+else bad "<cluster> platform without host file" "rc $rc: $err"; fi
+printf 'n0\nn1\nn2\nn3\n' > "$WORK/cl.hosts"
+if "$DS" --build "$SIM" --hosts 4 --platform "$WORK/cl.xml" --hostfile "$WORK/cl.hosts" -- train --sync bsp --data synthetic --model mlp:16 --steps 3 --quiet > "$WORK/cl.out" 2>&1
+then ok "a <cluster> platform with --hostfile runs"; else bad "<cluster> platform with --hostfile" "$(tail -2 "$WORK/cl.out")"; fi
+
+# ---- the simulated all-reduce against the cost model of the algorithm used ----
+# Open MPI's selector (SimGrid's copy of its fixed decision rules) picks
+# Rabenseifner for the mlp gradient (940584 bytes) at every N here:
+# T = 2 log2(N) a + 2 (N-1)/N n/b, with a = 20 us, b = 10 Gb/s (--net 10gbe).
+# The simulation adds the reductions' own arithmetic, a few percent.
+if [ -x "$SIM/bench/allreduce" ]; then
+    for n in 2 4 8 16; do
+        out=$("$DS" --build "$SIM" --hosts "$n" --exe "$SIM/bench/allreduce" -- 2 2>&1 | grep '^allreduce')
+        us=$(echo "$out" | sed -n 's/.*bare_us=\([0-9.]*\).*/\1/p')
+        m=$(awk -v n="$n" 'BEGIN { printf "%.1f", (2 * log(n) / log(2) * 20e-6 + 2 * (n - 1) / n * 940584 / 1.25e9) * 1e6 }')
+        if awk -v s="$us" -v m="$m" 'BEGIN { exit !(s > 0 && s / m > 0.85 && s / m < 1.15) }'; then ok "all-reduce at N=$n: ${us} us simulated, ${m} us alpha-beta"
+        else bad "all-reduce at N=$n" "${us:-no result} us simulated vs ${m} us alpha-beta ($out)"; fi
+    done
+    # oversubscribed uplinks slow the cross-leaf steps (the first two of four)
+    t1=$("$DS" --build "$SIM" --hosts 16 --topology fat-tree:4:1 --exe "$SIM/bench/allreduce" -- 2 2>&1 | sed -n 's/.*bare_us=\([0-9.]*\).*/\1/p')
+    t4=$("$DS" --build "$SIM" --hosts 16 --topology fat-tree:4:4 --exe "$SIM/bench/allreduce" -- 2 2>&1 | sed -n 's/.*bare_us=\([0-9.]*\).*/\1/p')
+    if awk -v a="$t1" -v b="$t4" 'BEGIN { exit !(a > 0 && b >= 1.5 * a) }'; then ok "4:1 oversubscribed fat tree slows the all-reduce (${t1} -> ${t4} us)"
+    else bad "oversubscribed fat tree" "all-reduce ${t1} -> ${t4} us"; fi
+else
+    bad "all-reduce calibration" "$SIM/bench/allreduce missing (make sim builds it)"
+fi
+
+# ---- real data: one shared read-only copy, same results as real processes ----
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+    F=(train --sync bsp --data fashion-mnist --model mlp --batch 16 --steps 20 --lr 0.01 --eval-every 1000 --test-subset 1000 --quiet)
+    "$DS" --build "$SIM" --hosts 4 -- "${F[@]}" --checkpoint "$WORK/fs.st" > "$WORK/fs.out" 2>&1
+    "${MPIRUN[@]}" -np 4 "$REAL/dsgd" "${F[@]}" --checkpoint "$WORK/fr.st" > /dev/null 2>&1
+    d=$(python3 "$HERE/ckpt_diff.py" "$WORK/fs.st" "$WORK/fr.st" 2>&1)
+    if awk -v d="$d" 'BEGIN{exit !(d != "" && d+0 <= 1e-5)}'; then ok "Fashion-MNIST: simulated and real 4-rank bsp agree (max |diff| $d)"
+    else bad "Fashion-MNIST simulated vs real" "max |diff| $d $(tail -2 "$WORK/fs.out")"; fi
+    if [ -x /usr/bin/time ]; then
+        # 32 private copies of the dataset as floats took 7 GB; shared bytes leave the models
+        /usr/bin/time -f %M -o "$WORK/rss" "$DS" --build "$SIM" --hosts 32 -- "${F[@]}" --steps 2 > /dev/null 2>&1
+        kb=$(tail -1 "$WORK/rss")
+        if [ "${kb:-0}" -gt 0 ] && [ "$kb" -lt 1000000 ]; then ok "32 simulated ranks on Fashion-MNIST peak at $((kb / 1024)) MB"
+        else bad "32 simulated ranks' memory" "peak ${kb:-?} kB"; fi
+    fi
+fi
+
+# ---- every paradigm on a heterogeneous simulated cluster, with its figures ----
+# 16 hosts, a quarter of them 4x slower; 128 hosts in experiments/sim_calibration.sh
+H=(train --data synthetic --model mlp:32 --batch 32 --steps 30 --lr 0.05 --quiet)
+while read -r name fields args; do
+    # shellcheck disable=SC2086
+    "$DS" --build "$SIM" --hosts 16 --slow-fraction 0.25:4 -- "${H[@]}" --sync $args \
+        --metrics "$WORK/h-$name.jsonl" > "$WORK/h-$name.out" 2>&1
+    missing=""
+    for f in ${fields//,/ }; do
+        v=$(json_field "$WORK/h-$name.jsonl" done "$f" 2>/dev/null)
+        awk -v v="$v" 'BEGIN { exit !(v ~ /^[0-9.e+-]+$/ && v + 0 > 0) }' || missing="$missing $f=$v"
+    done
+    if [ -z "$missing" ]; then ok "$name on 16 heterogeneous simulated hosts ($fields > 0)"
+    else bad "$name on 16 heterogeneous simulated hosts" "missing or zero:$missing $(tail -1 "$WORK/h-$name.out")"; fi
+done <<'EOF_P'
+bsp collectives bsp
+asp staleness_max,server_updates asp --servers 2
+ssp staleness_max,server_updates ssp --servers 2 --staleness 3
+dssp staleness_max,server_updates dssp --servers 2
+downpour server_updates downpour --servers 2 --push-every 2
+easgd center_updates easgd --servers 2 --tau 2
+gossip-pull mixes gossip --gossip pull
+gossip-push mixes gossip --gossip push
+selsync sync_fraction,syncs selsync
+localsgd rounds localsgd --period 4
+EOF_P
 
 summary sim

@@ -67,9 +67,11 @@ static void test_idx_good(void)
         dataset_t d;
         char err[512] = "";
         CHECK(load_ab(&d, err, sizeof err) == 0, "load (gz=%d): %s", gz, err);
-        if (d.x) {
+        if (d.px) {
+            float row[64];
+            dataset_row(&d, 0, row);
             CHECK(d.n == 10 && d.c == 1 && d.h == 8 && d.w == 8 && d.classes == 3, "shape %ld %dx%dx%d k=%d", d.n, d.c, d.h, d.w, d.classes);
-            CHECK_NEAR(d.x[5], (unsigned char)(5 * 7) / 255.0, 1e-7, "pixel 5 is x/255");
+            CHECK_NEAR(row[5], (unsigned char)(5 * 7) / 255.0, 1e-7, "pixel 5 is x/255");
             CHECK(d.y[4] == 1, "label 4");
             dataset_free(&d);
         }
@@ -221,7 +223,16 @@ static void test_cifar(void)
     CHECK(rc == 0, "cifar: %s", err);
     if (rc == 0) {
         CHECK(tr.n == 3 && te.n == 1 && tr.c == 3 && tr.h == 32 && tr.y[2] == 9, "cifar shape/labels");
-        CHECK_NEAR(tr.x[3072 + 0], (unsigned char)(1 + 1) / 255.0, 1e-7, "cifar pixel");
+        float row[3072];
+        dataset_row(&tr, 1, row);
+        CHECK_NEAR(row[0], (unsigned char)(1 + 1) / 255.0, 1e-7, "cifar pixel");
+        /* bit for bit what the CIFAR loader produced when it stored floats: x / 255.0f */
+        int same = 1;
+        for (int j = 0; j < 3072; j++) {
+            float want = (unsigned char)(j + 1 + 1) / 255.0f;
+            same &= !memcmp(&row[j], &want, sizeof want);
+        }
+        CHECK(same, "a CIFAR row converted per batch differs from x / 255.0f");
         dataset_free(&tr); dataset_free(&te);
     }
     f = fopen(p, "ab"); fputc(1, f); fclose(f);
@@ -279,7 +290,7 @@ static void test_iterator(void)
         batch_iter_next(a);
         for (int j = 0; j < 8; j++) {
             for (int i = 0; i < 96; i++)
-                if (!memcmp(a->x + j * 64, tr.x + i * 64, sizeof(float) * 64)) { count[i]++; break; }
+                if (!memcmp(a->x + j * 64, tr.xf + i * 64, sizeof(float) * 64)) { count[i]++; break; }
         }
     }
     int once = 1;
@@ -327,6 +338,56 @@ static void test_injection(void)
     dataset_free(&tr); dataset_free(&te);
 }
 
+/* Pixels are stored as bytes and converted when a batch is gathered; the
+ * floats must be bit for bit those the IDX loader stored before, x * (1/255),
+ * or every run's results would shift. Fashion-MNIST-like: 28x28, every byte
+ * value present, batches drawn by the iterator and by the evaluator's rows. */
+static void test_bytes_convert_exactly(void)
+{
+    clean_dir();
+    enum { N = 40, D = 28 * 28 };
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    unsigned char *img = malloc(16 + (size_t)N * D), lab[8 + N];
+    put_be32(img, 0x803); put_be32(img + 4, N); put_be32(img + 8, 28); put_be32(img + 12, 28);
+    for (long i = 0; i < (long)N * D; i++) img[16 + i] = (unsigned char)((i * 131 + i / 7) & 255);
+    put_be32(lab, 0x801); put_be32(lab + 4, N);
+    for (int i = 0; i < N; i++) lab[8 + i] = (unsigned char)(i % 10);
+    FILE *f = fopen(a, "wb"); fwrite(img, 1, 16 + (size_t)N * D, f); fclose(f);
+    f = fopen(b, "wb"); fwrite(lab, 1, sizeof lab, f); fclose(f);
+    dataset_t d;
+    char err[512] = "";
+    CHECK(idx_load_pair(a, b, &d, err, sizeof err) == 0, "load: %s", err);
+    if (!d.px) { free(img); return; }
+    const float s = 1.0f / 255.0f;
+    float *old = malloc(sizeof(float) * (size_t)N * D);
+    for (long i = 0; i < (long)N * D; i++) old[i] = img[16 + i] * s;
+    int32_t idx[N];
+    for (int i = 0; i < N; i++) idx[i] = i;
+    batch_iter_t *it = batch_iter_create(&d, idx, N, 16, 9, 0);
+    int same = 1;
+    for (int k = 0; k < 5; k++) {
+        batch_iter_next(it);
+        for (int j = 0; j < 16; j++) {
+            int row = -1;
+            for (int i = 0; i < N && row < 0; i++) if (it->y[j] == lab[8 + i] && !memcmp(it->x + (long)j * D, old + (long)i * D, sizeof(float) * D)) row = i;
+            same &= row >= 0;
+        }
+    }
+    CHECK(same, "a gathered batch row is not bit for bit x * (1/255) of any sample");
+    float *all = malloc(sizeof(float) * (size_t)N * D);
+    dataset_rows(&d, 0, N, all);
+    CHECK(!memcmp(all, old, sizeof(float) * (size_t)N * D), "dataset_rows differs from x * (1/255) bit for bit");
+    int covered[256] = { 0 }, n256 = 0;
+    for (long i = 0; i < (long)N * D; i++) covered[img[16 + i]] = 1;
+    for (int v = 0; v < 256; v++) n256 += covered[v];
+    CHECK(n256 == 256, "the test data hold only %d of the 256 byte values", n256);
+    batch_iter_free(it);
+    free(all); free(old); free(img);
+    dataset_free(&d);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -340,6 +401,7 @@ int main(int argc, char **argv)
     RUN(test_partitions);
     RUN(test_iterator);
     RUN(test_injection);
+    RUN(test_bytes_convert_exactly);
     clean_dir();
     rmdir(dir);
     return TEST_END("test_data");

@@ -5,18 +5,42 @@
 
 #include "data.h"
 
+#ifdef DSGD_SIM
+#include <smpi/smpi.h>
+#endif
+
 #define DEBIAN_DATASETS "/usr/share/datasets"
 
 void dataset_free(dataset_t *d)
 {
-    free(d->x);
-    free(d->y);
+    if (!d->shared) {
+        free(d->px);
+        free(d->xf);
+        free(d->y);
+    }
     memset(d, 0, sizeof *d);
 }
 
 void dataset_truncate(dataset_t *d, long n)
 {
     if (n > 0 && n < d->n) d->n = n;
+}
+
+void dataset_rows(const dataset_t *d, long first, long count, float *out)
+{
+    const size_t len = (size_t)count * (size_t)dataset_dim(d);
+    if (!d->px) {
+        memcpy(out, d->xf + (size_t)first * (size_t)dataset_dim(d), sizeof(float) * len);
+        return;
+    }
+    const uint8_t *p = d->px + (size_t)first * (size_t)dataset_dim(d);
+    const float *lut = d->lut;
+    for (size_t j = 0; j < len; j++) out[j] = lut[p[j]];
+}
+
+void dataset_row(const dataset_t *d, long s, float *out)
+{
+    dataset_rows(d, s, 1, out);
 }
 
 /* Path of NAME or NAME.gz inside dir, whichever exists. */
@@ -89,14 +113,14 @@ void dataset_synthetic(dataset_t *train, dataset_t *test, long n, uint64_t seed)
     for (int s = 0; s < 2; s++) {
         dataset_t *d = sets[s];
         d->n = sizes[s]; d->c = 1; d->h = S; d->w = S; d->classes = K;
-        d->x = xalloc_floats((size_t)(d->n * S * S));
+        d->xf = xalloc_floats((size_t)(d->n * S * S));
         d->y = xmalloc((size_t)d->n);
         for (long i = 0; i < d->n; i++) {
             int k = (int)rng_below(&r, K);
             d->y[i] = (uint8_t)k;
             for (int j = 0; j < S * S; j++) {
                 float v = proto[k][j] + 0.35f * rng_normal(&r);
-                d->x[i * S * S + j] = v < 0 ? 0 : v > 1 ? 1 : v;
+                d->xf[i * S * S + j] = v < 0 ? 0 : v > 1 ? 1 : v;
             }
         }
     }
@@ -108,7 +132,7 @@ static int is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+static int dataset_load_own(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen)
 {
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
@@ -141,6 +165,44 @@ int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err,
     if (file_exists(probe)) return load_cifar_dir(dir, train, test, err, errlen);
     return load_idx_dir(dir, train, test, err, errlen);
 }
+
+#ifdef DSGD_SIM
+/* One load per spec for the whole simulation: SMPI_SHARED_CALL runs it for
+ * the first rank that asks and hands the same result to every other rank
+ * (simulated ranks are threads of one process). Ranks only read it. */
+typedef struct shared_load {
+    int rc;
+    dataset_t train, test;
+    char err[1024];
+} shared_load_t;
+
+static shared_load_t *dataset_load_once(const char *spec)
+{
+    shared_load_t *s = xcalloc(1, sizeof *s);
+    s->rc = dataset_load_own(spec, &s->train, &s->test, s->err, sizeof s->err);
+    s->train.shared = s->test.shared = 1;
+    return s;
+}
+
+int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+{
+    const shared_load_t *s = SMPI_SHARED_CALL(dataset_load_once, spec, spec);
+    if (s->rc != 0) {
+        memset(train, 0, sizeof *train);
+        memset(test, 0, sizeof *test);
+        snprintf(err, errlen, "%s", s->err);
+        return -1;
+    }
+    *train = s->train;
+    *test = s->test;
+    return 0;
+}
+#else
+int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+{
+    return dataset_load_own(spec, train, test, err, errlen);
+}
+#endif
 
 /* ---- partitions ---- */
 
@@ -264,7 +326,7 @@ void batch_iter_next(batch_iter_t *it)
             iter_shuffle_pass(it);
         }
         int32_t s = it->order[it->pos++];
-        memcpy(it->x + (long)b * dim, it->d->x + (long)s * dim, sizeof(float) * (size_t)dim);
+        dataset_row(it->d, s, it->x + (long)b * dim);
         it->y[b] = it->d->y[s];
     }
     if (!it->inj_k) return;
@@ -282,7 +344,7 @@ void batch_iter_next(batch_iter_t *it)
         slot[j] = c;
         for (int q = 0; q < it->inj_m; q++, at++) {
             int32_t s = it->inj_pool[c][rng_below(&r, (uint32_t)it->inj_pool_n[c])];
-            memcpy(it->x + (long)at * dim, it->d->x + (long)s * dim, sizeof(float) * (size_t)dim);
+            dataset_row(it->d, s, it->x + (long)at * dim);
             it->y[at] = it->d->y[s];
         }
     }

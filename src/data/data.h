@@ -1,7 +1,13 @@
 /* data — datasets in memory, loaders, per-rank partitions, minibatch iterator.
  *
  * Every loader turns pixels into floats as x/255 and nothing else (no mean or
- * std normalisation), so a checkpoint's user needs only that one rule.
+ * std normalisation), so a checkpoint's user needs only that one rule. Pixels
+ * stay bytes in memory (a quarter of the floats' size) and become floats one
+ * batch at a time, through a 256-entry table that holds exactly the float
+ * each loader has always produced for each byte value.
+ *
+ * Under SimGrid (DSGD_SIM) all simulated ranks live in one process: the first
+ * rank to load a dataset loads it, the others share that read-only copy.
  *
  * --data accepts:
  *   fashion-mnist   Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist)
@@ -25,8 +31,12 @@ typedef struct dataset {
     long n;
     int c, h, w;           /* per-sample shape */
     int classes;
-    float *x;              /* (n, c·h·w) in [0, 1] */
+    uint8_t *px;           /* (n, c·h·w) pixel bytes; sample value lut[px] */
+    float *xf;             /* (n, c·h·w) in [0, 1], for data that are not bytes
+                              (synthetic); NULL when px is set */
+    float lut[256];        /* byte → float: the loader's own x/255 */
     uint8_t *y;            /* (n) */
+    int shared;            /* 1: one copy shared by all simulated ranks; never freed */
 } dataset_t;
 
 static inline long dataset_dim(const dataset_t *d) { return (long)d->c * d->h * d->w; }
@@ -45,6 +55,10 @@ void dataset_synthetic(dataset_t *train, dataset_t *test, long n, uint64_t seed)
 void dataset_free(dataset_t *d);
 /* Keep the first n samples (no-op if n <= 0 or n >= d->n). */
 void dataset_truncate(dataset_t *d, long n);
+/* Sample s as floats into out (dim). */
+void dataset_row(const dataset_t *d, long s, float *out);
+/* Samples first .. first+count-1 as floats into out (count, dim). */
+void dataset_rows(const dataset_t *d, long first, long count, float *out);
 
 /* ---- per-rank partitions: index lists into a dataset ---- */
 typedef enum part_kind {

@@ -156,13 +156,12 @@ int idx_load_pair(const char *images, const char *labels, dataset_t *d, char *er
         free(raw); free(lab);
         return -1;
     }
-    long n = idim[0], dim = (long)idim[1] * idim[2];
+    long n = idim[0];
     d->y = lab;
     d->n = n; d->c = 1; d->h = (int)idim[1]; d->w = (int)idim[2];
-    d->x = xalloc_floats((size_t)(n * dim));
+    d->px = raw;
     const float s = 1.0f / 255.0f;
-    for (long i = 0; i < n * dim; i++) d->x[i] = raw[i] * s;
-    free(raw);
+    for (int v = 0; v < 256; v++) d->lut[v] = (unsigned char)v * s;  /* IDX pixels have always been x * (1/255) */
     int maxl = 0;
     for (long i = 0; i < n; i++) if (d->y[i] > maxl) maxl = d->y[i];
     d->classes = maxl + 1;
@@ -185,7 +184,8 @@ int cifar_load_files(const char *const *paths, int npaths, dataset_t *d, char *e
         total += sizes[i] / REC;
     }
     d->n = total; d->c = 3; d->h = 32; d->w = 32; d->classes = 10;
-    d->x = xalloc_floats((size_t)(total * (REC - 1)));
+    d->px = xmalloc((size_t)(total * (REC - 1)));
+    for (int v = 0; v < 256; v++) d->lut[v] = (unsigned char)v / 255.0f;  /* CIFAR pixels have always been x / 255 */
     d->y = xmalloc((size_t)total);
     unsigned char *rec = xmalloc(REC);
     long k = 0;
@@ -198,7 +198,7 @@ int cifar_load_files(const char *const *paths, int npaths, dataset_t *d, char *e
                 return -1;
             }
             d->y[k] = rec[0];
-            for (int j = 0; j < REC - 1; j++) d->x[k * (REC - 1) + j] = rec[1 + j] / 255.0f;
+            memcpy(d->px + k * (REC - 1), rec + 1, REC - 1);
         }
         if (f) fclose(f);
     }

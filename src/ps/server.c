@@ -255,6 +255,9 @@ static int recv_or_evict(shard_t *s, const MPI_Status *st, int p)
     MPI_Request req;
     MPI_CHECK(s->c, MPI_Irecv(s->in, (int)msg_bytes(s->n), MPI_BYTE, st->MPI_SOURCE, st->MPI_TAG, s->c->world, &req));
     double t0 = now_s();
+#ifdef DSGD_SIM
+    if (MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS) return 0;
+#endif
     comm_idle_t idle = { 0 };
     for (;;) {
         int done = 0;
@@ -307,7 +310,14 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     while (!all_finished(s)) {
         int flag = 0;
         MPI_Status stt;
+#ifdef DSGD_SIM
+        /* simulated workers never die: block instead of polling, which the
+         * simulator would pay for as one event per failed probe */
+        MPI_CHECK(c, MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &stt));
+        flag = 1;
+#else
         MPI_CHECK(c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &flag, &stt));
+#endif
         double now = now_s();
         if (!flag) {
             /* evict workers silent for too long (a parked worker is waiting on us, not silent) */

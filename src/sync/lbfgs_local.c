@@ -68,7 +68,7 @@ double sb_portion_grad(sb_data_t *b, model_t *m, long k, int p, float *g)
         int B = (int)(cnt - at < m->max_batch ? cnt - at : m->max_batch);
         for (int j = 0; j < B; j++) {
             long s = b->perm[(k * b->BT + first + at + j) % b->n];
-            memcpy(b->x + (size_t)j * (size_t)dim, b->d->x + s * dim, (size_t)dim * sizeof(float));
+            dataset_row(b->d, s, b->x + (size_t)j * (size_t)dim);
             b->y[j] = b->d->y[s];
         }
         model_forward(m, b->x, B);

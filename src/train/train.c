@@ -21,6 +21,8 @@
 
 typedef struct evaluator {
     int32_t *labels;     /* (test n) */
+    float *x;            /* (max_batch, dim) test inputs as floats; allocated by
+                            the first evaluation, so only evaluating ranks hold it */
     double acc, loss;
 } evaluator_t;
 
@@ -35,9 +37,11 @@ static void evaluate(run_t *r, evaluator_t *ev, int global)
     const long dim = dataset_dim(d);
     long correct = 0;
     double loss = 0;
+    if (!ev->x) ev->x = xalloc_floats((size_t)m->max_batch * (size_t)dim);
     for (long at = 0; at < d->n; at += m->max_batch) {
         int B = (int)((d->n - at) < m->max_batch ? d->n - at : m->max_batch);
-        model_forward(m, d->x + at * dim, B);
+        dataset_rows(d, at, B, ev->x);
+        model_forward(m, ev->x, B);
         loss += (double)model_loss(m, ev->labels + at, B) * B;
         correct += model_correct(m, ev->labels + at, B);
     }
@@ -449,6 +453,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     }
     bounds_free(&bd);
     free(ev.labels);
+    free(ev.x);
     teardown(r);
     return 0;
 }
@@ -477,6 +482,7 @@ int eval_main(const config_t *cfg, comm_t *comm)
         printf("model %s, step %ld: test accuracy %.4f, test loss %.4f on %ld samples\n",
                ck.meta.model, ck.meta.step, ev.acc, ev.loss, r->test.n);
     free(ev.labels);
+    free(ev.x);
     ckpt_free(&ck);
     teardown(r);
     return 0;
