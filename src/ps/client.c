@@ -87,7 +87,7 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
     double t0 = now_s();
     for (long spin = 0;; spin++) {
         int done = 0;
-        if (MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        if (comm_testall(n, reqs, &done) != MPI_SUCCESS)
             die("%s failed: a server shard is unreachable (dead?); stopping", what);
         if (done) break;
         if (now_s() - t0 > limit) {
@@ -206,7 +206,7 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
     double last = now_s();
     for (;;) {
         int done = 0;
-        if (MPI_Testall(S, pc->pull_req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        if (comm_testall(S, pc->pull_req, &done) != MPI_SUCCESS)
             die("waiting for the final parameters failed: a server shard is unreachable; stopping");
         if (done) break;
         int ka = 0;

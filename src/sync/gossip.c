@@ -131,7 +131,7 @@ static int gossip_init(run_t *r)
     if (r->lead) g->avg = xalloc_floats(g->n);
     /* MPI_Win_allocate lets the MPI place the window (Open MPI's shared-memory
      * one-sided component only serves windows it allocates itself) */
-    MPI_CHECK(r->comm, MPI_Win_allocate((MPI_Aint)g->bytes, 1, MPI_INFO_NULL, r->comm->world, &g->pub, &g->win));
+    MPI_CHECK(r->comm, MPI_Win_allocate((MPI_Aint)comm_window_bytes(g->bytes), 1, MPI_INFO_NULL, r->comm->world, &g->pub, &g->win));
     sync_bcast_params(r);
     publish(r, g, 0);
     MPI_CHECK(r->comm, MPI_Barrier(r->comm->world));   /* every window holds θ_0 before anyone reads */
