@@ -20,8 +20,10 @@
  * --timeout (push), is marked dead and never chosen again. */
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../util/util.h"
 #include "sync.h"
@@ -65,12 +67,41 @@ static void publish(run_t *r, gossip_t *g, int64_t step)
     MPI_CHECK(r->comm, MPI_Win_unlock(r->comm->rank, g->win));
 }
 
+/* Under Open MPI a dead rank's window stays readable and the reader finds
+ * the death by the step not moving. Under MPICH 4.0 (ch4:ucx) a one-sided
+ * lock or read of a dead rank's window never returns; an alarm around the
+ * read turns that hang into a one-line error. (Not under SimGrid, whose
+ * simulated ranks share one process.) */
+#ifndef DSGD_SIM
+static void rma_stuck(int sig)
+{
+    static const char msg[] = "dsgd: error: a one-sided read of a gossip peer's parameters did not complete within "
+                              "2 x --timeout + 5 s: the peer died, and this MPI cannot read a dead rank's window "
+                              "(gossip survives a dead peer under Open MPI); stopping\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    (void)sig;
+    _exit(1);
+}
+#endif
+
+static void watchdog(const run_t *r, int on)
+{
+#ifndef DSGD_SIM
+    alarm(on ? (unsigned)ceil(2 * r->cfg->timeout + 5) : 0);
+#else
+    (void)r; (void)on;
+#endif
+}
+
 /* Read rank j's published copy into g->peer; returns its step. */
 static int64_t read_peer(run_t *r, gossip_t *g, int j)
 {
+    watchdog(r, 1);
     MPI_CHECK(r->comm, MPI_Win_lock(MPI_LOCK_SHARED, j, 0, g->win));
     MPI_CHECK(r->comm, MPI_Get(g->peer, (int)g->bytes, MPI_BYTE, j, 0, (int)g->bytes, MPI_BYTE, g->win));
     MPI_CHECK(r->comm, MPI_Win_unlock(j, g->win));
+    watchdog(r, 0);
     r->comm->bytes_sent += sizeof(published_t);   /* the request; the data flows to us */
     published_t h;
     memcpy(&h, g->peer, sizeof h);
@@ -129,6 +160,9 @@ static int gossip_init(run_t *r)
     for (int j = 0; j < N; j++) { g->alive[j] = 1; g->seen_step[j] = -1; g->seen_time[j] = now; }
     for (int k = 0; k < NSEND; k++) { g->sbuf[k] = xmalloc(g->n * sizeof(float)); g->sreq[k] = MPI_REQUEST_NULL; }
     if (r->lead) g->avg = xalloc_floats(g->n);
+#ifndef DSGD_SIM
+    signal(SIGALRM, rma_stuck);
+#endif
     /* MPI_Win_allocate lets the MPI place the window (Open MPI's shared-memory
      * one-sided component only serves windows it allocates itself) */
     MPI_CHECK(r->comm, MPI_Win_allocate((MPI_Aint)comm_window_bytes(g->bytes), 1, MPI_INFO_NULL, r->comm->world, &g->pub, &g->win));
