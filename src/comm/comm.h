@@ -58,7 +58,9 @@ size_t comm_window_bytes(size_t bytes);
 /* MPI_Testall without statuses, as one MPI_Test per request: MPICH declares
  * MPI_Testall's status argument as an array, and GCC then rejects
  * MPI_STATUSES_IGNORE (a sentinel pointer) as a zero-size region. Completed
- * requests become MPI_REQUEST_NULL as they finish; *done = all of them. */
+ * requests become MPI_REQUEST_NULL as they finish; *done = all of them.
+ * (Under SimGrid it is MPI_Testall itself: there only that call lets the
+ * other simulated ranks progress.) */
 int comm_testall(int n, MPI_Request *reqs, int *done);
 
 /* Wait for requests, polling, for at most c->timeout_s. Returns 0 when all
