@@ -435,7 +435,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         if (tty) fputs("\r\033[K", stdout);
         printf("done: test accuracy %.4f, test loss %.4f after %ld %s (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)%s\n",
                ev.acc, ev.loss, r->step, counts_iterations(r) ? "iterations" : "steps",
-               (double)r->step * (double)samples_per_step / (double)r->train.n, now_s() - t0, train_s,
+               (double)r->step / (double)r->steps_per_epoch, now_s() - t0, train_s,
                train_s > 0 ? steps * samples_per_step / train_s : 0.0, extra);
         fflush(stdout);
     }
