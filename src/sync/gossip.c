@@ -68,10 +68,11 @@ static void publish(run_t *r, gossip_t *g, int64_t step)
 }
 
 /* Under Open MPI a dead rank's window stays readable and the reader finds
- * the death by the step not moving. Under MPICH 4.0 (ch4:ucx) a one-sided
- * lock or read of a dead rank's window never returns; an alarm around the
- * read turns that hang into a one-line error. (Not under SimGrid, whose
- * simulated ranks share one process.) */
+ * the death by the step not moving. Under MPICH 4.0 (ch4:ucx) the read
+ * usually fails (the peer is dropped), but may also never return (always,
+ * with UCX's cma transport); an alarm around the read turns that hang into
+ * a one-line error. (Not under SimGrid, whose simulated ranks share one
+ * process.) */
 #ifndef DSGD_SIM
 static void rma_stuck(int sig)
 {
@@ -94,14 +95,25 @@ static void watchdog(const run_t *r, int on)
 #endif
 }
 
-/* Read rank j's published copy into g->peer; returns its step. */
+static void mark_dead(run_t *r, gossip_t *g, int j, const char *why);
+
+/* Read rank j's published copy into g->peer; returns its step. An MPI that
+ * reports the read of a dead rank's window as an error (MPICH without
+ * UCX's cma transport) has j marked dead; callers check g->alive[j]. */
 static int64_t read_peer(run_t *r, gossip_t *g, int j)
 {
     watchdog(r, 1);
-    MPI_CHECK(r->comm, MPI_Win_lock(MPI_LOCK_SHARED, j, 0, g->win));
-    MPI_CHECK(r->comm, MPI_Get(g->peer, (int)g->bytes, MPI_BYTE, j, 0, (int)g->bytes, MPI_BYTE, g->win));
-    MPI_CHECK(r->comm, MPI_Win_unlock(j, g->win));
+    int rc = MPI_Win_lock(MPI_LOCK_SHARED, j, 0, g->win);
+    if (rc == MPI_SUCCESS) {
+        rc = MPI_Get(g->peer, (int)g->bytes, MPI_BYTE, j, 0, (int)g->bytes, MPI_BYTE, g->win);
+        int rc2 = MPI_Win_unlock(j, g->win);
+        if (rc == MPI_SUCCESS) rc = rc2;
+    }
     watchdog(r, 0);
+    if (rc != MPI_SUCCESS) {
+        mark_dead(r, g, j, "a one-sided read of its parameters failed");
+        return g->seen_step[j];
+    }
     r->comm->bytes_sent += sizeof(published_t);   /* the request; the data flows to us */
     published_t h;
     memcpy(&h, g->peer, sizeof h);
@@ -183,6 +195,7 @@ static void step_pull(run_t *r, gossip_t *g)
         int j = pick_peer(r, g);
         if (j < 0) return;
         read_peer(r, g, j);
+        if (!g->alive[j]) continue;
         if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "its parameters did not change"); continue; }
         mix_into(r->model->params, (const float *)(g->peer + sizeof(published_t)), g->beta, g->n);
         g->mixes++;
@@ -305,19 +318,23 @@ static float *gossip_average(run_t *r)
     for (int j = 0; j < N; j++) {
         if (!g->alive[j]) continue;
         read_peer(r, g, j);
+        if (!g->alive[j]) continue;
         const float *t = (const float *)(g->peer + sizeof(published_t));
         for (size_t i = 0; i < g->n; i++) g->avg[i] += t[i];
         live++;
     }
     for (size_t i = 0; i < g->n; i++) g->avg[i] /= (float)live;
+    live = 0;
     double dist = 0;
     for (int j = 0; j < N; j++) {
         if (!g->alive[j]) continue;
         read_peer(r, g, j);
+        if (!g->alive[j]) continue;
         const float *t = (const float *)(g->peer + sizeof(published_t));
         double ss = 0;
         for (size_t i = 0; i < g->n; i++) { double d = (double)t[i] - g->avg[i]; ss += d * d; }
         dist += sqrt(ss);
+        live++;
     }
     g->consensus = dist / live;
     return g->avg;
