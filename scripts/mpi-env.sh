@@ -6,9 +6,7 @@
 #                 (its `dsgd version` line "mpi: ...")
 #   MPIRUN        the launcher: Open MPI's `mpirun -q`, MPICH's `mpiexec`
 #   MPI_RECOVER   keep the other processes running when one exits (Open MPI
-#                 --enable-recovery, MPICH -disable-auto-cleanup; for MPICH
-#                 also without UCX's cross-memory-attach transport, which
-#                 aborts a receiver whose sender died in mid-message)
+#                 --enable-recovery, MPICH -disable-auto-cleanup)
 #   MPI_TCP       make ranks on one machine talk over TCP instead of shared
 #                 memory (Open MPI: the ob1 PML with the tcp BTL; MPICH built
 #                 on UCX: UCX's tcp transport, MPICH's shared memory off)
@@ -42,7 +40,7 @@ mpi_env() {
     MPI_IMPL=$(mpi_impl "${1:-build}/dsgd")
     if [ "$MPI_IMPL" = mpich ]; then
         MPIRUN=("$(first_cmd mpiexec.mpich mpiexec.hydra mpiexec)")
-        MPI_RECOVER=(-disable-auto-cleanup -genv UCX_TLS ^cma)
+        MPI_RECOVER=(-disable-auto-cleanup)
         MPI_TCP=(-genv UCX_TLS tcp,self -genv MPIR_CVAR_NOLOCAL 1)
         MPI_RANK_VAR=PMI_RANK
     else

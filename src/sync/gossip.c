@@ -69,10 +69,10 @@ static void publish(run_t *r, gossip_t *g, int64_t step)
 
 /* Under Open MPI a dead rank's window stays readable and the reader finds
  * the death by the step not moving. Under MPICH 4.0 (ch4:ucx) the read
- * usually fails (the peer is dropped), but may also never return (always,
- * with UCX's cma transport); an alarm around the read turns that hang into
- * a one-line error. (Not under SimGrid, whose simulated ranks share one
- * process.) */
+ * never returns with UCX's default transports (it fails with an error
+ * when UCX_TLS excludes cma); an alarm around the read turns that hang
+ * into a one-line error. (Not under SimGrid, whose simulated ranks share
+ * one process.) */
 #ifndef DSGD_SIM
 static void rma_stuck(int sig)
 {
