@@ -1,6 +1,7 @@
 # dsgd — GNU Make build.
 #   make               build/dsgd and build/libdsgd.a
 #   make test          unit + multi-process tests (SANITIZE=1: ASan+UBSan build in build-san/)
+#   MPI=mpich          any of these with MPICH (mpicc.mpich, build-mpich/, mpiexec) instead of Open MPI
 #   make bench         throughput benchmarks (against PyTorch when installed)
 #   make demo          a real Fashion-MNIST training run
 #   make check-deps    say what is missing
@@ -11,6 +12,15 @@
 
 SANITIZE ?= 0
 SIM ?= 0
+MPI ?= openmpi
+ifeq ($(MPI),mpich)
+ifneq ($(SIM),1)
+CC := mpicc.mpich
+BUILD ?= build-mpich$(if $(filter 1,$(SANITIZE)),-san)
+endif
+else ifneq ($(MPI),openmpi)
+$(error MPI=$(MPI): choose openmpi or mpich)
+endif
 ifeq ($(SIM),1)
 # the same sources, built for SimGrid's simulated MPI
 BUILD ?= build-sim
@@ -52,11 +62,14 @@ HAVE_MPICC := $(shell command -v $(CC) >/dev/null 2>&1 && echo yes)
 have_header = $(shell echo 'int main(void){return 0;}' | $(CC) -include $(1) -x c -fsyntax-only - >/dev/null 2>&1 && echo yes)
 check-deps:
 ifneq ($(HAVE_MPICC),yes)
-	@echo "missing: $(CC) (MPI; smpicc for make sim). Install: apt-get install libopenmpi-dev openmpi-bin (or MPICH; libsimgrid-dev for smpicc), or run scripts/install-deps" >&2; exit 1
+	@echo "missing: $(CC) (MPI; smpicc for make sim). Install: apt-get install libopenmpi-dev openmpi-bin (MPI=mpich: libmpich-dev mpich; make sim: libsimgrid-dev), or run scripts/install-deps" >&2; exit 1
 else
 	@test "$(call have_header,cblas.h)" = yes || { echo "missing: CBLAS header (OpenBLAS). Install: apt-get install libopenblas-dev, or run scripts/install-deps" >&2; exit 1; }
 	@test "$(call have_header,zlib.h)" = yes || { echo "missing: zlib. Install: apt-get install zlib1g-dev, or run scripts/install-deps" >&2; exit 1; }
 	@test "$(call have_header,cjson/cJSON.h)" = yes || { echo "missing: cJSON. Install: apt-get install libcjson-dev, or run scripts/install-deps" >&2; exit 1; }
+ifneq ($(filter check-deps,$(MAKECMDGOALS)),)
+	@echo "check-deps: everything dsgd needs is present ($(CC), CBLAS, zlib, cJSON)"
+endif
 endif
 
 $(BUILD)/%.o: %.c $(wildcard src/*/*.h)
@@ -91,9 +104,10 @@ bench: all $(BENCH_BIN)
 demo: all
 	@scripts/demo $(BUILD)
 
-# build-sim/dsgd: run it with scripts/dsgd-sim (smpirun on a generated platform)
+# build-sim/dsgd: run it with scripts/dsgd-sim (smpirun on a generated platform).
+# CC, BUILD and MPI given for the real build do not reach this one.
 sim:
-	@$(MAKE) --no-print-directory SIM=1 all sim-extras
+	@$(MAKE) --no-print-directory SIM=1 MPI=openmpi CC=smpicc BUILD=build-sim all sim-extras
 
 # the all-reduce benchmark, simulated, for the calibration checks
 sim-extras: $(BUILD)/bench/allreduce
@@ -132,4 +146,4 @@ fuzz: fuzz-build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz.sh build-fuzz
 
 clean:
-	rm -rf build build-san build-sim build-fuzz
+	rm -rf build build-san build-sim build-fuzz build-mpich build-mpich-san

@@ -11,7 +11,9 @@ set -euo pipefail
 BUILD=${1:-build}
 TARGET=${2:-0.85}
 cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# the launcher of the build's MPI (Open MPI or MPICH), root and oversubscription allowed
+. scripts/mpi-env.sh
+mpi_env "$BUILD"
 OUT=experiments/out
 mkdir -p "$OUT"
 COMMON=(train --data fashion-mnist --model mlp --epochs 3 --batch 64 --lr 0.05 --momentum 0.9 --eval-every 20 --quiet)
@@ -33,7 +35,7 @@ run() {   # NAME N EXTRA...: mpirun the method with N workers
     shift 2
     local np=$n
     [ "$name" = easgd ] && np=$((n + 1))
-    mpirun -q -np "$np" "$BUILD/dsgd" "${COMMON[@]}" "$@" --metrics "$OUT/dec-$name-$n$SUFFIX.jsonl" > /dev/null
+    "${MPIRUN[@]}" -np "$np" "$BUILD/dsgd" "${COMMON[@]}" "$@" --metrics "$OUT/dec-$name-$n$SUFFIX.jsonl" > /dev/null
     summary "$OUT/dec-$name-$n$SUFFIX.jsonl"
 }
 

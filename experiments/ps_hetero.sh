@@ -9,7 +9,9 @@ set -euo pipefail
 BUILD=${1:-build}
 TARGET=${2:-0.85}
 cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# the launcher of the build's MPI (Open MPI or MPICH), root and oversubscription allowed
+. scripts/mpi-env.sh
+mpi_env "$BUILD"
 OUT=experiments/out
 mkdir -p "$OUT"
 COMMON=(train --data fashion-mnist --model mlp --epochs 3 --batch 64 --lr 0.0125 --momentum 0.9 --servers 1
@@ -38,7 +40,7 @@ echo "== homogeneous: 4 workers + 1 shard, 3 epochs =="
 printf '%-9s %9s %10s %8s %14s\n' paradigm test_acc t_to_$TARGET wall_s staleness_max
 for p in "${ORDER[@]}"; do
     # shellcheck disable=SC2086
-    mpirun -q -np 5 "$BUILD/dsgd" "${COMMON[@]}" ${ARGS[$p]} --metrics "$OUT/ps-$p.jsonl" > /dev/null
+    "${MPIRUN[@]}" -np 5 "$BUILD/dsgd" "${COMMON[@]}" ${ARGS[$p]} --metrics "$OUT/ps-$p.jsonl" > /dev/null
     read -r acc hit wall smax < <(summary "$OUT/ps-$p.jsonl")
     printf '%-9s %9s %10s %8s %14s\n' "$p" "$acc" "$hit" "$wall" "$smax"
 done
@@ -49,7 +51,7 @@ printf '%-9s %9s %10s %12s %14s\n' paradigm test_acc t_to_$TARGET vs_bsp-ps stal
 base=""
 for p in bsp-ps asp ssp dssp; do
     # shellcheck disable=SC2086
-    mpirun -q -np 5 "$BUILD/dsgd" "${COMMON[@]}" ${ARGS[$p]} --slowdown 3=4 --metrics "$OUT/ps-slow-$p.jsonl" > /dev/null
+    "${MPIRUN[@]}" -np 5 "$BUILD/dsgd" "${COMMON[@]}" ${ARGS[$p]} --slowdown 3=4 --metrics "$OUT/ps-slow-$p.jsonl" > /dev/null
     read -r acc hit wall smax < <(summary "$OUT/ps-slow-$p.jsonl")
     [ "$p" = bsp-ps ] && base=$hit
     ratio=$(awk -v a="$hit" -v b="$base" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.2f", a / b }')

@@ -18,13 +18,15 @@ set -euo pipefail
 BUILD=${1:-build}
 TARGET=${2:-0.84}
 cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# the launcher of the build's MPI (Open MPI or MPICH), root and oversubscription allowed
+. scripts/mpi-env.sh
+mpi_env "$BUILD"
 OUT=experiments/out
 mkdir -p "$OUT"
 BASE=(train --data fashion-mnist --model logreg --sync sandblaster --servers 1 --quiet)
 
 echo "== 1. accuracy: logreg, full batch, 1 shard + 2 replicas, 120 L-BFGS iterations =="
-mpirun -q -np 4 "$BUILD/dsgd" "${BASE[@]}" --steps 120 --eval-every 5 --metrics "$OUT/sb-acc.jsonl" > /dev/null
+"${MPIRUN[@]}" -np 4 "$BUILD/dsgd" "${BASE[@]}" --steps 120 --eval-every 5 --metrics "$OUT/sb-acc.jsonl" > /dev/null
 python3 - "$OUT/sb-acc.jsonl" "$TARGET" <<'PY'
 import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]
@@ -81,10 +83,10 @@ fi
 echo
 echo "== 2b. backup tasks on this machine ($(nproc) cores for 6 ranks): --slowdown 0=10 =="
 header
-mpirun -q -np 6 "$BUILD/dsgd" "${B[@]}" --metrics "$OUT/sb-real-fast.jsonl" > /dev/null
+"${MPIRUN[@]}" -np 6 "$BUILD/dsgd" "${B[@]}" --metrics "$OUT/sb-real-fast.jsonl" > /dev/null
 figures "$OUT/sb-real-fast.jsonl" "no straggler"
-mpirun -q -np 6 "$BUILD/dsgd" "${B[@]}" --slowdown 0=10 --metrics "$OUT/sb-real-slow.jsonl" > /dev/null
+"${MPIRUN[@]}" -np 6 "$BUILD/dsgd" "${B[@]}" --slowdown 0=10 --metrics "$OUT/sb-real-slow.jsonl" > /dev/null
 figures "$OUT/sb-real-slow.jsonl" "straggler, backup tasks"
-mpirun -q -np 6 "$BUILD/dsgd" "${B[@]}" --slowdown 0=10 --no-backup-tasks --metrics "$OUT/sb-real-nobk.jsonl" > /dev/null
+"${MPIRUN[@]}" -np 6 "$BUILD/dsgd" "${B[@]}" --slowdown 0=10 --no-backup-tasks --metrics "$OUT/sb-real-nobk.jsonl" > /dev/null
 figures "$OUT/sb-real-nobk.jsonl" "straggler, --no-backup-tasks"
 ratios "$OUT/sb-real-fast.jsonl" "$OUT/sb-real-slow.jsonl" "$OUT/sb-real-nobk.jsonl"

@@ -49,6 +49,53 @@ done
 if [ -z "$missing" ] && grep -q -- "--batch N.*(default: 64)" "$WORK/help"; then ok "help lists flags with defaults"
 else bad "help lists flags with defaults" "missing:$missing"; fi
 
+# ---- what a run prints ----
+"$DSGD" version > "$WORK/ver" 2>&1
+want_lib="Open MPI"; [ "$MPI_IMPL" = mpich ] && want_lib=MPICH
+if grep -q '^dsgd [0-9]' "$WORK/ver" && grep -q "^mpi: $want_lib" "$WORK/ver"; then ok "dsgd version names the MPI library ($(grep '^mpi:' "$WORK/ver" | cut -c1-40))"
+else bad "dsgd version" "$(head -c 300 "$WORK/ver")"; fi
+P=(train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --eval-every 1000)
+# piped output (and any multi-process run) gets a plain progress line every
+# --progress-every seconds; 0 makes that every step, so it cannot depend on speed
+"$DSGD" "${P[@]}" --progress-every 0 | cat > "$WORK/p1.out" 2>&1
+"${MPIRUN[@]}" -np 2 "$DSGD" "${P[@]}" --sync bsp --progress-every 0 > "$WORK/p2.out" 2>&1
+"$DSGD" "${P[@]}" --progress-every 0 --quiet | cat > "$WORK/pq.out" 2>&1
+for f in p1 p2; do
+    steps=$(grep -E '^epoch .* step +[0-9]+  of 40 ' "$WORK/$f.out" | awk '{print $4}' | tr '\n' ' ')
+    if [ "$steps" = "$(seq 1 40 | tr '\n' ' ')" ] && ! grep -q $'\r' "$WORK/$f.out"; then ok "piped progress ($f): a plain line per step at --progress-every 0"
+    else bad "piped progress ($f)" "steps [$steps]: $(head -c 300 "$WORK/$f.out")"; fi
+done
+if [ "$(grep -c . "$WORK/pq.out")" = 1 ] && grep -q "^done:" "$WORK/pq.out"; then ok "--quiet silences progress lines"
+else bad "--quiet" "$(head -c 300 "$WORK/pq.out")"; fi
+# the printed configuration: the paradigm's own flags and changed ones; the metrics keep all
+"$DSGD" "${P[@]}" --momentum 0.9 --metrics "$WORK/cfg.jsonl" > "$WORK/c1.out" 2>&1
+"${MPIRUN[@]}" -np 2 "$DSGD" "${P[@]}" --sync gossip > "$WORK/c2.out" 2>&1
+cfg1=$(sed -n '/^config:/,/^model /p' "$WORK/c1.out") cfg2=$(sed -n '/^config:/,/^model /p' "$WORK/c2.out")
+if grep -q "momentum=0.9" <<< "$cfg1" && grep -q "sync=none" <<< "$cfg1" && ! grep -qE "gossip=|tau=|staleness=|servers=" <<< "$cfg1" &&
+   grep -q "gossip=pull" <<< "$cfg2" && grep -q "beta=0.5" <<< "$cfg2" && ! grep -qE "tau=|momentum=|period=" <<< "$cfg2" &&
+   [ "$(python3 -c 'import json,sys; c=json.loads(open(sys.argv[1]).readline())["config"]; print(c["tau"], c["gossip"])' "$WORK/cfg.jsonl")" = "4 pull" ]
+then ok "configuration printout: the paradigm's flags and changed ones only; metrics keep every flag"
+else bad "configuration printout" "$cfg1 // $cfg2"; fi
+# headers: a model-parallel run counts the whole model and its replicas;
+# Sandblaster counts iterations and its ranks' roles
+"${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic --model mlp:64 --sync bsp --model-parallel 2 --steps 3 > "$WORK/h1.out" 2>&1
+"${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic --model logreg --sync sandblaster --servers 1 --steps 3 > "$WORK/h2.out" 2>&1
+# mlp:64 on 8x8 inputs and 4 classes: 64*64+64 + 64*4+4 = 4420 parameters
+if grep -q "^model mlp:64: 4420 parameters" "$WORK/h1.out" && grep -q "ranks: 2 replicas x 2 model-parallel partitions (each rank holds 2210 parameters)" "$WORK/h1.out" &&
+   grep -q "ranks: 1 coordinator, 1 shard, 2 replicas; 3 iterations of 4096 samples" "$WORK/h2.out" &&
+   grep -q "^iter      3  loss" "$WORK/h2.out" && ! grep -q "^epoch" "$WORK/h2.out" && grep -q "after 3 iterations" "$WORK/h2.out"
+then ok "headers: model-parallel counts the whole model and 2 replicas; Sandblaster counts iterations"
+else bad "headers" "$(grep -E '^(model|ranks|iter|epoch|done)' "$WORK/h1.out" "$WORK/h2.out" | head -8)"; fi
+# the example in --fail's error is valid for the run it reports
+"${MPIRUN[@]}" -np 2 "$DSGD" train --data synthetic --sync bsp --steps 3 --fail 2@5 > /dev/null 2> "$WORK/f.err"
+ex=$(sed -n 's/.*e\.g\. \([0-9]*@[0-9]*\).*/\1/p' "$WORK/f.err" | head -1)
+# (the run stops at step 3, before the example's step 50)
+if grep -q "worker index 0 <= W < 2" "$WORK/f.err" && [ -n "$ex" ] &&
+   "${MPIRUN[@]}" -np 2 "$DSGD" train --data synthetic --sync bsp --steps 3 --fail "$ex" --quiet > /dev/null 2>&1
+then ok "--fail's error names worker indices and gives a valid example ($ex)"
+else bad "--fail error" "$(cat "$WORK/f.err")"; fi
+grep -q -- "--fail S.*worker W exits" "$WORK/help" && ok "--help: --fail names a worker index" || bad "--help --fail" "$(grep -- --fail "$WORK/help")"
+
 # ---- training reaches a stated accuracy on real data ----
 # 10k Fashion-MNIST samples, 2 epochs of mlp: 0.78 leaves margin below the
 # 0.80 this reaches, and is far above chance (0.10).

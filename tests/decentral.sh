@@ -17,6 +17,19 @@ C=(train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet
 d=$(python3 "$HERE/ckpt_diff.py" "$WORK/avg.st" "$WORK/round.st" 2>&1)
 if awk -v d="$d" 'BEGIN{exit !(d != "" && d+0 <= 1e-6)}'; then ok "gossip round, 2 ranks, beta 0.5 equals averaging every step (max |diff| $d)"
 else bad "gossip round vs averaging" "max |diff| $d"; fi
+# pull gossip with the default mlp on Fashion-MNIST: a 940 KB window, not a
+# whole number of pages. MPICH 4.0 served reads of such shared windows from
+# the reader's own memory, and the run stayed at chance (0.12 here); 60
+# steps reach ~0.71, so 0.5 is far from both.
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+    "${MPIRUN[@]}" -np 2 "$DSGD" train --data fashion-mnist --train-subset 4000 --test-subset 1000 --model mlp --batch 32 \
+        --lr 0.05 --steps 60 --sync gossip --gossip pull --timeout 10 --quiet --metrics "$WORK/fm.jsonl" > "$WORK/fm.out" 2>&1
+    acc=$(json_field "$WORK/fm.jsonl" done test_acc 2>/dev/null)
+    if awk -v a="$acc" 'BEGIN{exit !(a >= 0.5)}'; then ok "pull gossip with a 940 KB window trains on Fashion-MNIST (test_acc $acc)"
+    else bad "pull gossip with a 940 KB window" "test_acc $acc: $(tail -2 "$WORK/fm.out")"; fi
+else
+    bad "pull gossip on Fashion-MNIST" "dataset-fashion-mnist is not installed (scripts/install-deps)"
+fi
 
 # gossip alone averages: after step 100 the rate is ~0 (x1e-30), so the
 # consensus distance must shrink between evaluations
@@ -48,14 +61,23 @@ done
 for s in "gossip --gossip pull --model mlp:256,256 --steps 4000 --timeout 1:4" "easgd --tau 4 --model mlp:32 --steps 400 --timeout 2:5"; do
     args=${s%:*} n=${s##*:}
     rm -f "$WORK"/rc.*
-    "${MPIRUN[@]}" --enable-recovery -np "$n" sh -c '"$0" "$@"; echo $? > "'"$WORK"'/rc.$OMPI_COMM_WORLD_RANK"' \
+    "${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np "$n" "${RECORD_RC[@]}" \
         "$DSGD" train --data synthetic --batch 32 --lr 0.05 --quiet --sync $args \
         --fail 2@50 --metrics "$WORK/f.jsonl" > "$WORK/f.out" 2> "$WORK/f.err"
     rcs=$(for i in $(seq 0 $((n - 1))); do cat "$WORK/rc.$i" 2>/dev/null || echo x; done | tr '\n' ' ')
     acc=$(json_field "$WORK/f.jsonl" done test_acc 2>/dev/null)
     want="0 0 0 3 "; [ "$n" = 5 ] && want="0 0 0 3 0 "
     [ "${args%% *}" = gossip ] && want="0 0 3 0 "
-    if [ "$rcs" = "$want" ] && awk -v a="$acc" 'BEGIN{exit !(a >= 0.9)}' && grep -q "dead\|evicting" "$WORK/f.err"; then
+    if [ "${args%% *}" = gossip ] && [ "$MPI_IMPL" = mpich ]; then
+        # MPICH's read of a dead rank's window blocks (the watchdog stops
+        # that survivor with one line) or fails (the peer is dropped).
+        # Either way nobody hangs.
+        stuck=$(grep -c "did not complete within 2 x --timeout" "$WORK/f.err")
+        ones=$(tr ' ' '\n' <<< "$rcs" | grep -c '^1$')
+        if [[ "$rcs" =~ ^[01]\ [01]\ 3\ [01]\ $ ]] && [ "$stuck" = "$ones" ]; then
+            ok "gossip under MPICH: a peer dies at step 50, the survivors drop it or stop with one line, none hangs (exit codes $rcs)"
+        else bad "gossip with a dead peer (MPICH)" "exit codes [$rcs]: $(grep dsgd "$WORK/f.err" | head -3)"; fi
+    elif [ "$rcs" = "$want" ] && awk -v a="$acc" 'BEGIN{exit !(a >= 0.9)}' && grep -q "dead\|evicting" "$WORK/f.err"; then
         ok "${args%% *}: a peer dies at step 50, the rest finish (exit codes $rcs, test_acc $acc)"
     else bad "${args%% *} with a dead peer" "exit codes [$rcs] want [$want], acc $acc: $(grep dsgd "$WORK/f.err" | head -3)"; fi
 done

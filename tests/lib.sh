@@ -1,7 +1,13 @@
 # Helpers shared by the shell test suites (sourced, not run).
-# Open MPI: allow root (CI runs as root) and more ranks than cores.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-MPIRUN=(mpirun -q)
+# The launcher for the build under test (Open MPI or MPICH): MPIRUN,
+# MPI_RECOVER, MPI_TCP, MPI_RANK_VAR; root and oversubscription allowed.
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/mpi-env.sh"
+mpi_env "${REAL:-${BUILD:-build}}"
+# "${RECORD_RC[@]}" CMD...: run CMD and write its exit status to $WORK/rc.RANK
+# (the launcher's own status says little once recovery is on). MPICH's
+# mpiexec -disable-auto-cleanup tells survivors of a death with SIGUSR1,
+# which would kill the wrapping shell; the trap keeps it waiting.
+RECORD_RC=(sh -c 'trap : USR1; "$0" "$@"; echo $? > "'"${WORK:-.}"'/rc.$'"$MPI_RANK_VAR"'"')
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }

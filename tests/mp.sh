@@ -98,7 +98,7 @@ err_case "more partitions than a layer's units are refused" "has only 2" 3 --dat
 
 # ---- a dead partition: its peer stops within the timeout, naming it ----
 start=$SECONDS
-"${MPIRUN[@]}" --enable-recovery -np 2 sh -c '"$0" "$@"; echo $? > "'"$WORK"'/rc.$OMPI_COMM_WORLD_RANK"' \
+"${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 2 "${RECORD_RC[@]}" \
     "$DSGD" train "${S[@]}" --steps 100000 --model-parallel 2 --fail 1@20 --timeout 3 > "$WORK/fail.out" 2> "$WORK/fail.err"
 took=$((SECONDS - start))
 rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 2>/dev/null | tr '\n' ' ')"

@@ -57,7 +57,7 @@ if "${MPIRUN[@]}" -np 3 "$DSGD" train --data synthetic:1003 --model mlp:16 --bat
 else bad "uneven shards" "$(tail -3 "$WORK/uneven.out")"; fi
 
 # ---- the multi-machine path: Open MPI's TCP transport ----
-if "${MPIRUN[@]}" --mca pml ob1 --mca btl tcp,self -np 2 "$DSGD" train "${C[@]}" --sync bsp \
+if "${MPIRUN[@]}" "${MPI_TCP[@]}" -np 2 "$DSGD" train "${C[@]}" --sync bsp \
     --checkpoint "$WORK/tcp.st" > "$WORK/tcp.out" 2>&1; then
     same_params "bsp over TCP equals bsp over shared memory" 0 "$WORK/bsp2.st" "$WORK/tcp.st"
 else bad "bsp over TCP" "$(tail -3 "$WORK/tcp.out")"; fi
@@ -74,7 +74,7 @@ else bad "configuration mismatch" "rc $rc: $(cat "$WORK/mm.err")"; fi
 # mpirun --enable-recovery keeps the survivors up (and exits 0 itself), so each
 # rank's own exit status is recorded.
 start=$SECONDS
-"${MPIRUN[@]}" --enable-recovery -np 4 sh -c '"$0" "$@"; echo $? > "'"$WORK"'/rc.$OMPI_COMM_WORLD_RANK"' \
+"${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 4 "${RECORD_RC[@]}" \
     "$DSGD" train "${C[@]}" --steps 100000 --sync bsp --fail 2@20 --timeout 4 > "$WORK/fail.out" 2> "$WORK/fail.err"
 took=$((SECONDS - start))
 rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 2>/dev/null | tr '\n' ' ')"

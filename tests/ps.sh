@@ -57,7 +57,7 @@ else bad "asp staleness" "max $mx, expected > 6"; fi
 for s in asp "ssp --staleness 3" "downpour --server-opt adagrad --adagrad-lr 0.05"; do
     name=${s%% *}
     rm -f "$WORK"/rc.*
-    "${MPIRUN[@]}" --enable-recovery -np 5 sh -c '"$0" "$@"; echo $? > "'"$WORK"'/rc.$OMPI_COMM_WORLD_RANK"' \
+    "${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 5 "${RECORD_RC[@]}" \
         "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 300 --quiet --sync $s \
         --fail 2@50 --timeout 3 --metrics "$WORK/f.jsonl" > "$WORK/f.out" 2> "$WORK/f.err"
     rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 "$WORK"/rc.4 2>/dev/null | tr '\n' ' ')"

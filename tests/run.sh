@@ -5,9 +5,10 @@
 set -u
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
-# Open MPI: allow root (CI runs as root) and more ranks than cores.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
+# the launcher follows the MPI the build is linked with (Open MPI or MPICH)
+. scripts/mpi-env.sh
+mpi_env "$BUILD"
+echo "tests: $BUILD/dsgd, $MPI_IMPL, launched with ${MPIRUN[*]}"
 if [ "${SANITIZE:-0}" = 1 ]; then
     # Unit tests run without MPI and with LeakSanitizer on. Processes that
     # initialise MPI (the CLI tests) run with leak detection off: Open MPI's

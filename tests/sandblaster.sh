@@ -90,7 +90,7 @@ else bad "--no-backup-tasks" "dups $dups discarded $disc counted $counted"; fi
 # tasks nobody else computes those, so the pass waits for the eviction
 # (--timeout 3) and the reissue.
 rm -f "$WORK"/rc.*
-"${MPIRUN[@]}" --enable-recovery -np 6 sh -c '"$0" "$@"; echo $? > "'"$WORK"'/rc.$OMPI_COMM_WORLD_RANK"' \
+"${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 6 "${RECORD_RC[@]}" \
     "$DSGD" train "${L[@]}" "${F[@]}" --sync sandblaster --servers 2 --fail 1@5 --timeout 3 \
     --push-portions 64 --no-backup-tasks --metrics "$WORK/f.jsonl" > "$WORK/f.out" 2> "$WORK/f.err"
 rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 "$WORK"/rc.4 "$WORK"/rc.5 2>/dev/null | tr '\n' ' ')"
@@ -110,7 +110,7 @@ else bad "a dead replica" "exit codes [$rcs], evictions $ev, reissued $re, count
 # A replica that dies after its last portion, while the others finish
 # without it (backup tasks cover its portion): the run still ends, exit 0.
 rm -f "$WORK"/rc.*
-"${MPIRUN[@]}" --enable-recovery -np 6 sh -c '"$0" "$@"; echo $? > "'"$WORK"'/rc.$OMPI_COMM_WORLD_RANK"' \
+"${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 6 "${RECORD_RC[@]}" \
     "$DSGD" train "${L[@]}" --portion 128 --steps 4 --sync sandblaster --servers 2 --fail 1@20 --timeout 3 \
     --metrics "$WORK/g.jsonl" > "$WORK/g.out" 2> "$WORK/g.err"
 rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 "$WORK"/rc.4 "$WORK"/rc.5 2>/dev/null | tr '\n' ' ')"

@@ -21,7 +21,7 @@ if "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 -- "${C[@]}" --checkpoin
     acc=$(json_field "$WORK/sim.jsonl" done test_acc)
     if awk -v a="$acc" 'BEGIN{exit !(a >= 0.9)}'; then ok "4-rank bsp under smpirun trains (test_acc $acc)"
     else bad "4-rank bsp under smpirun" "test_acc $acc"; fi
-    mpirun -q -np 4 "$REAL/dsgd" "${C[@]}" --checkpoint "$WORK/real.st" > /dev/null 2>&1
+    "${MPIRUN[@]}" -np 4 "$REAL/dsgd" "${C[@]}" --checkpoint "$WORK/real.st" > /dev/null 2>&1
     d=$(python3 "$HERE/ckpt_diff.py" "$WORK/sim.st" "$WORK/real.st" 2>&1)
     # same arithmetic; only the all-reduce's summation order may differ
     if awk -v d="$d" 'BEGIN{exit !(d != "" && d+0 <= 1e-5)}'; then ok "simulated and real 4-rank bsp agree (max |diff| $d)"

@@ -17,11 +17,27 @@ static void usage(FILE *f)
           "  dsgd train [flags]            train a model (under mpirun for distributed paradigms)\n"
           "  dsgd eval --checkpoint FILE   evaluate a checkpoint on a dataset's test split\n"
           "  dsgd --help | dsgd train --help | dsgd eval --help\n"
-          "  dsgd --version\n\n"
+          "  dsgd version                  dsgd's version and the MPI library it runs on\n\n"
           "train flags:\n", f);
     config_help(f, config_train_opts);
     fputs("\neval flags:\n", f);
     config_help(f, config_eval_opts);
+}
+
+/* The MPI library's own first line (MPICH's string goes on with its
+ * configure options), so that users and scripts can tell which MPI, and
+ * hence which launcher, the binary needs. */
+static void print_version(void)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    MPI_Get_library_version(lib, &len);
+    lib[strcspn(lib, "\n")] = 0;
+    for (char *p = lib; *p; p++)
+        if (*p == '\t') *p = ' ';
+    char *s = lib;
+    while (*s == ' ') s++;
+    printf("dsgd %s\nmpi: %s\n", DSGD_VERSION, *s ? s : "unknown");
 }
 
 static int wants_help(int argc, char **argv)
@@ -40,8 +56,8 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         if (lead) usage(stdout);
         rc = argc < 2 ? 2 : 0;
-    } else if (!strcmp(argv[1], "--version")) {
-        if (lead) printf("dsgd %s\n", DSGD_VERSION);
+    } else if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+        if (lead) print_version();
     } else if (!strcmp(argv[1], "train") || !strcmp(argv[1], "eval")) {
         int is_train = !strcmp(argv[1], "train");
         const opt_def_t *table = is_train ? config_train_opts : config_eval_opts;
@@ -58,7 +74,7 @@ int main(int argc, char **argv)
             rc = is_train ? train_main(&cfg, &comm) : eval_main(&cfg, &comm);
         }
     } else {
-        die("unknown command '%s'; commands: train, eval (see dsgd --help)", argv[1]);
+        die("unknown command '%s'; commands: train, eval, version (see dsgd --help)", argv[1]);
     }
     comm_finalize(&comm);
     return rc;

@@ -242,6 +242,31 @@ void comm_idle(comm_idle_t *w)
     nanosleep(&ts, NULL);
 }
 
+size_t comm_window_bytes(size_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t p = page > 0 ? (size_t)page : 4096;
+    return (bytes + p - 1) / p * p;
+}
+
+int comm_testall(int n, MPI_Request *reqs, int *done)
+{
+#ifdef DSGD_SIM
+    /* SimGrid's MPI_Testall lets the other simulated ranks run; a loop of
+     * MPI_Test calls may never do so */
+    return MPI_Testall(n, reqs, done, MPI_STATUSES_IGNORE);
+#endif
+    int all = 1;
+    for (int i = 0; i < n; i++) {
+        int f = 0;
+        int rc = MPI_Test(&reqs[i], &f, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+        all &= f;
+    }
+    *done = all;
+    return MPI_SUCCESS;
+}
+
 int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
 {
     double t0 = now_s();
@@ -255,7 +280,7 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
     comm_idle_t idle = { 0 };
     for (;;) {
         int done = 0;
-        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        int rc = comm_testall(n, reqs, &done);
         if (rc != MPI_SUCCESS) comm_rollcall_and_exit(c, what, 1);
         if (done) break;
         if (now_s() - t0 > c->timeout_s) comm_rollcall_and_exit(c, what, 0);

@@ -78,6 +78,20 @@ typedef struct comm_idle {
 static inline void comm_idle_reset(comm_idle_t *w) { w->since = 0; }
 void comm_idle(comm_idle_t *w);
 
+/* The size to give MPI_Win_allocate for a window of `bytes`: whole pages.
+ * MPICH 4.0's shared-memory windows of a size that is not a multiple of
+ * the page size (beyond a few hundred KB) serve a peer's MPI_Get from the
+ * caller's own memory; rounding up avoids it and costs under a page. */
+size_t comm_window_bytes(size_t bytes);
+
+/* MPI_Testall without statuses, as one MPI_Test per request: MPICH declares
+ * MPI_Testall's status argument as an array, and GCC then rejects
+ * MPI_STATUSES_IGNORE (a sentinel pointer) as a zero-size region. Completed
+ * requests become MPI_REQUEST_NULL as they finish; *done = all of them.
+ * (Under SimGrid it is MPI_Testall itself: there only that call lets the
+ * other simulated ranks progress.) */
+int comm_testall(int n, MPI_Request *reqs, int *done);
+
 /* Wait for requests, polling, for at most c->timeout_s. Returns 0 when all
  * completed; on timeout or a failed peer it finds out which ranks are still
  * alive (a roll call among the survivors), prints one line naming the

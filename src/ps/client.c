@@ -90,7 +90,7 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
     comm_idle_t idle = { 0 };
     for (;;) {
         int done = 0;
-        if (MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+        if (comm_testall(n, reqs, &done) != MPI_SUCCESS) {
             int k = -1;   /* the shard whose request failed, if MPI says */
             for (int i = 0; i < n && k < 0; i++) {
                 int f = 0;
@@ -244,7 +244,7 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
 #endif
     for (;;) {
         int done = 0;
-        if (MPI_Testall(S, pc->pull_req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+        if (comm_testall(S, pc->pull_req, &done) != MPI_SUCCESS) {
             comm_fault(c, "the final parameters", NULL, 0);
             die("waiting for the final parameters failed: a server shard is unreachable; stopping");
         }

@@ -30,8 +30,10 @@
  * a read within --timeout (pull), or that does not take a message within
  * --timeout (push), is marked dead and never chosen again. */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../util/util.h"
 #include "sync.h"
@@ -82,6 +84,33 @@ static void publish(run_t *r, gossip_t *g, int64_t step)
     MPI_CHECK(r->comm, MPI_Win_sync(g->win));
 }
 
+/* Under MPICH 4.0 (ch4:ucx) a one-sided read of a dead rank's window may
+ * never return, not even as a request that tests incomplete; an alarm
+ * around each read (twice the --timeout and more, so it never fires before
+ * the read's own deadline) turns that hang into a one-line error. (Not
+ * under SimGrid, whose simulated ranks share one process.) */
+#ifndef DSGD_SIM
+static void rma_stuck(int sig)
+{
+    static const char msg[] = "dsgd: error: a one-sided read of a gossip peer's parameters did not complete within "
+                              "2 x --timeout + 5 s: the peer died, and this MPI cannot read a dead rank's window "
+                              "(gossip survives a dead peer under Open MPI); stopping\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    (void)sig;
+    _exit(1);
+}
+#endif
+
+static void watchdog(const run_t *r, int on)
+{
+#ifndef DSGD_SIM
+    alarm(on ? (unsigned)ceil(2 * r->cfg->timeout + 5) : 0);
+#else
+    (void)r; (void)on;
+#endif
+}
+
 static void mark_dead(run_t *r, gossip_t *g, int j, const char *why);
 
 /* One get from rank j's window, polled until --timeout. -1: no answer (the
@@ -89,16 +118,21 @@ static void mark_dead(run_t *r, gossip_t *g, int j, const char *why);
 static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
 {
     MPI_Request q;
-    if (MPI_Rget(dst, (int)len, MPI_BYTE, j, 0, (int)len, MPI_BYTE, g->win, &q) != MPI_SUCCESS) return -1;
-    double t0 = now_s();
-    comm_idle_t idle = { 0 };
-    for (;;) {
-        int done = 0;
-        if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
-        if (done) return 0;
-        if (now_s() - t0 > r->cfg->timeout) return -1;
-        comm_idle(&idle);
+    watchdog(r, 1);
+    int rc = -1;
+    if (MPI_Rget(dst, (int)len, MPI_BYTE, j, 0, (int)len, MPI_BYTE, g->win, &q) == MPI_SUCCESS) {
+        double t0 = now_s();
+        comm_idle_t idle = { 0 };
+        for (;;) {
+            int done = 0;
+            if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+            if (done) { rc = 0; break; }
+            if (now_s() - t0 > r->cfg->timeout) break;
+            comm_idle(&idle);
+        }
     }
+    watchdog(r, 0);
+    return rc;
 }
 
 /* Read rank j's published copy into g->peer (the seqlock above). Returns 1
@@ -181,9 +215,12 @@ static int gossip_init(run_t *r)
     for (int j = 0; j < N; j++) { g->alive[j] = 1; g->seen_step[j] = g->mixed_step[j] = -1; g->seen_time[j] = now; }
     for (int k = 0; k < NSEND; k++) { g->sbuf[k] = xmalloc(g->n * sizeof(float)); g->sreq[k] = MPI_REQUEST_NULL; }
     if (r->lead) g->avg = xalloc_floats(g->n);
+#ifndef DSGD_SIM
+    signal(SIGALRM, rma_stuck);
+#endif
     /* MPI_Win_allocate lets the MPI place the window (Open MPI's shared-memory
      * one-sided component only serves windows it allocates itself) */
-    MPI_CHECK(r->comm, MPI_Win_allocate((MPI_Aint)g->bytes, 1, MPI_INFO_NULL, r->comm->world, &g->pub, &g->win));
+    MPI_CHECK(r->comm, MPI_Win_allocate((MPI_Aint)comm_window_bytes(g->bytes), 1, MPI_INFO_NULL, r->comm->world, &g->pub, &g->win));
     /* one shared epoch on every window for the whole run: reads need no lock */
     MPI_CHECK(r->comm, MPI_Win_lock_all(MPI_MODE_NOCHECK, g->win));
     sync_bcast_params(r);
@@ -344,6 +381,7 @@ static float *gossip_average(run_t *r)
         live++;
     }
     for (size_t i = 0; i < g->n; i++) g->avg[i] /= (float)live;
+    live = 0;
     double dist = 0;
     int counted = 0;
     for (int j = 0; j < N; j++) {

@@ -38,8 +38,8 @@ const opt_def_t config_train_opts[] = {
     { "threads", OT_LONG, S(threads), "1", "BLAS threads per process" },
     { "denormals", OT_STR, S(denormals), "flush", "flush (subnormal floats become zero: fast) | keep (IEEE subnormals: exact, up to several times slower when training is noisy)" },
     { "timeout", OT_DOUBLE, S(timeout), "60", "seconds a rank waits for a peer before declaring it dead" },
-    { "slowdown", OT_STR, S(slowdown), "", "slow workers down: R=F[,R=F...] (rank R F times slower) or FRAC:F (that fraction of workers)" },
-    { "fail", OT_STR, S(fail), "", "crash workers abruptly: R@S[,R@S...] (rank R exits at its step S)" },
+    { "slowdown", OT_STR, S(slowdown), "", "slow workers down: W=F[,W=F...] (worker W F times slower; W counts workers from 0, servers and coordinator excluded) or FRAC:F (that fraction of workers)" },
+    { "fail", OT_STR, S(fail), "", "crash workers abruptly: W@S[,W@S...] (worker W exits at its step S; W counts workers from 0, servers and coordinator excluded)" },
     { "period", OT_LONG, S(period), "8", "localsgd/fedavg: local steps H between parameter averages" },
     { "fedavg-fraction", OT_DOUBLE, S(fedavg_fraction), "1", "fedavg: fraction C of workers sampled each round" },
     { "delta", OT_DOUBLE, S(delta), "0.3", "selsync: synchronize when the smoothed relative gradient change >= delta" },
@@ -70,6 +70,7 @@ const opt_def_t config_train_opts[] = {
     { "no-backup-tasks", OT_FLAG, S(no_backup_tasks), "0", "sandblaster: never hand idle replicas duplicates of outstanding portions" },
     { "inject-alpha", OT_DOUBLE, S(inject_alpha), "0", "data injection: each batch adds ceil(alpha*C) classes the worker lacks (0: off; paper 0.25)" },
     { "inject-beta", OT_DOUBLE, S(inject_beta), "0.25", "data injection: floor(beta*B*N/C) samples of each injected class" },
+    { "progress-every", OT_DOUBLE, S(progress_every), "5", "seconds between progress lines when stdout is not a terminal (under mpirun)" },
     { "quiet", OT_FLAG, S(quiet), "0", "print only errors and the final result" },
     { NULL, 0, 0, NULL, NULL }
 };
@@ -103,7 +104,8 @@ static const opt_range_t ranges[] = {
     { "lr-gamma", 0, 1e6, 1, 0 },        { "lr-step-every", 0, BIG, 0, 0 },
     { "lr-warmup", 0, BIG, 0, 0 },       { "model-parallel", 1, 1024, 0, 0 },
     { "momentum", 0, 1, 0, 1 },          { "momentum-nesterov", 0, 1, 0, 1 },
-    { "period", 1, 1e9, 0, 0 },          { "push-every", 1, 1e9, 0, 0 },
+    { "period", 1, 1e9, 0, 0 },          { "progress-every", 0, 1e9, 1, 0 },
+    { "push-every", 1, 1e9, 0, 0 },
     { "push-portions", 1, 1e9, 0, 0 },   { "seed", 0, 9.2e18, 0, 0 },
     { "servers", 1, 1e6, 0, 0 },         { "smoothing", 0, 1, 0, 1 },
     { "staleness", 0, 1e9, 0, 0 },       { "staleness-high", 0, 1e9, 0, 0 },
@@ -239,6 +241,7 @@ int config_validate(const config_t *c, char *err, size_t errlen)
         BAD("unknown --denormals '%s'; choose flush or keep", c->denormals);
     if (c->checkpoint_every > 0 && !*c->checkpoint) BAD("--checkpoint-every needs --checkpoint FILE");
     if (!(c->timeout > 0)) BAD("--timeout must be positive (got %g)", c->timeout);
+    if (!(c->progress_every >= 0)) BAD("--progress-every must be >= 0 seconds (got %g)", c->progress_every);
     if (c->period < 1) BAD("--period must be >= 1 (got %ld)", c->period);
     if (!(c->fedavg_fraction > 0 && c->fedavg_fraction <= 1)) BAD("--fedavg-fraction must be in (0, 1] (got %g)", c->fedavg_fraction);
     if (c->delta < 0) BAD("--delta must be >= 0 (got %g)", c->delta);
@@ -322,11 +325,48 @@ char *config_describe(const config_t *c, const opt_def_t *t)
     return buf;
 }
 
+/* The paradigms an option belongs to are named before the ':' of its help
+ * text ("localsgd/fedavg: ...", "parameter server: ..."); other options
+ * have no owner. */
+static int opt_belongs_to(const opt_def_t *o, const char *sync)
+{
+    static const char *const ps[] = { "bsp-ps", "asp", "ssp", "dssp", "downpour", "easgd", "sandblaster", NULL };
+    size_t n = strspn(o->help, "abcdefghijklmnopqrstuvwxyz/- ");
+    if (o->help[n] != ':') return 0;
+    for (const char *t = o->help; t < o->help + n;) {
+        size_t k = strcspn(t, "/:");
+        if (strlen(sync) == k && !strncmp(t, sync, k)) return 1;
+        if (k == strlen("parameter server") && !strncmp(t, "parameter server", k))
+            for (int i = 0; ps[i]; i++)
+                if (!strcmp(ps[i], sync)) return 1;
+        t += k + 1;
+    }
+    return 0;
+}
+
+static int opt_is_default(const config_t *c, const config_t *d, const opt_def_t *o)
+{
+    const char *a = (const char *)c + o->offset, *b = (const char *)d + o->offset;
+    switch (o->type) {
+    case OT_STR: return !strcmp(*(const char *const *)a, *(const char *const *)b);
+    case OT_LONG: return *(const long *)a == *(const long *)b;
+    case OT_DOUBLE: return *(const double *)a == *(const double *)b;
+    case OT_FLAG: return *(const int *)a == *(const int *)b;
+    }
+    return 0;
+}
+
 void config_print(FILE *f, const config_t *c, const opt_def_t *t)
 {
+    static const char *const always[] = { "model", "data", "sync", "batch", "lr", NULL };
+    config_t d;
+    config_defaults(&d, t);
     int col = 0;
     fputs("config:", f);
     for (; t->name; t++) {
+        int show = !opt_is_default(c, &d, t) || opt_belongs_to(t, c->sync) || (!strcmp(t->name, "epochs") && c->steps <= 0);
+        for (int i = 0; always[i]; i++) show |= !strcmp(always[i], t->name);
+        if (!show) continue;
         int len = (int)strlen(t->name) + 12;
         if (col + len > 100) { fputs("\n       ", f); col = 0; }
         fprintf(f, " %s=", t->name);

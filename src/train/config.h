@@ -30,6 +30,7 @@ typedef struct config {
     long batch_total, push_portions, lbfgs_history;           /* L-BFGS, Sandblaster */
     const char *portion, *line_search;
     int no_backup_tasks;
+    double progress_every;             /* seconds between plain progress lines */
     int quiet;
 } config_t;
 
@@ -57,7 +58,9 @@ int config_validate(const config_t *c, char *err, size_t errlen);
 void config_help(FILE *f, const opt_def_t *table);
 /* "name=value\n" for every option: what ranks compare at start-up. */
 char *config_describe(const config_t *c, const opt_def_t *table);
-/* "name=value ..." on one line per group of options, for the start-up print. */
+/* "name=value ..." for the start-up print: what the run uses (model, data,
+ * sync, batch, lr, the paradigm's own options) and every option changed
+ * from its default; the metrics "config" event has them all. */
 void config_print(FILE *f, const config_t *c, const opt_def_t *table);
 /* The configuration as the members of a JSON object (no braces). */
 void config_json(FILE *f, const config_t *c, const opt_def_t *table);

@@ -33,8 +33,8 @@ int faults_parse(faults_t *f, const char *slowdown, const char *fail, int wrank,
                 double fac;
                 if (!eq || (*eq = 0, parse_long(tok, &rank)) || parse_double(eq + 1, &fac) || fac < 1 ||
                     rank < 0 || rank >= nworkers) {
-                    snprintf(err, errlen, "bad --slowdown '%s'; want R=F with 0 <= R < %d workers and F >= 1, e.g. 1=4",
-                             slowdown, nworkers);
+                    snprintf(err, errlen, "bad --slowdown '%s'; want W=F with worker index 0 <= W < %d and F >= 1, e.g. %d=4",
+                             slowdown, nworkers, nworkers - 1);
                     return -1;
                 }
                 if (rank == wrank) f->slowdown = fac;
@@ -48,8 +48,8 @@ int faults_parse(faults_t *f, const char *slowdown, const char *fail, int wrank,
             long rank, step;
             if (!at || (*at = 0, parse_long(tok, &rank)) || parse_long(at + 1, &step) || step < 0 ||
                 rank < 0 || rank >= nworkers) {
-                snprintf(err, errlen, "bad --fail '%s'; want R@S with 0 <= R < %d workers and step S >= 0, e.g. 2@50",
-                         fail, nworkers);
+                snprintf(err, errlen, "bad --fail '%s'; want W@S with worker index 0 <= W < %d and step S >= 0, e.g. %d@50",
+                         fail, nworkers, nworkers - 1);
                 return -1;
             }
             if (rank == wrank) f->fail_step = step;

@@ -1,8 +1,8 @@
 /* train/faults — heterogeneity and fault injection, for every paradigm.
  *
- *   --slowdown R=F[,R=F...]   worker rank R runs F times slower
+ *   --slowdown R=F[,R=F...]   worker R runs F times slower
  *   --slowdown FRAC:F         the last ⌈FRAC·N⌉ workers run F times slower
- *   --fail R@S[,R@S...]       worker rank R exits abruptly at its step S
+ *   --fail R@S[,R@S...]       worker R exits abruptly at its step S
  *
  * A slowdown is a delay of (F−1)·(the step's measured compute time) after
  * backward, so it scales with the model and machine. R is the worker index

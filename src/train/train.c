@@ -72,10 +72,22 @@ static void stats_text(run_t *r, char *out, size_t len)
 }
 
 /* A live status line only for a single process on a terminal: under
- * mpirun, stdout is a pseudo-terminal even when the user pipes it. */
+ * mpirun, stdout is a pseudo-terminal even when the user pipes it. Other
+ * runs get a plain line every --progress-every seconds instead. */
 static int live_line(const run_t *r)
 {
     return r->lead && r->comm->size == 1 && !r->cfg->quiet && isatty(STDOUT_FILENO);
+}
+
+/* L-BFGS paradigms draw a step's samples themselves: a step is an
+ * iteration over --batch-total samples, and epochs say little about it. */
+static int counts_iterations(const run_t *r) { return r->ops->step_samples != NULL; }
+
+/* "epoch E  step S" or, for L-BFGS, "iter S" */
+static void print_position(const run_t *r)
+{
+    if (counts_iterations(r)) printf("iter %6ld", r->step);
+    else printf("epoch %6.2f  step %7ld", (double)r->step / (double)r->steps_per_epoch, r->step);
 }
 
 static void print_progress(run_t *r, const evaluator_t *ev, double train_loss, double sps, double t)
@@ -84,9 +96,41 @@ static void print_progress(run_t *r, const evaluator_t *ev, double train_loss, d
     char extra[512];
     stats_text(r, extra, sizeof extra);
     if (live_line(r)) fputs("\r\033[K", stdout);
-    printf("epoch %6.2f  step %7ld  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.1fs%s\n",
-           (double)r->step / (double)r->steps_per_epoch, r->step, train_loss, ev->acc, ev->loss, sps, t, extra);
+    print_position(r);
+    printf("  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.1fs%s\n",
+           train_loss, ev->acc, ev->loss, sps, t, extra);
     fflush(stdout);
+}
+
+/* Between evaluations when there is no live line: where the run is. */
+static void print_heartbeat(const run_t *r, double train_loss, double sps, double t)
+{
+    print_position(r);
+    printf("  of %ld  loss %.4f  samples/s %9.0f  time %7.1fs\n", r->total_steps, train_loss, sps, t);
+    fflush(stdout);
+}
+
+/* What the run is: the whole model, the data, the ranks' roles. */
+static void print_header(const run_t *r)
+{
+    const config_t *cfg = r->cfg;
+    size_t nparams = r->full ? r->full->nparams : r->model->nparams;
+    printf("model %s: %zu parameters; data: %ld train, %ld test samples of %dx%dx%d, %d classes\n",
+           cfg->model, nparams, r->train.n, r->test.n, r->train.c, r->train.h, r->train.w, r->train.classes);
+    int others = r->comm->size - r->nworkers;
+    if (!strcmp(cfg->sync, "sandblaster"))
+        printf("ranks: 1 coordinator, %d shard%s, %d replica%s", others - 1, others > 2 ? "s" : "", r->replicas,
+               r->replicas > 1 ? "s" : "");
+    else if (r->mp_size > 1)
+        printf("ranks: %d replica%s x %d model-parallel partitions (each rank holds %zu parameters)", r->replicas,
+               r->replicas > 1 ? "s" : "", r->mp_size, r->model->nparams);
+    else
+        printf("ranks: %d worker%s", r->nworkers, r->nworkers > 1 ? "s" : "");
+    if (others > 0 && strcmp(cfg->sync, "sandblaster")) printf(", %d server shard%s", others, others > 1 ? "s" : "");
+    if (counts_iterations(r))
+        printf("; %ld iterations of %ld samples each\n", r->total_steps, r->ops->step_samples((run_t *)r));
+    else
+        printf("; %ld steps per epoch, %ld steps\n", r->steps_per_epoch, r->total_steps);
 }
 
 /* Called on every rank of the lead's replica (they assemble a partitioned
@@ -307,15 +351,12 @@ int train_main(const config_t *cfg, comm_t *comm)
     comm->fault_ctx = &fault;
     if (lead && !cfg->quiet) {
         config_print(stdout, cfg, config_train_opts);
-        printf("model %s: %zu parameters; data: %ld train, %ld test samples of %dx%dx%d, %d classes; "
-               "%d worker%s, %ld steps per epoch, %ld steps\n",
-               cfg->model, r->model->nparams, r->train.n, r->test.n, r->train.c, r->train.h, r->train.w,
-               r->train.classes, r->nworkers, r->nworkers > 1 ? "s" : "", r->steps_per_epoch, r->total_steps);
+        print_header(r);
         fflush(stdout);
     }
     metrics_begin(&mx, "config", now_s());
     if (mx.f) { fputs(",\"config\":{", mx.f); config_json(mx.f, cfg, config_train_opts); fputc('}', mx.f); }
-    metrics_long(&mx, "nparams", (long)r->model->nparams);
+    metrics_long(&mx, "nparams", (long)(r->full ? r->full->nparams : r->model->nparams));
     metrics_long(&mx, "ranks", comm->size);
     metrics_long(&mx, "workers", r->nworkers);
     metrics_long(&mx, "replicas", r->replicas);
@@ -330,9 +371,9 @@ int train_main(const config_t *cfg, comm_t *comm)
     const long eval_every = cfg->eval_every > 0 ? cfg->eval_every : cfg->eval_every_s > 0 ? 0 : r->steps_per_epoch;
     const int own_data = r->ops->step_samples != NULL;   /* the paradigm's step draws its samples */
     const long start_step = r->step, samples_per_step = own_data ? r->ops->step_samples(r) : (long)r->it->nb * r->replicas;
-    double train_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0;
+    double train_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0, beat_last = now_s();
     long loss_n = 0, seg_samples = 0;
-    const int tty = live_line(r);
+    const int tty = live_line(r), beat = lead && !cfg->quiet && !tty;
 
     while (r->step < r->total_steps) {
         comm->step = r->step;
@@ -368,8 +409,13 @@ int train_main(const config_t *cfg, comm_t *comm)
         }
         /* a run that stops here is evaluated after its final synchronization */
         int periodic = eval_every > 0 && r->step % eval_every == 0 && r->step < r->total_steps;
+        if (beat && now_s() - beat_last >= cfg->progress_every && !periodic && !eval_due) {
+            beat_last = now_s();
+            print_heartbeat(r, loss_sum / (double)loss_n, seg_t > 0 ? seg_samples / seg_t : 0, beat_last - t0);
+        }
         if ((periodic || eval_due) && !stop) {
             double tl = loss_sum / (double)loss_n, sps = seg_t > 0 ? seg_samples / seg_t : 0, at = bounds_now(&bd);
+            beat_last = now_s();
             if (r->evaluates) {
                 evaluate(r, &ev, 1);
                 print_progress(r, &ev, tl, sps, now_s() - t0);
@@ -443,8 +489,9 @@ int train_main(const config_t *cfg, comm_t *comm)
         char extra[512];
         stats_text(r, extra, sizeof extra);
         if (tty) fputs("\r\033[K", stdout);
-        printf("done: test accuracy %.4f, test loss %.4f after %ld steps (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)%s\n",
-               ev.acc, ev.loss, r->step, (double)r->step / (double)r->steps_per_epoch, now_s() - t0, train_s,
+        printf("done: test accuracy %.4f, test loss %.4f after %ld %s (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)%s\n",
+               ev.acc, ev.loss, r->step, counts_iterations(r) ? "iterations" : "steps",
+               (double)r->step / (double)r->steps_per_epoch, now_s() - t0, train_s,
                train_s > 0 ? steps * samples_per_step / train_s : 0.0, extra);
         if (bd.why) printf("stopped early: %s\n", bd.why == BOUNDS_TIME ? "time limit reached" : "target accuracy reached");
         if (bd.reached) printf("time to target %.4f: %.2f s training, %.2f s since start (step %ld)\n", cfg->target_acc,
