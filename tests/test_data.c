@@ -388,6 +388,33 @@ static void test_bytes_convert_exactly(void)
     dataset_free(&d);
 }
 
+/* Every byte value, both conversions, at the CPU's vector width and one at
+ * a time: the floats each loader always stored. */
+static void test_px_values(void)
+{
+    dataset_t d;
+    memset(&d, 0, sizeof d);
+    int bad = 0;
+    for (int v = 0; v < 256; v++) {
+        d.px_div = 0;
+        volatile float s = 1.0f / 255.0f;
+        bad += dataset_px_value(&d, (uint8_t)v) != (float)v * s;
+        d.px_div = 1;
+        bad += dataset_px_value(&d, (uint8_t)v) != (float)v / 255.0f;
+    }
+    CHECK(bad == 0, "%d byte values convert differently from the loaders' own x * (1/255) and x / 255", bad);
+    uint8_t row[256];
+    float out[256];
+    for (int v = 0; v < 256; v++) row[v] = (uint8_t)v;
+    for (int div = 0; div < 2; div++) {
+        d.n = 1; d.c = 1; d.h = 16; d.w = 16; d.px = row; d.px_div = div;
+        dataset_row(&d, 0, out);
+        int diff = 0;
+        for (int v = 0; v < 256; v++) diff += out[v] != dataset_px_value(&d, (uint8_t)v);
+        CHECK(diff == 0, "the vector gather differs from the scalar conversion in %d values (div %d)", diff, div);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -402,6 +429,7 @@ int main(int argc, char **argv)
     RUN(test_iterator);
     RUN(test_injection);
     RUN(test_bytes_convert_exactly);
+    RUN(test_px_values);
     clean_dir();
     rmdir(dir);
     return TEST_END("test_data");

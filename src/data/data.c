@@ -26,6 +26,31 @@ void dataset_truncate(dataset_t *d, long n)
     if (n > 0 && n < d->n) d->n = n;
 }
 
+/* Bytes to floats, each loader's way (data.h); one pass that vectorizes,
+ * built for x86-64-v3 and the baseline: IEEE division and multiplication
+ * give the same bits at every vector width. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PX_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define PX_CLONES
+#endif
+PX_CLONES static void px_multiply(float *out, const uint8_t *p, size_t n)
+{
+    for (size_t j = 0; j < n; j++) out[j] = (float)p[j] * (1.0f / 255.0f);
+}
+PX_CLONES static void px_divide(float *out, const uint8_t *p, size_t n)
+{
+    for (size_t j = 0; j < n; j++) out[j] = (float)p[j] / 255.0f;
+}
+
+float dataset_px_value(const dataset_t *d, uint8_t v)
+{
+    float x;
+    if (d->px_div) px_divide(&x, &v, 1);
+    else px_multiply(&x, &v, 1);
+    return x;
+}
+
 void dataset_rows(const dataset_t *d, long first, long count, float *out)
 {
     const size_t len = (size_t)count * (size_t)dataset_dim(d);
@@ -34,8 +59,8 @@ void dataset_rows(const dataset_t *d, long first, long count, float *out)
         return;
     }
     const uint8_t *p = d->px + (size_t)first * (size_t)dataset_dim(d);
-    const float *lut = d->lut;
-    for (size_t j = 0; j < len; j++) out[j] = lut[p[j]];
+    if (d->px_div) px_divide(out, p, len);
+    else px_multiply(out, p, len);
 }
 
 void dataset_row(const dataset_t *d, long s, float *out)
@@ -329,6 +354,11 @@ void batch_iter_next(batch_iter_t *it)
         dataset_row(it->d, s, it->x + (long)b * dim);
         it->y[b] = it->d->y[s];
     }
+    /* The next batch's rows are scattered over the data set: ask for them now,
+     * so they arrive while this batch is computed (from the same pass only). */
+    if (it->d->px)
+        for (long k = it->pos; k < it->pos + it->B && k < it->n; k++)
+            for (long o = 0; o < dim; o += 64) __builtin_prefetch(it->d->px + (size_t)it->order[k] * (size_t)dim + (size_t)o);
     if (!it->inj_k) return;
     /* the injected part depends only on (seed, stream, batch number) */
     long batch = (it->pass * it->n + it->pos) / it->B;

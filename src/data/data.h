@@ -31,15 +31,18 @@ typedef struct dataset {
     long n;
     int c, h, w;           /* per-sample shape */
     int classes;
-    uint8_t *px;           /* (n, c·h·w) pixel bytes; sample value lut[px] */
+    uint8_t *px;           /* (n, c·h·w) pixel bytes; sample value dataset_px_value */
     float *xf;             /* (n, c·h·w) in [0, 1], for data that are not bytes
                               (synthetic); NULL when px is set */
-    float lut[256];        /* byte → float: the loader's own x/255 */
+    int px_div;            /* byte → float as the loader always made it: x / 255 (CIFAR, 1)
+                              or x · (1/255) (IDX, 0); they differ in 126 of 256 values */
     uint8_t *y;            /* (n) */
     int shared;            /* 1: one copy shared by all simulated ranks; never freed */
 } dataset_t;
 
 static inline long dataset_dim(const dataset_t *d) { return (long)d->c * d->h * d->w; }
+/* The float a pixel byte stands for (what the batch gather computes). */
+float dataset_px_value(const dataset_t *d, uint8_t v);
 
 /* Load train and test sets. On failure writes a one-line reason into err and
  * returns -1 (nothing is left allocated). */

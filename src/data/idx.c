@@ -160,8 +160,7 @@ int idx_load_pair(const char *images, const char *labels, dataset_t *d, char *er
     d->y = lab;
     d->n = n; d->c = 1; d->h = (int)idim[1]; d->w = (int)idim[2];
     d->px = raw;
-    const float s = 1.0f / 255.0f;
-    for (int v = 0; v < 256; v++) d->lut[v] = (unsigned char)v * s;  /* IDX pixels have always been x * (1/255) */
+    d->px_div = 0;   /* IDX pixels have always been x * (1/255) */
     int maxl = 0;
     for (long i = 0; i < n; i++) if (d->y[i] > maxl) maxl = d->y[i];
     d->classes = maxl + 1;
@@ -185,7 +184,7 @@ int cifar_load_files(const char *const *paths, int npaths, dataset_t *d, char *e
     }
     d->n = total; d->c = 3; d->h = 32; d->w = 32; d->classes = 10;
     d->px = xmalloc((size_t)(total * (REC - 1)));
-    for (int v = 0; v < 256; v++) d->lut[v] = (unsigned char)v / 255.0f;  /* CIFAR pixels have always been x / 255 */
+    d->px_div = 1;   /* CIFAR pixels have always been x / 255 */
     d->y = xmalloc((size_t)total);
     unsigned char *rec = xmalloc(REC);
     long k = 0;
