@@ -21,12 +21,17 @@ le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a+0 == a && a+0 <= b+0)}
 # step. Over 40 steps of momentum SGD that grows to ~1e-6; 1e-4 relative on
 # the losses (the issue's bound) leaves a wide margin and still catches any
 # real error (a wrong slice or a missing contribution changes losses by
-# percents). Parameters are compared too, at 1e-5 absolute.
-same_run() {   # NAME A.jsonl B.jsonl A.st B.st
-    local t p
+# percents). Parameters are compared too, at 1e-5 absolute, or at PTOL: a
+# conv weight's gradient sums B·OH·OW = 25 088 products (LeNet's first
+# layer at batch 32), so its reassociation error is ~sqrt(25 088) x 6e-8 =
+# 1e-5 relative per step, which 24 steps of momentum 0.9 carry to ~1e-4
+# (seen: 6.5e-5 in the ASan build, whose kernels block differently); a wrong
+# slice moves parameters by 1e-2 and more.
+same_run() {   # NAME A.jsonl B.jsonl A.st B.st [PTOL]
+    local t p ptol=${6:-1e-5}
     t=$(python3 "$HERE/traj_diff.py" "$2" "$3" 2>&1)
     p=$(python3 "$HERE/ckpt_diff.py" "$4" "$5" 2>&1)
-    if le "$t" 1e-4 && le "$p" 1e-5; then ok "$1 (loss rel diff $t, params max |diff| $p)"
+    if le "$t" 1e-4 && le "$p" "$ptol"; then ok "$1 (loss rel diff $t, params max |diff| $p)"
     else bad "$1" "loss rel diff $t, params max |diff| $p"; fi
 }
 run() {   # TAG NP ARGS...: train with metrics and checkpoint WORK/TAG.*
@@ -50,7 +55,7 @@ L=(--data fashion-mnist --train-subset 1024 --test-subset 256 --model lenet --ba
 run lenet1 0 "${L[@]}"
 run lenet2 2 "${L[@]}" --model-parallel 2
 same_run "lenet (convs split by output channels) over 2 partitions equals one process" \
-    "$WORK/lenet1.jsonl" "$WORK/lenet2.jsonl" "$WORK/lenet1.st" "$WORK/lenet2.st"
+    "$WORK/lenet1.jsonl" "$WORK/lenet2.jsonl" "$WORK/lenet1.st" "$WORK/lenet2.st" 2e-4
 
 # ---- with data parallelism ----
 run bsp2 2 "${C[@]}" --sync bsp
