@@ -35,18 +35,11 @@ exp_args() {   # NAME "$@"
 need_sim() {
     [ -x "$SIMBUILD/dsgd" ] || { echo "$SIMBUILD/dsgd missing: run make sim" >&2; exit 1; }
 }
-# Host speed factors for dsgd-sim --slow: every host SCALE times faster than
-# this machine (a GPU-like compute scale), and hosts listed as R=F F times
-# slower than that. HOSTS SCALE [R=F,...]
+# Host speeds for dsgd-sim, as "SCALE:R=F,...": every host SCALE times
+# faster than this machine (--compute-scale: a GPU-like compute scale), and
+# hosts listed as R=F F times slower than that (--slow). HOSTS SCALE [R=F,...]
 sim_speeds() {
-    local hosts=$1 scale=$2 extra=${3:-} out="" i f
-    for ((i = 0; i < hosts; i++)); do
-        f=1
-        IFS=, read -ra pairs <<< "$extra"
-        for p in "${pairs[@]}"; do [ "${p%%=*}" = "$i" ] && f=${p#*=}; done
-        out+="${out:+,}$i=$(awk -v f="$f" -v s="$scale" 'BEGIN{printf "%.6g", f / s}')"
-    done
-    echo "$out"
+    echo "$2:${3:-}"
 }
 # A simulated run: NAME HOSTS SPEEDS BANDWIDTH -- dsgd train flags. With
 # ALLOW_FAIL=1 a failed run (a diverged one, say) is reported in the table
@@ -56,7 +49,10 @@ sim_run() {
     local name=$1 hosts=$2 speeds=$3 bw=$4
     shift 5
     echo "  $name"
-    if ! scripts/dsgd-sim --build "$SIMBUILD" --hosts "$hosts" --slow "$speeds" --bandwidth "$bw" -- train "$@" \
+    local slow=()
+    [ -n "${speeds#*:}" ] && slow=(--slow "${speeds#*:}")
+    if ! scripts/dsgd-sim --build "$SIMBUILD" --hosts "$hosts" --compute-scale "${speeds%%:*}" "${slow[@]}" \
+            --bandwidth "$bw" -- train "$@" \
             --metrics "$OUT/metrics/$name.jsonl" > "$OUT/logs/$name.log" 2>&1; then
         [ "$ALLOW_FAIL" = 1 ] && { echo "    failed: $(grep -m1 'dsgd: error' "$OUT/logs/$name.log" || tail -1 "$OUT/logs/$name.log")"; return 0; }
         echo "run $name failed:" >&2; tail -5 "$OUT/logs/$name.log" >&2; exit 1

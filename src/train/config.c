@@ -104,7 +104,7 @@ static const opt_range_t ranges[] = {
     { "lr-gamma", 0, 1e6, 1, 0 },        { "lr-step-every", 0, BIG, 0, 0 },
     { "lr-warmup", 0, BIG, 0, 0 },       { "model-parallel", 1, 1024, 0, 0 },
     { "momentum", 0, 1, 0, 1 },          { "momentum-nesterov", 0, 1, 0, 1 },
-    { "period", 1, 1e9, 0, 0 },          { "progress-every", 0, 1e9, 1, 0 },
+    { "period", 1, 1e9, 0, 0 },          { "progress-every", 0, 1e9, 0, 0 },
     { "push-every", 1, 1e9, 0, 0 },
     { "push-portions", 1, 1e9, 0, 0 },   { "seed", 0, 9.2e18, 0, 0 },
     { "servers", 1, 1e6, 0, 0 },         { "smoothing", 0, 1, 0, 1 },
