@@ -132,16 +132,16 @@ if [ ! -e "$O/c.st.tmp.$dead" ] && [ -e "$O/c.st.tmp.$$" ] && [ -e "$O/other.st.
 else bad "stale temporaries" "$(ls "$O")"; fi
 
 # ---- (11) a fault keeps the metrics so far, ending with a done event ----
-# killed_run NP VICTIM OUT ARGS...: start NP ranks (Open MPI, --enable-recovery
-# keeps the survivors up), kill -9 rank VICTIM once the lead has recorded an
+# killed_run NP VICTIM OUT ARGS...: start NP ranks (MPI_RECOVER keeps the
+# survivors up), kill -9 rank VICTIM once the lead has recorded an
 # evaluation, wait at most 90 s for the rest (each rank's exit code in
 # OUT/rc.R, the seconds from the kill to the end in $took).
 killed_run() {
     local np=$1 victim=$2 out=$3
     shift 3
     rm -rf "$out"; mkdir -p "$out"
-    timeout 90 "${MPIRUN[@]}" --enable-recovery -np "$np" sh -c '"$0" "$@" & echo $! > "'"$out"'/pid.$OMPI_COMM_WORLD_RANK"
-        wait $!; echo $? > "'"$out"'/rc.$OMPI_COMM_WORLD_RANK"' "$DSGD" train "$@" --metrics "$out/m.jsonl" > "$out/stdout" 2> "$out/stderr" &
+    timeout 90 "${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np "$np" sh -c 'trap : USR1; "$0" "$@" & echo $! > "'"$out"'/pid.$'"$MPI_RANK_VAR"'"
+        wait $!; echo $? > "'"$out"'/rc.$'"$MPI_RANK_VAR"'"' "$DSGD" train "$@" --metrics "$out/m.jsonl" > "$out/stdout" 2> "$out/stderr" &
     local job=$! i
     for i in $(seq 1 300); do
         grep -q '"event":"eval"' "$out/m.jsonl.part" 2>/dev/null && [ -s "$out/pid.$victim" ] && break

@@ -1,4 +1,5 @@
 /* dsgd — command-line entry: parse, validate, dispatch. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,6 +52,11 @@ int main(int argc, char **argv)
 {
     comm_t comm;
     comm_init(&comm, &argc, &argv);
+    /* MPICH's launcher, told to keep a job whose rank died running
+     * (-disable-auto-cleanup), signals the survivors with SIGUSR1, which
+     * would kill them; dsgd finds dead peers itself, by timeouts. */
+    struct sigaction usr1;
+    if (sigaction(SIGUSR1, NULL, &usr1) == 0 && usr1.sa_handler == SIG_DFL) signal(SIGUSR1, SIG_IGN);
     int rc = 0;
     const int lead = comm.rank == 0;
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
