@@ -32,8 +32,12 @@ else
 fi
 
 # gossip alone averages: after step 100 the rate is ~0 (x1e-30), so the
-# consensus distance must shrink between evaluations
-"${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.2 --steps 300 --quiet \
+# consensus distance must shrink between evaluations. The steps must take
+# long enough (~3 ms) for the 4 ranks to run at the same time on 2 cores:
+# with mlp:32 a rank ran its 300 steps (~30 ms) within one scheduler slice,
+# mixed only the others' initial replicas, and the distance barely moved
+# (CI: 0.028 -> 0.020; here 1 run in 12 failed, and 2 in 6 with mlp:256).
+"${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic --model mlp:512,512 --batch 64 --lr 0.2 --steps 300 --quiet \
     --eval-every 100 --lr-schedule step --lr-step-every 100 --lr-gamma 1e-30 --sync gossip --gossip pull \
     --metrics "$WORK/cons.jsonl" > /dev/null 2>&1
 read -r c1 c3 < <(python3 -c 'import json,sys
