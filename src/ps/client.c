@@ -74,11 +74,15 @@ void ps_client_free(ps_client_t *pc)
  * timeout plus slack covers both. */
 static double shard_limit(const ps_client_t *pc) { return 2 * pc->cfg->timeout_s + 10; }
 
-/* Wait for n requests; a shard silent past the limit stops the job. */
+/* Wait for n requests; a shard silent past the limit stops the job. The
+ * first rank to stop ends the job (MPI_Abort; MPICH's launcher kills every
+ * rank at once), so a worker other than the lead waits timeout + 5 s longer:
+ * the lead, which writes the metrics, is the one that records the fault. */
 static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit, const char *what)
 {
     comm_t *c = pc->comm;
     double t0 = now_s();
+    if (pc->worker != 0) limit += pc->cfg->timeout_s + 5;
 #ifdef DSGD_SIM
     /* simulated shards never die, and every failed test would be a simulated
      * event: a polling worker costs the simulator more than its computation */

@@ -27,8 +27,8 @@
  * seconds is also left out of the evaluated average. So a frozen replica
  * stops dragging the others long before it is declared dead. A peer whose
  * step has not moved for --timeout seconds, or whose window does not answer
- * a read within --timeout (pull), or that does not take a message within
- * --timeout (push), is marked dead and never chosen again. */
+ * a read within half the --timeout (pull), or that does not take a message
+ * within --timeout (push), is marked dead and never chosen again. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -111,10 +111,13 @@ static void watchdog(const run_t *r, int on)
 #endif
 }
 
-static void mark_dead(run_t *r, gossip_t *g, int j, const char *why);
+static void mark_dead(run_t *r, gossip_t *g, int j, const char *why, double secs);
 
-/* One get from rank j's window, polled until --timeout. -1: no answer (the
- * request and its buffer are abandoned to MPI). */
+/* One get from rank j's window, polled for half the --timeout. -1: no
+ * answer (the request and its buffer are abandoned to MPI). Half: a rank
+ * stuck on a dead peer's window does not step meanwhile (under MPICH such a
+ * read never completes), and it must not look dead itself to the others,
+ * who declare a peer dead after --timeout without a step. */
 static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
 {
     MPI_Request q;
@@ -127,7 +130,7 @@ static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
             int done = 0;
             if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
             if (done) { rc = 0; break; }
-            if (now_s() - t0 > r->cfg->timeout) break;
+            if (now_s() - t0 > r->cfg->timeout / 2) break;
             comm_idle(&idle);
         }
     }
@@ -146,7 +149,7 @@ static int read_peer(run_t *r, gossip_t *g, int j, int64_t *step)
             g->peer = xmalloc(g->bytes);   /* the old buffers stay with the abandoned requests */
             g->seq_a = xmalloc(sizeof(published_t));
             g->seq_b = xmalloc(sizeof(published_t));
-            mark_dead(r, g, j, "its window did not answer a read");
+            mark_dead(r, g, j, "its window did not answer a read", r->cfg->timeout / 2);
             return -1;
         }
         r->comm->bytes_sent += 3 * sizeof(published_t);   /* the requests; the data flows to us */
@@ -161,14 +164,14 @@ static int read_peer(run_t *r, gossip_t *g, int j, int64_t *step)
 /* Not moved for a tenth of the timeout: left out of the evaluated average. */
 static int is_stale(run_t *r, gossip_t *g, int j) { return now_s() - g->seen_time[j] > r->cfg->timeout / 10; }
 
-static void mark_dead(run_t *r, gossip_t *g, int j, const char *why)
+static void mark_dead(run_t *r, gossip_t *g, int j, const char *why, double secs)
 {
     if (!g->alive[j]) return;
     g->alive[j] = 0;
     g->dead++;
     r->comm->peer_lost = 1;
-    fprintf(stderr, "dsgd: rank %d: peer rank %d is dead (%s within --timeout %g s); no longer chosen\n",
-            r->comm->rank, j, why, r->cfg->timeout);
+    fprintf(stderr, "dsgd: rank %d: peer rank %d is dead (%s within %g s, --timeout %g); no longer chosen\n",
+            r->comm->rank, j, why, secs, r->cfg->timeout);
 }
 
 static int pick_peer(run_t *r, gossip_t *g)
@@ -242,7 +245,10 @@ static void step_pull(run_t *r, gossip_t *g)
         int64_t step;
         int got = read_peer(r, g, j, &step);
         if (got < 0) continue;
-        if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "its parameters did not change"); continue; }
+        /* a peer that has finished (a rank that evaluates runs behind) is
+         * not dead: nothing new to mix, and the lead still awaits it */
+        if (got && step > r->total_steps) { g->stale_skips++; continue; }
+        if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "its parameters did not change", r->cfg->timeout); continue; }
         if (!got || step == g->mixed_step[j]) { g->stale_skips++; continue; }
         mix_into(r->model->params, (const float *)(g->peer + sizeof(published_t)), g->beta, g->n);
         g->mixed_step[j] = step;
@@ -278,7 +284,7 @@ static int drain_inbox(run_t *r, gossip_t *g, int first)
         while (!got && now_s() - t0 < r->cfg->timeout) { MPI_Test(&q, &got, MPI_STATUS_IGNORE); if (!got) comm_idle(&idle); }
         if (!got) {
             g->peer = xmalloc(g->bytes);   /* the old buffer stays with the dead request */
-            mark_dead(r, g, st.MPI_SOURCE, "it stopped in the middle of a message");
+            mark_dead(r, g, st.MPI_SOURCE, "it stopped in the middle of a message", r->cfg->timeout);
             continue;
         }
         if (first && count == 0) memcpy(g->mix, buf, g->n * sizeof(float));
@@ -297,7 +303,7 @@ static void step_push(run_t *r, gossip_t *g)
         if (g->sreq[k] != MPI_REQUEST_NULL) MPI_Test(&g->sreq[k], &done, MPI_STATUS_IGNORE);
         if (done) slot = k;
         else if (now_s() - g->stime[k] > r->cfg->timeout) {
-            mark_dead(r, g, g->sdest[k], "it took no message");
+            mark_dead(r, g, g->sdest[k], "it took no message", r->cfg->timeout);
             g->sbuf[k] = xmalloc(g->n * sizeof(float));   /* abandon the buffer to MPI */
             g->sreq[k] = MPI_REQUEST_NULL;
             slot = k;
@@ -418,7 +424,7 @@ static void gossip_finish(run_t *r)
             int missing = -1;
             for (int j = 0; j < N; j++) if (j != me && g->alive[j] && !g->done_from[j]) missing = j;
             if (missing < 0) break;
-            if (now_s() - t0 > r->cfg->timeout + 10) { mark_dead(r, g, missing, "it never finished"); t0 = now_s(); }
+            if (now_s() - t0 > r->cfg->timeout + 10) { mark_dead(r, g, missing, "it never finished", r->cfg->timeout + 10); t0 = now_s(); }
             comm_idle(&idle);
         }
     }
@@ -433,7 +439,7 @@ static void gossip_finish(run_t *r)
         for (int j = 0; j < N; j++) {
             int64_t step = -1;
             while (j != me && g->alive[j] && (read_peer(r, g, j, &step) != 1 || step <= r->total_steps)) {
-                if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "it never finished"); break; }
+                if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "it never finished", r->cfg->timeout); break; }
                 comm_idle(&idle);
             }
         }
@@ -454,7 +460,7 @@ static void gossip_finish(run_t *r)
         comm_idle_t idle = { 0 };
         while (!got) {
             MPI_Test(&q, &got, MPI_STATUS_IGNORE);
-            if (!got && now_s() - t0 > 3 * r->cfg->timeout + 10) { mark_dead(r, g, 0, "the lead never said goodbye"); break; }
+            if (!got && now_s() - t0 > 3 * r->cfg->timeout + 10) { mark_dead(r, g, 0, "the lead never said goodbye", 3 * r->cfg->timeout + 10); break; }
             if (!got) comm_idle(&idle);
         }
         if (lost) r->comm->peer_lost = 1;
