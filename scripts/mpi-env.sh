@@ -41,6 +41,12 @@ mpi_env() {
     if [ "$MPI_IMPL" = mpich ]; then
         MPIRUN=("$(first_cmd mpiexec.mpich mpiexec.hydra mpiexec)")
         MPI_RECOVER=(-disable-auto-cleanup)
+        # MPICH 4.0 over UCX 1.13's tcp: in MPI_Finalize a rank flushes each
+        # endpoint and waits for the peer's acknowledgement, which a peer past
+        # its own flush may never send, so the rank waits forever (UCX's tcp
+        # flush needs the peer's progress; MPICH 4.2 adds a barrier first).
+        # dsgd enters MPI_Finalize with a barrier, which makes it rare; no
+        # setting removes it (UCX_TCP_PUT_ENABLE=n, UCX_NET_DEVICES=lo do not).
         MPI_TCP=(-genv UCX_TLS tcp,self -genv MPIR_CVAR_NOLOCAL 1)
         MPI_RANK_VAR=PMI_RANK
     else

@@ -62,7 +62,17 @@ void comm_finalize(comm_t *c)
     }
     int down = 0;
     MPI_Finalized(&down);
-    if (!down) MPI_Finalize();
+    if (down) return;
+#if defined(MPICH_VERSION) && !defined(DSGD_SIM)
+    /* MPICH 4.0 over UCX's tcp transport: a rank's MPI_Finalize flushes each
+     * endpoint and waits for the peer's acknowledgement, but a peer that has
+     * finished its own flush stops sending them, and the rank waits forever
+     * (1 run in 3 when the lead enters it long after the others; MPICH 4.2
+     * adds a barrier inside). Entering together makes it rare, not
+     * impossible (scripts/mpi-env.sh). */
+    if (c->size > 1) MPI_Barrier(c->world);
+#endif
+    MPI_Finalize();
 }
 
 void comm_check(const comm_t *c, int rc, const char *call, const char *file, int line)
