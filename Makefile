@@ -92,7 +92,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libdsgd.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libdsgd.a $(LDFLAGS) $(LDLIBS)
 
 test: all $(TEST_BIN)
-ifeq ($(SANITIZE)$(SIM),00)
+ifeq ($(SANITIZE)$(SIM)$(MPI),00openmpi)
 	@$(MAKE) --no-print-directory sim
 	@$(MAKE) --no-print-directory fuzz-build
 endif

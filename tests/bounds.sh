@@ -73,7 +73,7 @@ target_case sandblaster 3 -- --sync sandblaster --batch-total 512 --eval-every 1
 # asynchronous workers: the lead tells the others (parameter server: through
 # the shards' replies; gossip: a message); every worker stops
 for s in asp "gossip --gossip pull"; do
-    if timeout 120 "${MPIRUN[@]}" -np 4 "$DSGD" train "${T[@]}" --sync $s --metrics "$WORK/ta.jsonl" > "$WORK/ta.out" 2>&1 &&
+    if DSGD_LAUNCH_LIMIT=120 "${MPIRUN[@]}" -np 4 "$DSGD" train "${T[@]}" --sync $s --metrics "$WORK/ta.jsonl" > "$WORK/ta.out" 2>&1 &&
         [ "$(json_field "$WORK/ta.jsonl" done stop_reason)" = target_acc ]; then
         ok "$s --target-acc: every worker stops (steps $(json_field "$WORK/ta.jsonl" done worker_steps))"
     else bad "$s --target-acc" "$(tail -2 "$WORK/ta.out")"; fi

@@ -3,6 +3,11 @@
 # MPI_RECOVER, MPI_TCP, MPI_RANK_VAR; root and oversubscription allowed.
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/mpi-env.sh"
 mpi_env "${REAL:-${BUILD:-build}}"
+# Every launch is bounded (tests/bounded; DSGD_LAUNCH_LIMIT=S CMD for another
+# limit than 300 s): a job still running then is stopped, and summary counts
+# it as a failure.
+if [ -n "${WORK:-}" ]; then export DSGD_HANG_LOG="$WORK/hung.log"; fi
+MPIRUN=("$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/bounded" "${MPIRUN[@]}")
 # "${RECORD_RC[@]}" CMD...: run CMD and write its exit status to $WORK/rc.RANK
 # (the launcher's own status says little once recovery is on). MPICH's
 # mpiexec -disable-auto-cleanup tells survivors of a death with SIGUSR1,
@@ -21,4 +26,11 @@ for l in open(sys.argv[1]):
 print(v)' "$@"
 }
 # summary NAME: the closing line tests/run.sh reads; exit status = any failure
-summary() { echo "$1: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; }
+summary() {
+    if [ -s "${DSGD_HANG_LOG:-}" ]; then
+        cat "$DSGD_HANG_LOG"
+        fail=$((fail + $(grep -c . "$DSGD_HANG_LOG")))
+    fi
+    echo "$1: $pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+}
