@@ -15,7 +15,7 @@ if [ "$QUICK" = 1 ]; then
     NS=(4); LIMIT=0.05; EVAL=0.01; TARGET=0.5
     DATA=(--data synthetic:1024 --model mlp:16 --batch 16 --lr 0.05 --test-subset 128)
 else
-    NS=(8 16); LIMIT=60; EVAL=2; TARGET=0.82
+    NS=(8 16); LIMIT=30; EVAL=1; TARGET=0.82
     DATA=(--data fashion-mnist --model mlp --batch 64 --lr 0.0125 --momentum 0.9 --test-subset 2000)
 fi
 COMMON=("${DATA[@]}" --epochs 100000 --servers 1 --time-limit "$LIMIT" --eval-every-s "$EVAL" --quiet)
