@@ -122,7 +122,7 @@ static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
     int rc = -1;
     if (MPI_Rget(dst, (int)len, MPI_BYTE, j, 0, (int)len, MPI_BYTE, g->win, &q) == MPI_SUCCESS) {
         double t0 = now_s();
-        comm_idle_t idle = { 0 };
+        comm_idle_t idle = comm_idle_start(r->comm);
         for (;;) {
             int done = 0;
             if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
@@ -274,7 +274,7 @@ static int drain_inbox(run_t *r, gossip_t *g, int first)
         MPI_CHECK(r->comm, MPI_Irecv(buf, (int)g->n, MPI_FLOAT, st.MPI_SOURCE, TAG_GOSSIP, r->comm->world, &q));
         double t0 = now_s();
         int got = 0;
-        comm_idle_t idle = { 0 };
+        comm_idle_t idle = comm_idle_start(r->comm);
         while (!got && now_s() - t0 < r->cfg->timeout) { MPI_Test(&q, &got, MPI_STATUS_IGNORE); if (!got) comm_idle(&idle); }
         if (!got) {
             g->peer = xmalloc(g->bytes);   /* the old buffer stays with the dead request */
@@ -412,7 +412,7 @@ static void gossip_finish(run_t *r)
         for (int j = 0; j < N; j++)
             if (j != me && g->alive[j]) MPI_Send(&one, 1, MPI_INT, j, TAG_GOSSIP_DONE, r->comm->world);
         double t0 = now_s();
-        comm_idle_t idle = { 0 };
+        comm_idle_t idle = comm_idle_start(r->comm);
         for (;;) {
             drain_inbox(r, g, 0);
             int missing = -1;
@@ -429,7 +429,7 @@ static void gossip_finish(run_t *r)
 #endif
     if (r->lead) {
         /* wait until every live rank has published its final parameters */
-        comm_idle_t idle = { 0 };
+        comm_idle_t idle = comm_idle_start(r->comm);
         for (int j = 0; j < N; j++) {
             int64_t step = -1;
             while (j != me && g->alive[j] && (read_peer(r, g, j, &step) != 1 || step <= r->total_steps)) {
@@ -451,7 +451,7 @@ static void gossip_finish(run_t *r)
         MPI_CHECK(r->comm, MPI_Irecv(&lost, 1, MPI_INT, 0, TAG_GOSSIP_BYE, r->comm->world, &q));
         double t0 = now_s();
         int got = 0;
-        comm_idle_t idle = { 0 };
+        comm_idle_t idle = comm_idle_start(r->comm);
         while (!got) {
             MPI_Test(&q, &got, MPI_STATUS_IGNORE);
             if (!got && now_s() - t0 > 3 * r->cfg->timeout + 10) { mark_dead(r, g, 0, "the lead never said goodbye"); break; }

@@ -235,6 +235,7 @@ static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, f
     optim_cfg_t oc;
     part_kind_t pk;
     comm->timeout_s = cfg->timeout;
+    comm->wait_spin = strcmp(cfg->wait, "spin") == 0;
     char *desc = config_describe(cfg, config_train_opts);
     comm_check_same_config(comm, desc);
     free(desc);
