@@ -15,7 +15,7 @@ if [ "$QUICK" = 1 ]; then
 else
     # 16 workers on IID data only: the runs cost simulated time x workers of
     # this machine's CPU, and the non-IID cases are asked at 8
-    NS=(8 16); NETS=(1Gbps 10Gbps); DELTAS=(0.05 0.1 0.3 0.5); LIMIT=3; EVAL=0.1; TARGET=0.80
+    NS=(8 16); NETS=(1Gbps 10Gbps); DELTAS=(0.01 0.02 0.03 0.05 0.1); LIMIT=3; EVAL=0.1; TARGET=0.80
     PARTS=(iid label-skew label-skew+inject)
     DATA=(--data fashion-mnist --model mlp --batch 64 --lr 0.05 --momentum 0.9 --test-subset 2000)
 fi
