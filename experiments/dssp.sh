@@ -51,17 +51,13 @@ for N in "${NS[@]}"; do
 done
 # the acceptance figure: dssp's time to target against ssp's and bsp-ps's (heterogeneous)
 python3 - "$OUT" "$TARGET" "${NS[@]}" >> "$OUT/summary.md" <<'PY'
-import json, sys
+import sys
+sys.path.insert(0, "experiments")
+from summarize import ttt
 out, target, ns = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
-def ttt(name):
-    for l in open(f"{out}/metrics/{name}.jsonl"):
-        r = json.loads(l)
-        if r["event"] == "eval" and r["test_acc"] >= target:
-            return r["train_s"]
-    return None
 print("### dssp's time to target, heterogeneous cluster\n")
 for n in ns:
-    d, s, b = (ttt(f"hetero-{n}-{p}") for p in ("dssp", "ssp", "bsp-ps"))
+    d, s, b = (ttt(f"{out}/metrics/hetero-{n}-{p}.jsonl", target) for p in ("dssp", "ssp", "bsp-ps"))
     r = lambda a, c: f"{a / c:.2f}" if a and c else "– (not reached by one of them)"
     print(f"- {n} workers: dssp/ssp = {r(d, s)}, dssp/bsp-ps = {r(d, b)}")
 print()
