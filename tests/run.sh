@@ -58,6 +58,7 @@ run_part sandblaster tests/sandblaster.sh "$BUILD"
 run_part decentral tests/decentral.sh "$BUILD"
 run_part mp tests/mp.sh "$BUILD"
 run_part bounds tests/bounds.sh "$BUILD"
+run_part resume tests/resume.sh "$BUILD"
 run_part plot tests/plot.sh "$BUILD"
 # the simulated build is tested once, with the plain build
 [ "${SANITIZE:-0}" = 1 ] || run_part sim tests/sim.sh build-sim "$BUILD"
