@@ -80,4 +80,79 @@ launch 1 "${LB[@]}" --train-subset 512 --steps 11 --checkpoint "$WORK/lb.st" > /
 refused "lbfgs: 10 curvature pairs resumed with --lbfgs-history 5 is refused" "resume with --lbfgs-history 10" \
     "$DSGD" train "${LB[@]}" --train-subset 512 --lbfgs-history 5 --resume "$WORK/lb.st"
 
+# ---- parameter-server paradigms: the shards' model, optimizer state, clocks ----
+# One worker: asp and ssp are plain SGD through the shards, so a resume that
+# restores the shards' slices, their Adagrad accumulators and the clocks
+# continues byte for byte (2 shards: each restores its slice).
+P=(--data synthetic --model mlp:16 --batch 32 --lr 0.05 --quiet --servers 2 --timeout 20)
+exact "asp, 1 worker, 2 shards, server Adagrad" 3 27 "${P[@]}" --sync asp --server-opt adagrad --adagrad-lr 0.1 --steps 60
+exact "ssp, 1 worker, 2 shards" 3 27 "${P[@]}" --sync ssp --staleness 2 --steps 60
+
+# Three workers: the checkpoint written by the shards at step 40, then a run
+# resumed to step 80. Loss continuity: the resumed run's first evaluation is
+# no worse than the checkpoint's own test loss (dsgd eval) by more than 10%,
+# and well below a fresh model's; clocks continue: the eval steps go on from
+# 40 and the shards' update count ends where the uninterrupted run's does.
+# (dssp, downpour and easgd through the same path: loss continuity only;
+# easgd pushes every tau = 4 steps, so its checkpoint is at the last push's
+# step, 37.)
+launch 1 --data synthetic --model mlp:16 --quiet --steps 1 --lr 1e-9 --checkpoint "$WORK/init.st" > /dev/null 2>&1
+L0=$("$DSGD" eval --data synthetic --checkpoint "$WORK/init.st" | sed 's/.*test loss \([0-9.]*\).*/\1/')
+for s in asp "ssp --staleness 2" "dssp --staleness-low 1 --staleness-high 4" bsp-ps "downpour --server-opt adagrad --adagrad-lr 0.1" easgd; do
+    n=${s%% *}
+    rm -f "$WORK/$n.st"
+    launch 5 "${P[@]}" --sync $s --steps 40 --checkpoint "$WORK/$n.st" > "$WORK/$n.out" 2>&1
+    launch 5 "${P[@]}" --sync $s --steps 80 --eval-every 10 --metrics "$WORK/$n.full.jsonl" > /dev/null 2>&1
+    launch 5 "${P[@]}" --sync $s --steps 80 --eval-every 10 --resume "$WORK/$n.st" --metrics "$WORK/$n.jsonl" > "$WORK/$n.res.out" 2>&1
+    L=$("$DSGD" eval --data synthetic --checkpoint "$WORK/$n.st" 2>/dev/null | sed 's/.*test loss \([0-9.]*\).*/\1/')
+    read -r first loss1 upd <<< "$(python3 -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+e = [r for r in ev if r["event"] == "eval"]
+print(e[0]["step"], e[0]["test_loss"], ev[-1].get("server_updates"))' "$WORK/$n.jsonl" 2>/dev/null)"
+    fupd=$(json_field "$WORK/$n.full.jsonl" done server_updates 2>/dev/null)
+    meta=$(python3 -c '
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; m = json.loads(raw[8:8 + n])["__metadata__"]
+print(m["step"], m["sync_state"])' "$WORK/$n.st" 2>/dev/null)
+    if awk -v a="$loss1" -v l="$L" -v z="$L0" -v f="$first" -v m="${meta%% *}" \
+        'BEGIN{exit !(m >= 37 && m <= 40 && f >= m && f <= 50 && a <= 1.1 * l && l < 0.9 * z)}'; then
+        ok "$n, 3 workers: the shards' checkpoint is at step ${meta%% *} ($meta); resumed, the first evaluation (step $first) has test loss $loss1 against $L at the checkpoint (a fresh model: $L0)"
+    else bad "$n resume" "checkpoint '$meta', checkpoint loss $L, first eval step $first loss $loss1 (fresh $L0): $(tail -c 300 "$WORK/$n.res.out")"; fi
+    case $n in asp|ssp|dssp|bsp-ps)
+        if [ "$upd" = "$fupd" ] && [ "$upd" != None ]; then ok "$n: the shards' update count continues across the resume (ends at $upd, as uninterrupted)"
+        else bad "$n update count" "resumed run ends at $upd, uninterrupted at $fupd"; fi;;
+    esac
+done
+if python3 -c '
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+t = h["optim.accum"]; b, e = t["data_offsets"]; a = struct.unpack("<%df" % ((e - b) // 4), raw[8 + n + b:8 + n + e])
+sys.exit(not (h["__metadata__"]["optimizer"] == "adagrad" and min(a) >= 0 and max(a) > 0))' "$WORK/downpour.st"; then
+    ok "downpour with server Adagrad: the shards' accumulators are in the checkpoint (optim.accum, optimizer adagrad)"
+else bad "downpour checkpoint" "no Adagrad accumulators"; fi
+refused "downpour: a checkpoint of server Adagrad resumed with --server-opt sgd is refused" "resume with --server-opt adagrad" \
+    "${MPIRUN[@]}" -np 5 "$DSGD" train "${P[@]}" --sync downpour --server-opt sgd --steps 80 --resume "$WORK/downpour.st"
+
+# The staleness bound holds across a resume. The checkpoint is edited so that
+# worker 0 is s + 1 = 3 clocks ahead of the others (it has pushed and waits
+# for its pull, a state SSP(2) reaches): its first push after the resume
+# must wait for the others, or its staleness would be 3.
+python3 - "$WORK/ssp.st" "$WORK/ssp_ahead.st" <<'PY'
+import json, struct, sys, zlib
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n]); t = h["sync.ps_clocks"]; b = 8 + n + t["data_offsets"][0]
+raw[b:b + 16] = struct.pack("<2d", 43, 43)      # worker 0: clock 43, step 43
+field = ('"crc32":"%s"' % h["__metadata__"]["crc32"]).encode()
+i = raw.index(field) + len('"crc32":"')
+raw[i:i + 8] = b"00000000"
+raw[i:i + 8] = b"%08x" % zlib.crc32(bytes(raw))
+open(sys.argv[2], "wb").write(raw)
+PY
+launch 5 "${P[@]}" --sync ssp --staleness 2 --steps 120 --slowdown 1=20 --resume "$WORK/ssp_ahead.st" --metrics "$WORK/ahead.jsonl" > "$WORK/ahead.out" 2>&1
+mx=$(json_field "$WORK/ahead.jsonl" done staleness_max 2>/dev/null)
+if [ "$mx" = 2 ]; then ok "ssp --staleness 2, resumed with worker 0 three clocks ahead and worker 1 twenty times slower: max staleness after the resume is $mx"
+else bad "ssp staleness across a resume" "max staleness $mx (bound 2): $(tail -c 300 "$WORK/ahead.out")"; fi
+
 summary resume

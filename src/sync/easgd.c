@@ -53,6 +53,7 @@ static int easgd_init(run_t *r)
         e->ps.pcfg.opt = (optim_cfg_t){ .kind = OPT_SGD };   /* x̃ += d: plain addition */
         e->ps.pcfg.fixed_lr = 0;
         if (e->ps.client) e->ps.client->cfg = &e->ps.pcfg;
+        if (e->ps.pcfg.snap_ctx) e->ps.pcfg.snap_ctx = &e->ps;   /* the checkpoint writer's state moved */
     }
     r->sync_state = e;
     e->sync_mode = is_sync(r);
@@ -125,8 +126,23 @@ static void easgd_destroy(run_t *r)
     free(e->diff);
     ps_client_free(e->ps.client);
     free(e->ps.eval);
+    optim_free(e->ps.restore_opt);
+    free(e->ps.restore_clock);
+    free(e->ps.restore_step);
+    free(e->ps.clk64);
     free(e);
     r->sync_state = NULL;
+}
+
+/* async: the center, its clocks, from the shards' checkpoint (ps_sync_resume);
+ * every worker starts from the center */
+static int easgd_resume(run_t *r, const ckpt_t *ck)
+{
+    easgd_t *e = r->sync_state;
+    if (e->sync_mode) return 0;
+    if (ps_sync_resume(r, ck) != 0) return -1;
+    if (r->is_worker) memcpy(e->center, r->model->params, r->model->nparams * sizeof(float));
+    return 0;
 }
 
 static sync_stop_mode_t easgd_stop_mode(const run_t *r) { return is_sync(r) ? STOP_AGREE : STOP_OWN_CLOCK; }
@@ -157,6 +173,7 @@ const sync_ops_t sync_easgd = {
     .destroy = easgd_destroy,
     .stats = easgd_stats,
     .eval_params = easgd_eval_params,
+    .resume = easgd_resume,
     .stop_mode = easgd_stop_mode,
     .announce_stop = easgd_announce_stop,
 };

@@ -53,6 +53,9 @@ typedef struct run {
     float loss;              /* loss of the current batch */
     int is_worker;           /* runs the worker loop (else ops->serve) */
     int lead;                /* evaluates, prints and writes metrics/checkpoints */
+    int server_ckpt;         /* set by layout: the server shards hold the global model and optimizer
+                                state and write the checkpoints (the lead writes none); a resume
+                                restores the workers' model only, and ops->resume the rest */
     /* Model parallelism (--model-parallel M): a replica is M consecutive
      * worker ranks. Data and batches follow the replica; layout's
      * nworkers/wrank still count worker ranks. M = 1: replica = wrank. */
@@ -96,8 +99,9 @@ struct sync_ops {
      * finish for the final checkpoint, so a resumed run continues where the
      * loop stopped. */
     int  (*ckpt_state)(run_t *r, ckpt_meta_t *meta);
-    /* After init, on every rank of a resumed run: take that state back from
-     * the checkpoint; -1 with r->err set if it does not fit the run. */
+    /* After init, on every rank of a resumed run (servers included): take
+     * that state back from the checkpoint; -1 with r->err set if it does not
+     * fit the run. */
     int  (*resume)(run_t *r, const ckpt_t *ck);
     int model_parallel;          /* combines with --model-parallel M > 1 */
     /* How a bounded run stops (NULL: STOP_AGREE). */

@@ -205,7 +205,9 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
     r->opt = optim_create(oc, r->model->nparams);
     if (*cfg->resume) {
         char why[400];
-        if (par_restore(r, resume, why, sizeof why) != 0) FAIL("'%s': %s", cfg->resume, why);
+        /* with server_ckpt the checkpoint's optimizer state is the servers' (ops->resume) */
+        int rc = r->server_ckpt ? ckpt_restore(resume, r->model, NULL, why, sizeof why) : par_restore(r, resume, why, sizeof why);
+        if (rc != 0) FAIL("'%s': %s", cfg->resume, why);
         r->step = resume->meta.step;
     }
     long per_step = r->ops->step_samples ? r->ops->step_samples(r) : (long)nworkers * cfg->batch;
@@ -331,7 +333,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     cpu_compute_setup((int)cfg->threads, strcmp(cfg->denormals, "keep") != 0);
     setup(r, cfg, comm, &resume, &faults);
     comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
-    comm_setup_check(comm, *cfg->resume && r->is_worker && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err);
+    comm_setup_check(comm, *cfg->resume && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err);
     ckpt_free(&resume);
     bounds_t bd;
     bounds_start(&bd, r);
@@ -424,7 +426,7 @@ int train_main(const config_t *cfg, comm_t *comm)
             stop = bounds_after_eval(&bd, r, ev.acc, at, train_s);
             loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
         }
-        if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0) {
+        if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && !r->server_ckpt) {
             ckpt_meta_t state = { .nextra = 0 };
             if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
             if (r->evaluates && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
@@ -434,7 +436,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     /* the paradigm's state as the loop left it (a resumed run goes on from
      * there), its final synchronization, then the final evaluation */
     ckpt_meta_t state = { .nextra = 0 };
-    if (*cfg->checkpoint && r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
+    if (*cfg->checkpoint && !r->server_ckpt && r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
     double tf = now_s();
     bd.stop_s = bounds_now(&bd);
     if (r->ops->finish) r->ops->finish(r);
@@ -448,7 +450,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         eval_record(r, &mx, &ev, tl, sps, bd.final_eval_s, train_s, r->step * samples_per_step);
         bounds_record_eval(&bd, r, ev.acc, bd.final_eval_s, train_s);
     }
-    if (r->evaluates && *cfg->checkpoint && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
+    if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
 
     const long steps = r->step - start_step;
     bounds_gather(&bd, r, steps, steps * (own_data ? samples_per_step : (long)r->it->nb), train_s);
