@@ -155,4 +155,42 @@ mx=$(json_field "$WORK/ahead.jsonl" done staleness_max 2>/dev/null)
 if [ "$mx" = 2 ]; then ok "ssp --staleness 2, resumed with worker 0 three clocks ahead and worker 1 twenty times slower: max staleness after the resume is $mx"
 else bad "ssp staleness across a resume" "max staleness $mx (bound 2): $(tail -c 300 "$WORK/ahead.out")"; fi
 
+# ---- elastic resume: N workers' checkpoint, M workers resumed ----
+# bsp: the data is re-partitioned by the new worker count from the saved
+# step on; asp: the shards' full vectors are re-sliced for the new number of
+# shards, and every worker starts at the checkpoint's (mean) step and clock.
+# Each resumed run must continue the loss (first evaluation within 10% of the
+# checkpoint's test loss) and finish with test accuracy >= 0.95 (this
+# synthetic task reaches 0.99 in these 80 steps uninterrupted).
+E=(--data synthetic --model mlp:16 --batch 32 --lr 0.05 --quiet --timeout 20 --eval-every 10)
+elastic() {   # NAME NP_BEFORE NP_AFTER ARGS_BEFORE -- ARGS_AFTER
+    local name=$1 np1=$2 np2=$3
+    shift 3
+    local a=() b=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do a+=("$1"); shift; done
+    shift
+    b=("$@")
+    rm -f "$WORK/el.st"
+    launch "$np1" "${E[@]}" "${a[@]}" --steps 40 --checkpoint "$WORK/el.st" > /dev/null 2>&1
+    launch "$np2" "${E[@]}" "${b[@]}" --steps 80 --resume "$WORK/el.st" --metrics "$WORK/el.jsonl" > "$WORK/el.out" 2>&1
+    local rc=$? L first loss1 acc
+    L=$("$DSGD" eval --data synthetic --checkpoint "$WORK/el.st" 2>/dev/null | sed 's/.*test loss \([0-9.]*\).*/\1/')
+    read -r first loss1 acc <<< "$(python3 -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+e = [r for r in ev if r["event"] == "eval"]
+print(e[0]["step"], e[0]["test_loss"], ev[-1]["test_acc"])' "$WORK/el.jsonl" 2>/dev/null)"
+    if [ $rc = 0 ] && awk -v a="$loss1" -v l="$L" -v c="$acc" -v f="$first" 'BEGIN{exit !(f >= 40 && f <= 50 && a <= 1.1 * l && c >= 0.95)}'; then
+        ok "$name: resumed at step 40, first evaluation (step $first) test loss $loss1 against $L at the checkpoint; final test accuracy $acc"
+    else bad "$name" "exit $rc, checkpoint loss $L, first eval step $first loss $loss1, final accuracy $acc: $(tail -c 300 "$WORK/el.out")"; fi
+}
+elastic "bsp (lr 0.2), 4 workers -> 2" 4 2 --sync bsp --lr 0.2 -- --sync bsp --lr 0.2
+elastic "bsp (lr 0.2), 2 workers -> 4" 2 4 --sync bsp --lr 0.2 -- --sync bsp --lr 0.2
+elastic "asp, 4 workers and 1 shard -> 2 workers and 2 shards" 5 4 --sync asp --servers 1 -- --sync asp --servers 2
+elastic "asp, 2 workers and 2 shards -> 4 workers and 1 shard" 4 5 --sync asp --servers 2 -- --sync asp --servers 1
+elastic "ssp, 4 workers -> 2 (every worker at the mean clock)" 6 4 --sync ssp --staleness 2 --servers 2 -- --sync ssp --staleness 2 --servers 2
+launch 4 "${E[@]}" --sync localsgd --period 8 --steps 40 --checkpoint "$WORK/ls4.st" > /dev/null 2>&1
+refused "localsgd: 4 workers' local models resumed with 2 workers is refused" "resume with 4 workers" \
+    "${MPIRUN[@]}" -np 2 "$DSGD" train "${E[@]}" --sync localsgd --period 8 --steps 80 --resume "$WORK/ls4.st"
+
 summary resume
