@@ -155,6 +155,38 @@ mx=$(json_field "$WORK/ahead.jsonl" done staleness_max 2>/dev/null)
 if [ "$mx" = 2 ]; then ok "ssp --staleness 2, resumed with worker 0 three clocks ahead and worker 1 twenty times slower: max staleness after the resume is $mx"
 else bad "ssp staleness across a resume" "max staleness $mx (bound 2): $(tail -c 300 "$WORK/ahead.out")"; fi
 
+# ---- EASGD's center and gossip replicas ----
+# Synchronous EASGD (the center is the checkpoint's model, every x_i and
+# momentum in sync.worker_*) and round-mode gossip (every replica and its
+# momentum) are deterministic: a resume continues byte for byte.
+G=(--data synthetic --model mlp:16 --batch 32 --lr 0.05 --momentum 0.9 --quiet --timeout 20 --steps 60)
+exact "easgd --easgd-mode sync, 4 workers, tau 2, momentum" 4 27 "${G[@]}" --sync easgd --easgd-mode sync --tau 2
+exact "gossip round, 4 ranks, momentum" 4 27 "${G[@]}" --sync gossip --gossip round
+# Pull and push gossip (no barrier): the checkpoint holds every replica as the
+# lead read it and their mean as the model; resumed, the loss continues.
+for mode in pull push; do
+    rm -f "$WORK/g.st"
+    launch 3 "${G[@]}" --momentum 0 --sync gossip --gossip $mode --steps 40 --checkpoint "$WORK/g.st" > /dev/null 2>&1
+    launch 3 "${G[@]}" --momentum 0 --sync gossip --gossip $mode --steps 80 --eval-every 10 --resume "$WORK/g.st" \
+        --metrics "$WORK/g.jsonl" > "$WORK/g.out" 2>&1
+    L=$("$DSGD" eval --data synthetic --checkpoint "$WORK/g.st" 2>/dev/null | sed 's/.*test loss \([0-9.]*\).*/\1/')
+    read -r rows differ <<< "$(python3 -c '
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+t = h["sync.worker_params"]; b, e = t["data_offsets"]; R, C = t["shape"]
+v = struct.unpack("<%df" % (R * C), raw[8 + n + b:8 + n + e])
+print(R, int(v[:C] != v[C:2 * C]))' "$WORK/g.st" 2>/dev/null)"
+    read -r first loss1 <<< "$(python3 -c '
+import json, sys
+e = [json.loads(l) for l in open(sys.argv[1])]; e = [r for r in e if r["event"] == "eval"]
+print(e[0]["step"], e[0]["test_loss"])' "$WORK/g.jsonl" 2>/dev/null)"
+    if [ "$rows" = 3 ] && [ "$differ" = 1 ] && awk -v a="$loss1" -v l="$L" -v z="$L0" -v f="$first" 'BEGIN{exit !(f == 50 && a <= 1.1 * l && l < 0.9 * z)}'; then
+        ok "gossip $mode, 3 ranks: the checkpoint holds 3 distinct replicas; resumed, the first evaluation (step 50) has test loss $loss1 against $L at the checkpoint"
+    else bad "gossip $mode resume" "rows $rows (distinct: $differ), checkpoint loss $L, first eval step $first loss $loss1: $(tail -c 300 "$WORK/g.out")"; fi
+done
+refused "gossip: 3 ranks' replicas resumed on 4 ranks is refused" "resume with 3 ranks" \
+    "${MPIRUN[@]}" -np 4 "$DSGD" train "${G[@]}" --momentum 0 --sync gossip --gossip pull --steps 80 --resume "$WORK/g.st"
+
 # ---- elastic resume: N workers' checkpoint, M workers resumed ----
 # bsp: the data is re-partitioned by the new worker count from the saved
 # step on; asp: the shards' full vectors are re-sliced for the new number of

@@ -143,7 +143,8 @@ static int save_checkpoint(run_t *r, const ckpt_meta_t *state)
     par_assemble(r, &m, &o);
     if (!r->lead) return 0;
     ckpt_meta_t meta = { .step = r->step, .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
-                         .w = r->model->in_w, .classes = r->model->classes, .extra = state->extra, .nextra = state->nextra };
+                         .w = r->model->in_w, .classes = r->model->classes, .extra = state->extra, .nextra = state->nextra,
+                         .params = state->params };
     snprintf(meta.sync_state, sizeof meta.sync_state, "%s", state->sync_state);
     snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
     snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
