@@ -134,6 +134,33 @@ else bad "downpour checkpoint" "no Adagrad accumulators"; fi
 refused "downpour: a checkpoint of server Adagrad resumed with --server-opt sgd is refused" "resume with --server-opt adagrad" \
     "${MPIRUN[@]}" -np 5 "$DSGD" train "${P[@]}" --sync downpour --server-opt sgd --steps 80 --resume "$WORK/downpour.st"
 
+# The lead worker (worker 0, rank 2) dies at step 50: the shards evict it
+# and still write the checkpoints (periodic and final) -- no worker writes
+# them -- with worker 0's clock where it stopped; a resume from that file
+# trains worker 0 on from its own step 50 and finishes.
+rm -f "$WORK"/rc.* "$WORK/ld.st"
+"${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 5 "${RECORD_RC[@]}" "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 \
+    --steps 300 --quiet --sync asp --servers 2 --fail 0@50 --timeout 3 --checkpoint-every 100 --checkpoint "$WORK/ld.st" \
+    > "$WORK/ld.out" 2> "$WORK/ld.err"
+rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 "$WORK"/rc.4 2>/dev/null | tr '\n' ' ')"
+clocks=$(python3 -c '
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+t = h["sync.ps_clocks"]; b, e = t["data_offsets"]
+print(" ".join("%d" % x for x in struct.unpack("<6d", raw[8 + n + b:8 + n + e])))' "$WORK/ld.st" 2>/dev/null)
+if [ "$rcs" = "0 0 3 0 0 " ] && [ "$clocks" = "50 50 300 300 300 300" ]; then
+    ok "asp, the lead worker killed at step 50: the shards write the checkpoint anyway (clock, step per worker: $clocks)"
+else bad "asp checkpoint without the lead" "exit codes [$rcs], clocks [$clocks]: $(grep dsgd "$WORK/ld.err" | head -3)"; fi
+launch 5 --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 300 --quiet --sync asp --servers 2 --timeout 20 --eval-every 100 \
+    --resume "$WORK/ld.st" --metrics "$WORK/ld.jsonl" > "$WORK/ld2.out" 2>&1
+first=$(python3 -c '
+import json, sys
+print([json.loads(l)["step"] for l in open(sys.argv[1]) if json.loads(l)["event"] == "eval"][0])' "$WORK/ld.jsonl" 2>/dev/null)
+acc=$(json_field "$WORK/ld.jsonl" done test_acc 2>/dev/null)
+if [ "$first" = 100 ] && awk -v a="$acc" 'BEGIN{exit !(a >= 0.95)}'; then
+    ok "asp resumed from that checkpoint: worker 0 goes on from step 50 (first evaluation at step $first) and finishes with test accuracy $acc"
+else bad "asp resume after the lead's death" "first eval step $first, accuracy $acc: $(tail -c 300 "$WORK/ld2.out")"; fi
+
 # The staleness bound holds across a resume. The checkpoint is edited so that
 # worker 0 is s + 1 = 3 clocks ahead of the others (it has pushed and waits
 # for its pull, a state SSP(2) reaches): its first push after the resume
