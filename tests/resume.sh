@@ -80,6 +80,23 @@ launch 1 "${LB[@]}" --train-subset 512 --steps 11 --checkpoint "$WORK/lb.st" > /
 refused "lbfgs: 10 curvature pairs resumed with --lbfgs-history 5 is refused" "resume with --lbfgs-history 10" \
     "$DSGD" train "${LB[@]}" --train-subset 512 --lbfgs-history 5 --resume "$WORK/lb.st"
 
+# ---- Sandblaster: the history lives at the shards ----
+# With one replica Sandblaster adds the same floats in the same order as
+# --sync lbfgs (tests/sandblaster.sh), so the resume is exact, with the
+# shards restoring their slices of G, S_i, Y_i (2 shards here); and a
+# checkpoint of --sync lbfgs resumes under Sandblaster onto the same
+# trajectory as the uninterrupted lbfgs run.
+SB=(--data synthetic --model mlp:16 --quiet --batch-total 256 --timeout 20 --steps 30)
+exact "sandblaster, 2 shards, 1 replica" 4 13 "${SB[@]}" --sync sandblaster --servers 2
+launch 1 "${SB[@]}" --sync lbfgs --checkpoint "$WORK/lbf.st" > /dev/null 2>&1
+launch 1 "${SB[@]}" --sync lbfgs --steps 13 --checkpoint "$WORK/lbh.st" > /dev/null 2>&1
+launch 4 "${SB[@]}" --sync sandblaster --servers 2 --resume "$WORK/lbh.st" --checkpoint "$WORK/sbr.st" > "$WORK/sbr.out" 2>&1
+d=$(python3 "$HERE/ckpt_diff.py" "$WORK/lbf.st" "$WORK/sbr.st" 2>&1)
+if [ "$d" = 0 ]; then ok "an lbfgs checkpoint after 13 iterations resumed under sandblaster (2 shards) ends on the uninterrupted lbfgs model (max |diff| 0)"
+else bad "lbfgs -> sandblaster resume" "max |diff| $d: $(tail -c 300 "$WORK/sbr.out")"; fi
+refused "sandblaster: 10 curvature pairs resumed with --lbfgs-history 4 is refused" "resume with --lbfgs-history 10" \
+    "${MPIRUN[@]}" -np 4 "$DSGD" train "${SB[@]}" --sync sandblaster --servers 2 --lbfgs-history 4 --resume "$WORK/lbh.st"
+
 # ---- parameter-server paradigms: the shards' model, optimizer state, clocks ----
 # One worker: asp and ssp are plain SGD through the shards, so a resume that
 # restores the shards' slices, their Adagrad accumulators and the clocks

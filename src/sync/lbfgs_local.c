@@ -188,6 +188,59 @@ static void local_destroy(run_t *r)
     r->sync_state = NULL;
 }
 
+int sb_lbfgs_in(const ckpt_t *ck)
+{
+    return !strcmp(ck->meta.sync, "lbfgs") || !strcmp(ck->meta.sync, "sandblaster");
+}
+
+void sb_lbfgs_save(const lbfgs_t *lb, double *scalars, ckpt_meta_t *meta)
+{
+    const int m = lb->m;
+    memcpy(scalars, lb->rho, (size_t)m * sizeof(double));
+    scalars[m] = lb->gamma;
+    scalars[m + 1] = lb->f;
+    scalars[m + 2] = lb->t;
+    snprintf(meta->sync_state, sizeof meta->sync_state,
+             "history=%d,head=%d,count=%d,have_g=%d,g_batch=%ld,evals=%ld,ls_failures=%ld,resets=%ld", m, lb->head,
+             lb->count, lb->have_g, lb->g_batch, lb->evals, lb->ls_failures, lb->resets);
+}
+
+int sb_lbfgs_load(lbfgs_t *lb, const ckpt_t *ck, double *scalars, char *err, size_t len)
+{
+    const ckpt_meta_t *md = &ck->meta;
+    if (!sb_lbfgs_in(ck)) return 0;
+    long g_batch, evals, lsf, resets;
+    int m, head, count, have_g, end = 0;
+    if (sscanf(md->sync_state, "history=%d,head=%d,count=%d,have_g=%d,g_batch=%ld,evals=%ld,ls_failures=%ld,resets=%ld%n",
+               &m, &head, &count, &have_g, &g_batch, &evals, &lsf, &resets, &end) != 8 || md->sync_state[end] ||
+        m < 1 || head < 0 || head >= m || count < 0 || count > m || have_g < 0 || have_g > 1 || g_batch < 0 ||
+        g_batch > md->step || evals < 0 || lsf < 0 || resets < 0) {
+        snprintf(err, len, "checkpoint's L-BFGS state '%.100s' is malformed or out of range", md->sync_state);
+        return -1;
+    }
+    if (m != lb->m) {
+        snprintf(err, len, "checkpoint holds %d L-BFGS curvature pairs, not --lbfgs-history %d; resume with --lbfgs-history %d",
+                 m, lb->m, m);
+        return -1;
+    }
+    if (ckpt_read_row64(ck, "sync.lbfgs_scalars", 0, scalars, (size_t)m + 3) != 0 || !(scalars[m] > 0) || scalars[m + 2] < 0) {
+        snprintf(err, len, "checkpoint's L-BFGS scalars (sync.lbfgs_scalars) are missing, of another shape, or out of range");
+        return -1;
+    }
+    memcpy(lb->rho, scalars, (size_t)m * sizeof(double));
+    lb->gamma = scalars[m];
+    lb->f = scalars[m + 1];
+    lb->t = scalars[m + 2];
+    lb->head = head;
+    lb->count = count;
+    lb->have_g = have_g;
+    lb->g_batch = g_batch;
+    lb->evals = evals;
+    lb->ls_failures = lsf;
+    lb->resets = resets;
+    return 0;
+}
+
 /* The iterate W is the model the checkpoint holds; the rest of the state
  * is the gradient G at W (kept across iterations on a fixed batch), the
  * curvature pairs S_i, Y_i as they lie in the ring, the scalars ρ_i, γ, f
@@ -196,67 +249,35 @@ static void local_destroy(run_t *r)
 static int local_ckpt_state(run_t *r, ckpt_meta_t *meta)
 {
     local_t *l = r->sync_state;
-    const lbfgs_t *lb = &l->lb;
-    const int m = lb->m;
+    const int m = l->lb.m;
     const long n = (long)l->m->nparams;
-    memcpy(l->scalars, lb->rho, (size_t)m * sizeof(double));
-    l->scalars[m] = lb->gamma;
-    l->scalars[m + 1] = lb->f;
-    l->scalars[m + 2] = lb->t;
+    sb_lbfgs_save(&l->lb, l->scalars, meta);
     l->tensors[0] = (ckpt_tensor_t){ .name = "sync.lbfgs_g", .data = l->v[LB_G], .rows = 1, .cols = n };
     l->tensors[1] = (ckpt_tensor_t){ .name = "sync.lbfgs_s", .data = l->v[LB_S(0)], .rows = m, .cols = n };
     l->tensors[2] = (ckpt_tensor_t){ .name = "sync.lbfgs_y", .data = l->v[LB_Y(m, 0)], .rows = m, .cols = n };
     l->tensors[3] = (ckpt_tensor_t){ .name = "sync.lbfgs_scalars", .data64 = l->scalars, .rows = 1, .cols = m + 3 };
     meta->extra = l->tensors;
     meta->nextra = 4;
-    snprintf(meta->sync_state, sizeof meta->sync_state,
-             "history=%d,head=%d,count=%d,have_g=%d,g_batch=%ld,evals=%ld,ls_failures=%ld,resets=%ld", m, lb->head,
-             lb->count, lb->have_g, lb->g_batch, lb->evals, lb->ls_failures, lb->resets);
     return 0;
 }
 
-/* A checkpoint of another paradigm starts L-BFGS afresh from its model. */
+/* A checkpoint of another paradigm starts L-BFGS afresh from its model; one
+ * of Sandblaster holds the same state. */
 static int local_resume(run_t *r, const ckpt_t *ck)
 {
     local_t *l = r->sync_state;
-    lbfgs_t *lb = &l->lb;
-    const ckpt_meta_t *md = &ck->meta;
-    if (strcmp(md->sync, "lbfgs")) return 0;
-    long g_batch, evals, lsf, resets;
-    int m, head, count, have_g, end = 0;
-    if (sscanf(md->sync_state, "history=%d,head=%d,count=%d,have_g=%d,g_batch=%ld,evals=%ld,ls_failures=%ld,resets=%ld%n",
-               &m, &head, &count, &have_g, &g_batch, &evals, &lsf, &resets, &end) != 8 || md->sync_state[end] ||
-        m < 1 || head < 0 || head >= m || count < 0 || count > m || have_g < 0 || have_g > 1 || g_batch < 0 ||
-        g_batch > md->step || evals < 0 || lsf < 0 || resets < 0) {
-        snprintf(r->err, sizeof r->err, "checkpoint's L-BFGS state '%.100s' is malformed or out of range", md->sync_state);
-        return -1;
-    }
-    if (m != lb->m) {
-        snprintf(r->err, sizeof r->err, "checkpoint holds %d L-BFGS curvature pairs, not --lbfgs-history %d; resume with --lbfgs-history %d",
-                 m, lb->m, m);
-        return -1;
-    }
+    if (!sb_lbfgs_in(ck)) return 0;
+    if (sb_lbfgs_load(&l->lb, ck, l->scalars, r->err, sizeof r->err) != 0) return -1;
+    const int m = l->lb.m;
     const size_t n = l->m->nparams;
     int bad = ckpt_rows(ck, "sync.lbfgs_s") != m || ckpt_rows(ck, "sync.lbfgs_y") != m ||
-              ckpt_read_row(ck, "sync.lbfgs_g", 0, l->v[LB_G], n) != 0 ||
-              ckpt_read_row64(ck, "sync.lbfgs_scalars", 0, l->scalars, (size_t)m + 3) != 0;
+              ckpt_read_row(ck, "sync.lbfgs_g", 0, l->v[LB_G], n) != 0;
     for (int i = 0; i < m && !bad; i++)
         bad = ckpt_read_row(ck, "sync.lbfgs_s", i, l->v[LB_S(i)], n) != 0 || ckpt_read_row(ck, "sync.lbfgs_y", i, l->v[LB_Y(m, i)], n) != 0;
-    if (bad || !(l->scalars[m] > 0) || l->scalars[m + 2] < 0) {
-        snprintf(r->err, sizeof r->err, "checkpoint's L-BFGS vectors or scalars are missing, of another shape, or out of range");
+    if (bad) {
+        snprintf(r->err, sizeof r->err, "checkpoint's L-BFGS vectors (sync.lbfgs_g, _s, _y) are missing or of another shape");
         return -1;
     }
-    memcpy(lb->rho, l->scalars, (size_t)m * sizeof(double));
-    lb->gamma = l->scalars[m];
-    lb->f = l->scalars[m + 1];
-    lb->t = l->scalars[m + 2];
-    lb->head = head;
-    lb->count = count;
-    lb->have_g = have_g;
-    lb->g_batch = g_batch;
-    lb->evals = evals;
-    lb->ls_failures = lsf;
-    lb->resets = resets;
     memcpy(l->v[LB_W], l->m->params, n * sizeof(float));   /* the iterate: the checkpoint's model */
     return 0;
 }
