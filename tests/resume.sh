@@ -205,6 +205,7 @@ else bad "ssp staleness across a resume" "max staleness $mx (bound 2): $(tail -c
 # momentum) are deterministic: a resume continues byte for byte.
 G=(--data synthetic --model mlp:16 --batch 32 --lr 0.05 --momentum 0.9 --quiet --timeout 20 --steps 60)
 exact "easgd --easgd-mode sync, 4 workers, tau 2, momentum" 4 27 "${G[@]}" --sync easgd --easgd-mode sync --tau 2
+exact "EAMSGD (easgd sync, Nesterov delta 0.9), 2 workers" 2 17 "${G[@]}" --momentum 0 --sync easgd --easgd-mode sync --momentum-nesterov 0.9
 exact "gossip round, 4 ranks, momentum" 4 27 "${G[@]}" --sync gossip --gossip round
 # Pull and push gossip (no barrier): the checkpoint holds every replica as the
 # lead read it and their mean as the model; resumed, the loss continues.

@@ -38,6 +38,8 @@ static int easgd_layout(run_t *r)
         snprintf(r->err, sizeof r->err, "unknown --easgd-mode '%s'; choose async or sync", r->cfg->easgd_mode);
         return -1;
     }
+    /* EAMSGD steps with Nesterov δ, not --optimizer: its state comes back through easgd_resume */
+    r->own_opt_resume = r->cfg->momentum_nesterov > 0;
     return is_sync(r) ? sync_layout_all_workers(r) : ps_sync_layout(r);
 }
 

@@ -56,6 +56,8 @@ typedef struct run {
     int server_ckpt;         /* set by layout: the server shards hold the global model and optimizer
                                 state and write the checkpoints (the lead writes none); a resume
                                 restores the workers' model only, and ops->resume the rest */
+    int own_opt_resume;      /* set by layout: the optimizer the loop steps is not --optimizer's (EAMSGD),
+                                so a resume restores the model only and ops->resume the optimizer state */
     /* Model parallelism (--model-parallel M): a replica is M consecutive
      * worker ranks. Data and batches follow the replica; layout's
      * nworkers/wrank still count worker ranks. M = 1: replica = wrank. */

@@ -207,7 +207,8 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
     if (*cfg->resume) {
         char why[400];
         /* with server_ckpt the checkpoint's optimizer state is the servers' (ops->resume) */
-        int rc = r->server_ckpt ? ckpt_restore(resume, r->model, NULL, why, sizeof why) : par_restore(r, resume, why, sizeof why);
+        int rc = r->server_ckpt || r->own_opt_resume ? ckpt_restore(resume, r->model, NULL, why, sizeof why)
+                                                     : par_restore(r, resume, why, sizeof why);
         if (rc != 0) FAIL("'%s': %s", cfg->resume, why);
         r->step = resume->meta.step;
     }
