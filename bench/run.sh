@@ -194,14 +194,21 @@ bench_ps() {
     # Five ranks on two cores, as every experiment on a small machine runs:
     # the server and waiting workers must leave the cores to those computing.
     local A=(train --data fashion-mnist --model mlp --batch 64 --lr 0.01 --steps 1500 --eval-every 1000000 --quiet)
-    local -a rate=()
+    # --wait spin (yield only, as before the back-off) and --wait backoff
+    # interleaved, so both see the same machine
+    local -a rate=() spin=() gain=()
     for i in $(seq "$REPEATS"); do
-        run_clean "$logdir/asp.log" mpirun -q -np 5 "$BUILD/dsgd" "${A[@]}" --sync asp --metrics "$logdir/asp.jsonl" > /dev/null ||
-            { echo "bench: asp run failed"; status=1; return; }
-        rate+=("$(done_rate "$logdir/asp.jsonl")")
+        for w in spin backoff; do
+            run_clean "$logdir/asp-$w.log" mpirun -q -np 5 "$BUILD/dsgd" "${A[@]}" --sync asp --wait "$w" --metrics "$logdir/asp-$w.jsonl" > /dev/null ||
+                { echo "bench: asp run (--wait $w) failed"; status=1; return; }
+        done
+        spin+=("$(done_rate "$logdir/asp-spin.jsonl")")
+        rate+=("$(done_rate "$logdir/asp-backoff.jsonl")")
+        gain+=("$(awk -v a="${rate[-1]}" -v b="${spin[-1]}" 'BEGIN { printf "%.3f", a / b }')")
     done
-    echo "asp, 1 server + 4 workers on $(nproc) cores: $(spread "${rate[@]}") samples/s (all workers)"
+    echo "asp, 1 server + 4 workers on $(nproc) cores, samples/s (all workers): --wait backoff $(spread "${rate[@]}"), --wait spin $(spread "${spin[@]}")"
     echo "target name=asp5_samples_per_s median=$(spread "${rate[@]}" | cut -d' ' -f1)" >> "$logdir/compare.log"
+    report "asp x5 on 2 cores: backoff / spin" ge 1.0 "${gain[@]}"
 }
 
 # ---- 4. model parallelism: one replica over M ranks, a wide MLP ----

@@ -16,7 +16,7 @@ if [ "$QUICK" = 1 ]; then
     DATA=(--data synthetic:1024 --model mlp:16 --batch 16 --test-subset 128)
     BT=256
 else
-    NS=(1 2 4 8 16 32); LIMIT=30; EVAL=1; TARGET=0.82; WARM=200
+    NS=(1 2 4 8 16 32); LIMIT=10; EVAL=0.5; TARGET=0.82; WARM=200
     DATA=(--data fashion-mnist --model mlp --batch 64 --test-subset 2000)
     BT=6000
 fi

@@ -1,6 +1,8 @@
 # Shared by the paper experiments (sourced): options, simulated and real
 # runs into one results folder, the markdown summary and the figures.
-#   SCRIPT [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
+#   SCRIPT [--quick] [--keep] [--out DIR] [--build DIR] [--sim-build DIR]
+# --keep: a run whose metrics file is already complete in DIR is not run
+# again (an interrupted experiment continues where it stopped).
 # --quick runs a small subset (synthetic data, a tiny model, few workers,
 # fractions of a simulated second) that CI runs to keep the script working;
 # without it the full experiment runs (tens of minutes: not on a shared
@@ -8,6 +10,7 @@
 # DIR/summary.md, DIR/figures/.
 set -euo pipefail
 QUICK=0
+KEEP=0
 OUT=""
 BUILD=build
 SIMBUILD=build-sim
@@ -18,11 +21,12 @@ exp_args() {   # NAME "$@"
     while [ $# -gt 0 ]; do
         case "$1" in
             --quick) QUICK=1; shift ;;
+            --keep) KEEP=1; shift ;;
             --out) OUT=$2; shift 2 ;;
             --build) BUILD=$2; shift 2 ;;
             --sim-build) SIMBUILD=$2; shift 2 ;;
             -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-            *) echo "$name: unknown option '$1' (--quick, --out DIR, --build DIR, --sim-build DIR)" >&2; exit 2 ;;
+            *) echo "$name: unknown option '$1' (--quick, --keep, --out DIR, --build DIR, --sim-build DIR)" >&2; exit 2 ;;
         esac
     done
     local suffix=""
@@ -48,6 +52,7 @@ ALLOW_FAIL=0
 sim_run() {
     local name=$1 hosts=$2 speeds=$3 bw=$4
     shift 5
+    if [ "$KEEP" = 1 ] && [ -s "$OUT/metrics/$name.jsonl" ]; then echo "  $name (kept)"; return 0; fi
     echo "  $name"
     local slow=()
     [ -n "${speeds#*:}" ] && slow=(--slow "${speeds#*:}")
@@ -62,6 +67,7 @@ sim_run() {
 real_run() {
     local name=$1 np=$2
     shift 3
+    if [ "$KEEP" = 1 ] && [ -s "$OUT/metrics/$name.jsonl" ]; then echo "  $name (kept)"; return 0; fi
     echo "  $name"
     if ! mpirun -q -np "$np" "$BUILD/dsgd" train "$@" --metrics "$OUT/metrics/$name.jsonl" > "$OUT/logs/$name.log" 2>&1; then
         echo "run $name failed:" >&2; tail -5 "$OUT/logs/$name.log" >&2; exit 1

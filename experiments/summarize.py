@@ -29,6 +29,11 @@ def first_hit(run, target):
     return None, None
 
 
+def ttt(path, target):
+    """Training seconds to the first evaluation at or above target (None: never)."""
+    return first_hit(plot.read_run(path), target)[0]
+
+
 def fmt(v, f="%.3f"):
     return "–" if v is None else f % v
 

@@ -220,6 +220,7 @@ expect_error "zero batch" "--batch must be a positive" "$DSGD" train --data synt
 expect_error "negative learning rate" "--lr must be positive" "$DSGD" train --data synthetic --lr -0.1 "${M[@]}"
 expect_error "unknown sync" "unknown --sync 'allreduce'" "$DSGD" train --data synthetic --sync allreduce "${M[@]}"
 expect_error "unknown --denormals" "unknown --denormals 'ieee'" "$DSGD" train --data synthetic --denormals ieee "${M[@]}"
+expect_error "unknown --wait" "unknown --wait 'busy'" "$DSGD" train --data synthetic --wait busy "${M[@]}"
 expect_error "unknown command" "unknown command" "$DSGD" fit
 cp "$WORK/e.st" "$WORK/corrupt.st"
 printf '\x55' | dd of="$WORK/corrupt.st" bs=1 seek=$(( $(stat -c %s "$WORK/e.st") - 10 )) conv=notrunc 2>/dev/null

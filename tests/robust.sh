@@ -186,6 +186,20 @@ else
     killed_run 3 0 "$WORK/kps" "${F[@]}" --sync asp --servers 1
     fault_record "asp, the server (rank 0) killed: metrics in place, done says rank 0 lost" "$WORK/kps" "[0]"
 fi
+# asp workers killed -9 (not --fail): the server evicts the dead one after
+# --timeout and the rest run to the time limit. A worker that is not the
+# lead: the lead's metrics close normally and count the eviction. The lead
+# itself: the others and the server still finish (exit 0), but the metrics
+# are the lead's and stay a .part file (no takeover yet).
+killed_run 4 2 "$WORK/kw" "${F[@]}" --sync asp --servers 1 --time-limit 8
+rcs="$(cat "$WORK/kw/rc.0" "$WORK/kw/rc.1" "$WORK/kw/rc.3" 2>/dev/null | tr '\n' ' ')"
+ev=$(json_field "$WORK/kw/m.jsonl" done evictions 2>/dev/null)
+if [ "$rcs" = "0 0 0 " ] && [ "$ev" = 1 ]; then ok "asp, worker rank 2 killed -9: evicted, the rest finish (exit 0, ${took}s after the kill), evictions $ev"
+else bad "asp with a worker killed" "exit codes [$rcs] after ${took}s, evictions $ev: $(grep dsgd "$WORK/kw/stderr" | head -3)"; fi
+killed_run 4 1 "$WORK/kwl" "${F[@]}" --sync asp --servers 1 --time-limit 8
+rcs="$(cat "$WORK/kwl/rc.0" "$WORK/kwl/rc.2" "$WORK/kwl/rc.3" 2>/dev/null | tr '\n' ' ')"
+if [ "$rcs" = "0 0 0 " ] && [ "$took" -le 30 ]; then ok "asp, the lead worker (rank 1) killed -9: the server and the other workers finish (exit 0, ${took}s after the kill)"
+else bad "asp with the lead worker killed" "exit codes [$rcs] after ${took}s: $(grep dsgd "$WORK/kwl/stderr" | head -3)"; fi
 
 # ---- (8) --sync localsgd/fedavg --resume continues exactly ----
 # 2 workers, H = 8, momentum: stopped mid-period (k = 37) and at a period

@@ -235,7 +235,15 @@ void comm_idle(comm_idle_t *w)
     if (w->since <= 0) { w->since = now; return; }
     const double waited = now - w->since;
     if (waited < 50e-6) return;
-    if (waited < 2e-3) { sched_yield(); return; }
+    if (waited < 2e-3 || w->spin) {
+        /* Under SimGrid every simulated rank is a context of one process:
+         * yielding the core hands real time to unrelated processes (on a
+         * busy machine, most of a simulation's wall time went there) and
+         * moves no simulated clock. The MPI call that polled has already
+         * advanced it (smpi/test, smpi/iprobe). */
+        if (!SIM_BLOCKING) sched_yield();
+        return;
+    }
     double d = waited / 8;
     if (d > 1e-3) d = 1e-3;
     struct timespec ts = { 0, (long)(d * 1e9) };
@@ -277,7 +285,7 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
         c->comm_s += now_s() - t0;
         return 0;
     }
-    comm_idle_t idle = { 0 };
+    comm_idle_t idle = comm_idle_start(c);
     for (;;) {
         int done = 0;
         int rc = comm_testall(n, reqs, &done);

@@ -28,6 +28,7 @@ typedef struct comm {
     int rank, size;
     char host[MPI_MAX_PROCESSOR_NAME];
     double timeout_s;        /* how long a collective may wait for a peer */
+    int wait_spin;           /* --wait spin: poll loops yield but never sleep (dedicated cores) */
     long step;               /* the caller's step, named in timeout messages */
     int peer_lost;           /* a peer is known dead: MPI_Finalize would wait for it */
     int stop_heard;          /* a bounded run's lead asked this rank to stop (through a server's reply) */
@@ -73,7 +74,10 @@ void comm_check_same_config(comm_t *c, const char *desc);
  * turns nanosleep into simulated time). */
 typedef struct comm_idle {
     double since;            /* start of the current wait (0: not waiting) */
+    int spin;                /* --wait spin: only yield, never sleep */
 } comm_idle_t;
+/* A wait's state, with the run's --wait policy (comm_t.wait_spin). */
+static inline comm_idle_t comm_idle_start(const comm_t *c) { return (comm_idle_t){ 0, c->wait_spin }; }
 /* Start a new wait (call when something happened). */
 static inline void comm_idle_reset(comm_idle_t *w) { w->since = 0; }
 void comm_idle(comm_idle_t *w);

@@ -16,6 +16,7 @@ void comm_split(comm_t *parent, int color, int key, comm_t *out)
     MPI_Comm_size(out->world, &out->size);
     memcpy(out->host, parent->host, sizeof out->host);
     out->timeout_s = parent->timeout_s;
+    out->wait_spin = parent->wait_spin;
     out->parent = parent;
     /* timeout messages name world ranks, which the user started */
     out->world_ranks = xmalloc(sizeof(int) * (size_t)out->size);

@@ -87,7 +87,7 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
     c->comm_s += now_s() - t0;
     return;
 #endif
-    comm_idle_t idle = { 0 };
+    comm_idle_t idle = comm_idle_start(pc->comm);
     for (;;) {
         int done = 0;
         if (comm_testall(n, reqs, &done) != MPI_SUCCESS) {
@@ -236,7 +236,7 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
      * they send keep-alives, so only a silent shard runs into the timeout */
     recv_replies(pc, PS_FINAL, lead ? params : pc->rbuf, pc->pull_req);
     double last = now_s();
-    comm_idle_t idle = { 0 };
+    comm_idle_t idle = comm_idle_start(pc->comm);
 #ifdef DSGD_SIM
     /* shards do not send keep-alives in simulation (see the shard loop) */
     if (MPI_Waitall(S, pc->pull_req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)

@@ -401,7 +401,7 @@ static int recv_or_evict(shard_t *s, const MPI_Status *st, int p)
 #ifdef DSGD_SIM
     if (MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS) return 0;
 #endif
-    comm_idle_t idle = { 0 };
+    comm_idle_t idle = comm_idle_start(s->c);
     for (;;) {
         int done = 0;
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
@@ -462,7 +462,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     s->out_from = xcalloc((size_t)(2 * cfg->workers), sizeof(float *));
     for (int j = 0; j < 2 * cfg->workers; j++) s->out_req[j] = MPI_REQUEST_NULL;
 
-    comm_idle_t idle = { 0 };
+    comm_idle_t idle = comm_idle_start(s->c);
     while (!all_finished(s)) {
         int flag = 0;
         MPI_Status stt;

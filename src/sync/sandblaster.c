@@ -232,7 +232,7 @@ static void wait_task(run_t *r, sb_task_t *t)
         MPI_Request q;
         MPI_CHECK(r->comm, MPI_Irecv(t, (int)sizeof *t, MPI_BYTE, 0, SB_TASK, r->comm->world, &q));
         double t0 = now_s();
-        comm_idle_t idle = { 0 };
+        comm_idle_t idle = comm_idle_start(r->comm);
         for (int done = 0; !done;) {
             MPI_CHECK(r->comm, MPI_Test(&q, &done, MPI_STATUS_IGNORE));
             if (!done && now_s() - t0 > r->cfg->timeout)

@@ -246,7 +246,7 @@ double sb_coord_pass(sb_coord_t *co, long batch)
     co->open = 1;
     for (int q = 0; q < co->R; q++)
         if (co->rep[q].alive && co->rep[q].parked) assign(co, q, V_NONE);
-    comm_idle_t idle = { 0 };
+    comm_idle_t idle = comm_idle_start(co->c);
     while (co->nkept < co->P || !all_pushed(co)) {
         if (poll_once(co)) { comm_idle_reset(&idle); continue; }
         if (!any_alive(co)) die("sandblaster: every replica has died; stopping");
@@ -276,7 +276,7 @@ void sb_coord_stop(sb_coord_t *co)
      * MPI_Finalize, which waits for the dead rank forever. Parked replicas
      * get keep-alives meanwhile, so they do not time out on us. */
     double t0 = now_s(), last_ka = t0;
-    comm_idle_t idle = { 0 };
+    comm_idle_t idle = comm_idle_start(co->c);
     for (;;) {
         int left = 0;
         for (int q = 0; q < co->R; q++)

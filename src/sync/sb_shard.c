@@ -120,7 +120,7 @@ static int recv_push(shard_t *s, const MPI_Status *st, int q)
     MPI_Request req;
     MPI_CHECK(s->c, MPI_Irecv(s->in, (int)push_bytes(s), MPI_BYTE, st->MPI_SOURCE, SB_PUSH, s->c->world, &req));
     double t0 = now_s();
-    comm_idle_t idle = { 0 };
+    comm_idle_t idle = comm_idle_start(s->c);
     for (;;) {
         int done = 0;
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
@@ -167,7 +167,7 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
         s->fetch_pass[q] = -1;
     }
     double heard = now_s();
-    comm_idle_t idle = { 0 };
+    comm_idle_t idle = comm_idle_start(s->c);
     while (!s->stop) {
         int flag = 0;
         MPI_Status st;

@@ -48,12 +48,12 @@ static int stop_message(bounds_t *b, run_t *r)
     return 1;
 }
 
-int bounds_after_step(bounds_t *b, run_t *r, double step_t0, int *eval)
+int bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int *eval)
 {
     *eval = 0;
-    b->last_step_s = now_s() - step_t0;
+    b->last_step_s = *t_end - step_t0;
     if (!b->active) return 0;
-    const double t = bounds_now(b), prev = b->prev_check;
+    const double t = *t_end - b->t_start, prev = b->prev_check;
     b->prev_check = t;
     int f[2] = { BOUNDS_NONE, 0 };   /* why stop; evaluate now */
     if (b->limit > 0 && t >= b->limit) f[0] = BOUNDS_TIME;
@@ -62,17 +62,20 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, int *eval)
         (r->comm->stop_heard || (!r->ops->announce_stop && stop_message(b, r))))
         f[0] = BOUNDS_TARGET;
     /* one verdict from integers every rank holds alike */
+    int agreed = 1;
     if (b->mode == STOP_AGREE && r->comm->size > 1)
         comm_allreduce_int(r->comm, f, 2, MPI_MAX, "the stop decision all-reduce");
     else if (b->mode == STOP_OWN_CLOCK && r->mp_size > 1)
         comm_allreduce_int(&r->mp_comm, f, 2, MPI_MAX, "the replica's stop decision all-reduce");
+    else agreed = 0;
+    if (agreed || (!r->lead && b->mode == STOP_OWN_CLOCK)) *t_end = now_s();   /* MPI was called: the step ends later */
     if (f[1] && r->lead)
         while (b->next_eval <= t) b->next_eval += b->every_s;
     *eval = f[1];
     /* from the previous decision (taken before the limit, or the loop would
      * have stopped there) to this one's end: the agreement is part of the
      * step, so a worker that stops has overrun the limit by less than this */
-    b->last_step_s = bounds_now(b) - prev;
+    b->last_step_s = *t_end - b->t_start - prev;
     if (f[0]) b->why = f[0];
     return f[0] != BOUNDS_NONE;
 }

@@ -44,10 +44,13 @@ typedef struct bounds {
 
 /* Every rank, after init: the barrier that is the common start. */
 void bounds_start(bounds_t *b, run_t *r);
-/* Worker loop, after each step (begun at step_t0): agree with the peers;
- * returns 1 if the loop must stop now; *eval is set if a scheduled
- * evaluation is due. */
-int  bounds_after_step(bounds_t *b, run_t *r, double step_t0, int *eval);
+/* Worker loop, after each step (begun at step_t0, ended at *t_end): agree
+ * with the peers; returns 1 if the loop must stop now; *eval is set if a
+ * scheduled evaluation is due; *t_end moves to after the agreement if that
+ * took MPI calls. It reads the clock only then: under SMPI every clock read
+ * ends a measured computation burst, and each costs a few microseconds of
+ * simulated time. */
+int  bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int *eval);
 /* After an evaluation on the ranks that took part in it (in STOP_AGREE mode
  * every worker calls it, as every worker knows an evaluation happened):
  * records time to target (at_s: when the evaluation began, since the

@@ -38,6 +38,7 @@ const opt_def_t config_train_opts[] = {
     { "threads", OT_LONG, S(threads), "1", "BLAS threads per process" },
     { "denormals", OT_STR, S(denormals), "flush", "flush (subnormal floats become zero: fast) | keep (IEEE subnormals: exact, up to several times slower when training is noisy)" },
     { "timeout", OT_DOUBLE, S(timeout), "60", "seconds a rank waits for a peer before declaring it dead" },
+    { "wait", OT_STR, S(wait), "backoff", "how idle ranks wait for messages: backoff (yield, then sleep: frees the core for ranks that compute when there are more ranks than cores) | spin (yield only: lowest latency on dedicated cores)" },
     { "slowdown", OT_STR, S(slowdown), "", "slow workers down: W=F[,W=F...] (worker W F times slower; W counts workers from 0, servers and coordinator excluded) or FRAC:F (that fraction of workers)" },
     { "fail", OT_STR, S(fail), "", "crash workers abruptly: W@S[,W@S...] (worker W exits at its step S; W counts workers from 0, servers and coordinator excluded)" },
     { "period", OT_LONG, S(period), "8", "localsgd/fedavg: local steps H between parameter averages" },
@@ -239,6 +240,8 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (c->threads < 1 || c->threads > 256) BAD("--threads must be in 1..256 (got %ld)", c->threads);
     if (strcmp(c->denormals, "flush") && strcmp(c->denormals, "keep"))
         BAD("unknown --denormals '%s'; choose flush or keep", c->denormals);
+    if (strcmp(c->wait, "backoff") && strcmp(c->wait, "spin"))
+        BAD("unknown --wait '%s'; choose backoff or spin", c->wait);
     if (c->checkpoint_every > 0 && !*c->checkpoint) BAD("--checkpoint-every needs --checkpoint FILE");
     if (!(c->timeout > 0)) BAD("--timeout must be positive (got %g)", c->timeout);
     if (!(c->progress_every >= 0)) BAD("--progress-every must be >= 0 seconds (got %g)", c->progress_every);

@@ -12,6 +12,7 @@ typedef struct config {
     const char *metrics, *checkpoint, *resume;
     const char *slowdown, *fail, *aggregation, *server_opt;
     const char *denormals;             /* flush | keep */
+    const char *wait;                  /* backoff | spin: idle polling (comm_idle) */
     long epochs, steps, batch, seed, train_subset, test_subset;
     long eval_every, checkpoint_every, lr_step_every, lr_warmup, threads;
     double lr, momentum, weight_decay, adagrad_eps, lr_gamma;

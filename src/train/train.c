@@ -239,6 +239,7 @@ static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, f
     optim_cfg_t oc;
     part_kind_t pk;
     comm->timeout_s = cfg->timeout;
+    comm->wait_spin = strcmp(cfg->wait, "spin") == 0;
     char *desc = config_describe(cfg, config_train_opts);
     comm_check_same_config(comm, desc);
     free(desc);
@@ -379,6 +380,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     long loss_n = 0, seg_samples = 0;
     const int tty = live_line(r), beat = lead && !cfg->quiet && !tty;
 
+    double t_carry = -1, t_stop = -1;
     while (r->step < r->total_steps) {
         comm->step = r->step;
         if (r->step == faults.fail_step && !own_data) {
@@ -386,19 +388,23 @@ int train_main(const config_t *cfg, comm_t *comm)
             fflush(stderr);
             _exit(3);  /* abrupt: no goodbye to the peers */
         }
-        double ts = now_s();
+        /* the clock is read once per step when nothing happens between
+         * steps (see bounds_after_step on why that matters in simulation) */
+        double ts = t_carry >= 0 ? t_carry : now_s();
+        t_carry = -1;
         if (!own_data) {
             batch_iter_next(r->it);
             model_forward(r->model, r->it->x, r->it->nb);
             r->loss = model_loss(r->model, r->it->y, r->it->nb);
             model_backward(r->model, r->it->y, r->it->nb);
-            faults_delay(&faults, now_s() - ts);
+            if (faults.slowdown > 1.0) faults_delay(&faults, now_s() - ts);
         }
         r->lr = lr_at(&r->sched, r->step);
         if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
         r->step++;
-        int eval_due, stop = bounds_after_step(&bd, r, ts, &eval_due);
-        double dt = now_s() - ts;
+        double te = now_s();
+        int eval_due, stop = bounds_after_step(&bd, r, ts, &te, &eval_due);
+        double dt = te - ts;
         train_s += dt;
         seg_t += dt;
         seg_samples += samples_per_step;
@@ -413,8 +419,10 @@ int train_main(const config_t *cfg, comm_t *comm)
         }
         /* a run that stops here is evaluated after its final synchronization */
         int periodic = eval_every > 0 && r->step % eval_every == 0 && r->step < r->total_steps;
-        if (beat && now_s() - beat_last >= cfg->progress_every && !periodic && !eval_due) {
-            beat_last = now_s();
+        int idle_tail = 1;   /* nothing but bookkeeping after the step's end (te) */
+        if (beat && te - beat_last >= cfg->progress_every && !periodic && !eval_due) {
+            beat_last = te;
+            idle_tail = 0;
             print_heartbeat(r, loss_sum / (double)loss_n, seg_t > 0 ? seg_samples / seg_t : 0, beat_last - t0);
         }
         if ((periodic || eval_due) && !stop) {
@@ -428,19 +436,26 @@ int train_main(const config_t *cfg, comm_t *comm)
             stop = bounds_after_eval(&bd, r, ev.acc, at, train_s);
             loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
         }
+        if ((periodic || eval_due) && !stop) idle_tail = 0;
         if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && !r->server_ckpt) {
+            idle_tail = 0;
             ckpt_meta_t state = { .nextra = 0 };
             if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
             if (r->evaluates && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
         }
-        if (stop) break;
+        if (stop) {
+            /* stopped by the decision at te: that is when the rank left */
+            if (idle_tail) t_stop = te;
+            break;
+        }
+        if (idle_tail && !tty) t_carry = te;
     }
     /* the paradigm's state as the loop left it (a resumed run goes on from
      * there), its final synchronization, then the final evaluation */
     ckpt_meta_t state = { .nextra = 0 };
     if (*cfg->checkpoint && !r->server_ckpt && r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
     double tf = now_s();
-    bd.stop_s = bounds_now(&bd);
+    bd.stop_s = (t_stop >= 0 ? t_stop : tf) - bd.t_start;
     if (r->ops->finish) r->ops->finish(r);
     train_s += now_s() - tf;
     bd.sync_done_s = bounds_now(&bd);
