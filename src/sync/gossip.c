@@ -481,9 +481,10 @@ static void gossip_finish(run_t *r)
  * gathers each rank's parameters and optimizer state collectively, so a
  * resume continues bit for bit. Pull and push have no barrier and survive
  * dead peers, so no collective: the lead reads each live replica's
- * published copy one-sidedly (waiting, up to --timeout, for it to reach the
- * lead's step; a replica further on is taken as it is), and a dead one's row
- * is the others' mean. Their optimizer state stays local (a momentum
+ * published copy one-sidedly, as it is (a peer may be a few steps behind or
+ * ahead; the lead does not wait for it: a rank waiting here, not in MPI,
+ * stalled its own pushes in flight and with them the peer it waited for),
+ * and a dead one's row is the others' mean. Their optimizer state stays local (a momentum
  * buffer restarts at zero on resume). */
 static int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
 {
@@ -512,7 +513,7 @@ static int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
     if (!g->saved) { g->saved = xalloc_floats((size_t)N * n); g->saved_avg = xalloc_floats(n); }
     int *have = g->used, got = 0;
     memset(g->saved_avg, 0, n * sizeof(float));
-    comm_idle_t idle = { 0 };
+    comm_idle_t idle = comm_idle_start(r->comm);
     for (int j = 0; j < N; j++) {
         float *row = g->saved + (size_t)j * n;
         have[j] = 0;
@@ -520,12 +521,11 @@ static int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
             memcpy(row, r->model->params, n * sizeof(float));
             have[j] = 1;
         }
-        double t0 = now_s();
-        while (j != me && g->alive[j]) {
+        while (j != me && g->alive[j]) {   /* 0: the copy was being written; read again */
             int64_t step = -1;
             int rc = read_peer(r, g, j, &step);
             if (rc < 0) break;   /* dead */
-            if (rc == 1 && (step >= r->step || now_s() - t0 > r->cfg->timeout)) {
+            if (rc == 1) {
                 memcpy(row, g->peer + sizeof(published_t), n * sizeof(float));
                 have[j] = 1;
                 break;
