@@ -1,6 +1,7 @@
 /* Checkpoint round trip, verification on load, and refusal of checkpoints
  * that do not fit. */
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdint.h>
@@ -239,6 +240,48 @@ static void test_header_damage_and_shapes(void)
     optim_free(o);
 }
 
+/* F64 tensors: a paradigm's sync.* state in double precision round-trips
+ * bit for bit; F64 is refused anywhere else, and read as F32 or with a
+ * value that is not finite. */
+static void test_f64_sync_tensors(void)
+{
+    optim_t *o;
+    model_t *m = trained("mlp:8", &o, OPT_SGD);
+    ckpt_meta_t md = meta_for(m, "sgd");
+    const double v[6] = { 0.1, -1e-300, 3.0, 1.0 / 3.0, 2e300, 0 };
+    const float f[4] = { 1, 2, 3, 4 };
+    ckpt_tensor_t t[2] = { { .name = "sync.test64", .rows = 2, .cols = 3, .data64 = v },
+                           { .name = "sync.test32", .rows = 2, .cols = 2, .data = f } };
+    md.extra = t;
+    md.nextra = 2;
+    char err[512] = "";
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) == 0, "save: %s", err);
+    ckpt_t ck;
+    CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "load: %s", err);
+    double back[3];
+    float fb[3];
+    CHECK(ckpt_rows(&ck, "sync.test64") == 2 && ckpt_read_row64(&ck, "sync.test64", 1, back, 3) == 0 &&
+          !memcmp(back, v + 3, sizeof back), "F64 row 1 did not come back bit for bit");
+    CHECK(ckpt_read_row(&ck, "sync.test64", 0, fb, 3) != 0, "an F64 tensor was read as F32");
+    CHECK(ckpt_read_row64(&ck, "sync.test32", 0, back, 2) != 0, "an F32 tensor was read as F64");
+    CHECK(ckpt_read_row64(&ck, "sync.test64", 2, back, 3) != 0, "a row past the end was read");
+    ckpt_free(&ck);
+    /* a non-finite value is refused by the reader */
+    const double nan[3] = { 0, NAN, 0 };
+    t[0] = (ckpt_tensor_t){ .name = "sync.test64", .rows = 1, .cols = 3, .data64 = nan };
+    md.nextra = 1;
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) == 0, "save: %s", err);
+    CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "load: %s", err);
+    CHECK(ckpt_read_row64(&ck, "sync.test64", 0, back, 3) != 0, "a NaN was read");
+    ckpt_free(&ck);
+    model_free(m);
+    optim_free(o);
+    /* F64 in a layer tensor is refused on load */
+    craft("\"layer1.dense.weight\":{\"dtype\":\"F64\",\"shape\":[2,2],\"data_offsets\":[0,32]}," B "[2],\"data_offsets\":[32,40]}",
+          "5", 6, "", 40);
+    expect_load_error("an F64 layer tensor", "F64 only in sync.*");
+}
+
 /* Defect 4: a write error (here the file-size limit, as a full disk would
  * do) fails the save or the metrics file, and leaves no file behind. */
 static void test_write_errors(void)
@@ -277,6 +320,7 @@ int main(int argc, char **argv)
     RUN(test_header_rules);
     RUN(test_write_errors);
     RUN(test_header_damage_and_shapes);
+    RUN(test_f64_sync_tensors);
     unlink(path);
     rmdir(dir);
     return TEST_END("test_checkpoint");

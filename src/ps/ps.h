@@ -47,6 +47,7 @@ typedef enum ps_tag {
     PS_FINAL,                /* shard → lead worker: final slice and statistics */
     PS_KEEPALIVE,            /* shard → lead worker: still waiting for others */
     PS_STOP,                 /* lead worker → shard: the run's target is reached; tell every worker */
+    PS_SNAP,                 /* shard → shard 0: its slice and optimizer state for a checkpoint */
 } ps_tag_t;
 
 typedef enum ps_gate_kind { GATE_ASP, GATE_SSP, GATE_DSSP } ps_gate_kind_t;
@@ -76,6 +77,30 @@ typedef struct ps_hdr {
     ps_stats_t stats;        /* eval and final replies */
 } ps_hdr_t;
 
+/* Checkpoints come from the shards, not from any worker: shard k sends its
+ * slice and the slice's optimizer state to shard 0, which assembles the
+ * full vectors and hands them, with its per-worker clocks, to on_snapshot.
+ * A periodic snapshot is taken by each shard when the sum of the workers'
+ * step counts it has seen crosses a multiple of snap_every × workers (under
+ * BSP every worker is then at the same step; otherwise each shard's slice
+ * holds the pushes it had received by then); a final one once every worker
+ * is done or evicted. */
+typedef struct ps_snapshot {
+    const float *params;         /* (nparams) */
+    const float *velocity;       /* (nparams) the server optimizer's, or NULL */
+    const float *accum;          /* (nparams) or NULL */
+    const int64_t *clock;        /* (workers) pushes received from each worker, at shard 0 */
+    const int64_t *step;         /* (workers) each worker's step count, at shard 0 */
+    int64_t updates;             /* pushes applied (by shard 0), resumed runs' included */
+    int final;
+} ps_snapshot_t;
+
+/* A resumed run's server state (full vectors; each shard takes its slice). */
+typedef struct ps_restore {
+    const float *velocity, *accum;   /* (nparams) or NULL: the optimizer starts from zero */
+    const int64_t *clock, *step;     /* (workers) */
+} ps_restore_t;
+
 typedef struct ps_config {
     int servers;                 /* S */
     int workers;                 /* W = world − S */
@@ -87,6 +112,11 @@ typedef struct ps_config {
     optim_cfg_t opt;             /* server-side optimizer */
     float fixed_lr;              /* > 0: the server uses this rate (Adagrad γ), not the pushed one */
     double timeout_s;
+    long snap_every;             /* > 0: periodic snapshots (see ps_snapshot_t) */
+    int snap_final;              /* a snapshot when the run ends */
+    void (*on_snapshot)(void *ctx, const ps_snapshot_t *snap);   /* called on shard 0 */
+    void *snap_ctx;
+    const ps_restore_t *restore; /* a resumed run's state, or NULL */
 } ps_config_t;
 
 /* Slice of shard k: [lo, lo + n). */

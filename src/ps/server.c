@@ -45,7 +45,145 @@ typedef struct shard {
     ps_stats_t st;
     double last_keepalive;
     int stop_all;            /* the lead asked every worker to stop: say so in every reply */
+    /* Snapshots for checkpoints (ps_snapshot_t). */
+    size_t nparams;
+    int nopt;                /* optimizer vectors of the slice: 0, 1 or 2 */
+    int64_t sum_step;        /* Σ over workers of their step counts */
+    int64_t snap_index;      /* the last multiple of snap_every × workers crossed */
+    float *snap_out;         /* ((1 + nopt) · n) a piece in flight to shard 0 */
+    ps_hdr_t snap_hdr;       /* its header (the index in clock) */
+    MPI_Request snap_req;
+    /* shard 0: the assembly */
+    float *asm_v[3];         /* (nparams) parameters, velocity, accumulator */
+    int64_t *have;           /* (servers) index of the piece held from each shard; −1: none */
+    int64_t target;          /* the index being assembled */
+    int64_t *clk_t, *clk_step;   /* (workers) the clocks at shard 0's own piece */
+    int64_t clk_updates;
+    int final_done;          /* the final snapshot is complete */
+    unsigned char *snap_in;  /* receive buffer: header + the largest piece */
 } shard_t;
+
+#define SNAP_FINAL INT64_MAX
+
+/* The slice's vectors in piece order: parameters, then optimizer state. */
+static int slice_vectors(const shard_t *s, float **v)
+{
+    int n = 0;
+    v[n++] = s->w;
+    if (s->opt->velocity) v[n++] = s->opt->velocity;
+    if (s->opt->accum) v[n++] = s->opt->accum;
+    return n;
+}
+
+static void snap_setup(shard_t *s)
+{
+    const ps_config_t *cfg = s->cfg;
+    float *v[3];
+    s->nopt = slice_vectors(s, v) - 1;
+    s->target = -1;
+    if (cfg->snap_every <= 0 && !cfg->snap_final) return;
+    if (cfg->snap_every > 0) s->snap_index = s->sum_step / ((int64_t)cfg->snap_every * cfg->workers);
+    s->snap_req = MPI_REQUEST_NULL;
+    if (s->k != 0) {
+        s->snap_out = xalloc_floats((size_t)(1 + s->nopt) * (s->n ? s->n : 1));
+        return;
+    }
+    size_t most = 0;
+    for (int k = 0; k < cfg->servers; k++) {
+        size_t lo, n;
+        ps_shard_range(s->nparams, cfg->servers, k, &lo, &n);
+        if (n > most) most = n;
+    }
+    for (int i = 0; i < 1 + s->nopt; i++) s->asm_v[i] = xalloc_floats(s->nparams);
+    s->have = xmalloc(sizeof(int64_t) * (size_t)cfg->servers);
+    for (int k = 0; k < cfg->servers; k++) s->have[k] = -1;
+    s->clk_t = xcalloc((size_t)cfg->workers, sizeof(int64_t));
+    s->clk_step = xcalloc((size_t)cfg->workers, sizeof(int64_t));
+    s->snap_in = xmalloc(sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * most * sizeof(float));
+}
+
+static void snap_free(shard_t *s)
+{
+    free(s->snap_out);
+    for (int i = 0; i < 3; i++) free(s->asm_v[i]);
+    free(s->have); free(s->clk_t); free(s->clk_step); free(s->snap_in);
+}
+
+/* shard 0: piece c of shard k, its vectors back to back in data (NULL:
+ * already in place); completes the snapshot when every shard's is in. */
+static void snap_piece(shard_t *s, int k, int64_t c, const float *data)
+{
+    if (c < s->target) return;   /* an older snapshot some shard skipped: dropped */
+    s->target = c;
+    size_t lo, n;
+    ps_shard_range(s->nparams, s->cfg->servers, k, &lo, &n);
+    if (data)
+        for (int i = 0; i < 1 + s->nopt; i++) memcpy(s->asm_v[i] + lo, data + (size_t)i * n, n * sizeof(float));
+    s->have[k] = c;
+    for (int j = 0; j < s->cfg->servers; j++)
+        if (s->have[j] != c) return;
+    ps_snapshot_t snap = { .params = s->asm_v[0], .clock = s->clk_t, .step = s->clk_step, .updates = s->clk_updates,
+                           .final = c == SNAP_FINAL };
+    int i = 1;
+    if (s->opt->velocity) snap.velocity = s->asm_v[i++];
+    if (s->opt->accum) snap.accum = s->asm_v[i++];
+    if (s->cfg->on_snapshot) s->cfg->on_snapshot(s->cfg->snap_ctx, &snap);
+    for (int j = 0; j < s->cfg->servers; j++) s->have[j] = -1;
+    s->final_done = snap.final;
+}
+
+/* Take snapshot c of this shard's slice: shard 0 keeps it (with its
+ * clocks), the others send it to shard 0. */
+static void snap_take(shard_t *s, int64_t c)
+{
+    float *v[3];
+    int nv = slice_vectors(s, v);
+    if (s->k == 0) {
+        if (c < s->target) return;
+        for (int p = 0; p < s->cfg->workers; p++) { s->clk_t[p] = s->ws[p].t; s->clk_step[p] = s->ws[p].step; }
+        s->clk_updates = s->st.updates;
+        for (int i = 0; i < nv; i++) memcpy(s->asm_v[i] + s->lo, v[i], s->n * sizeof(float));
+        snap_piece(s, 0, c, NULL);
+        return;
+    }
+    MPI_CHECK(s->c, MPI_Wait(&s->snap_req, MPI_STATUS_IGNORE));   /* shard 0 has the previous piece */
+    for (int i = 0; i < nv; i++) memcpy(s->snap_out + (size_t)i * s->n, v[i], s->n * sizeof(float));
+    memset(&s->snap_hdr, 0, sizeof s->snap_hdr);
+    s->snap_hdr.clock = c;   /* the snapshot's index */
+    MPI_Datatype t = ps_msg_type(&s->snap_hdr, s->snap_out, (size_t)nv * s->n);
+    if (c == SNAP_FINAL) MPI_CHECK(s->c, MPI_Send(MPI_BOTTOM, 1, t, 0, PS_SNAP, s->c->world));
+    else MPI_CHECK(s->c, MPI_Isend(MPI_BOTTOM, 1, t, 0, PS_SNAP, s->c->world, &s->snap_req));
+    MPI_Type_free(&t);
+}
+
+/* shard 0: receive the probed piece from another shard */
+static void snap_recv(shard_t *s, const MPI_Status *st)
+{
+    int bytes;
+    MPI_Get_count(st, MPI_BYTE, &bytes);
+    size_t lo, n;
+    ps_shard_range(s->nparams, s->cfg->servers, st->MPI_SOURCE, &lo, &n);
+    if ((size_t)bytes != sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * n * sizeof(float))
+        die("server shard 0: shard %d's checkpoint piece has %d bytes, not the %zu of its slice; the shards disagree on the run",
+            st->MPI_SOURCE, bytes, sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * n * sizeof(float));
+    MPI_CHECK(s->c, MPI_Recv(s->snap_in, bytes, MPI_BYTE, st->MPI_SOURCE, PS_SNAP, s->c->world, MPI_STATUS_IGNORE));
+    ps_hdr_t h;
+    memcpy(&h, s->snap_in, sizeof h);
+    snap_piece(s, st->MPI_SOURCE, h.clock, (const float *)(s->snap_in + sizeof h));
+}
+
+/* After the last push: the final snapshot, assembled on shard 0. */
+static void snap_final(shard_t *s)
+{
+    if (!s->cfg->snap_final) return;
+    snap_take(s, SNAP_FINAL);
+    /* the other shards' final pieces (some may have come in already) */
+    while (s->k == 0 && !s->final_done) {
+        MPI_Status st;
+        MPI_CHECK(s->c, MPI_Probe(MPI_ANY_SOURCE, PS_SNAP, s->c->world, &st));
+        snap_recv(s, &st);
+    }
+}
 
 static size_t msg_bytes(size_t n) { return sizeof(ps_hdr_t) + n * sizeof(float); }
 static int worker_rank(const shard_t *s, int p) { return s->cfg->servers + p; }
@@ -206,7 +344,12 @@ static void on_push(shard_t *s, int p, const ps_hdr_t *h, float *g)
         s->w = to;
     }
     w->t++;
+    s->sum_step += h->step - w->step;
     w->step = h->step;
+    if (s->cfg->snap_every > 0) {
+        int64_t c = s->sum_step / ((int64_t)s->cfg->snap_every * s->cfg->workers);
+        if (c > s->snap_index) { s->snap_index = c; snap_take(s, c); }
+    }
     double now = now_s();
     w->A_prev = w->A_last;
     w->A_last = now;
@@ -294,12 +437,25 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     memcpy(s->w, params + s->lo, s->n * sizeof(float));
     s->opt = optim_create(&cfg->opt, s->n);
     s->ws = xcalloc((size_t)cfg->workers, sizeof(worker_state_t));
+    s->nparams = nparams;
     double t0 = now_s();
     for (int p = 0; p < cfg->workers; p++) {
         s->ws[p].alive = 1;
         s->ws[p].last_seen = t0;
         s->ws[p].cnt = s->n;   /* until its first message says otherwise */
     }
+    if (cfg->restore) {   /* a resumed run: the slice's optimizer state, every worker's clock */
+        const ps_restore_t *rs = cfg->restore;
+        if (s->opt->velocity && rs->velocity) memcpy(s->opt->velocity, rs->velocity + s->lo, s->n * sizeof(float));
+        if (s->opt->accum && rs->accum) memcpy(s->opt->accum, rs->accum + s->lo, s->n * sizeof(float));
+        for (int p = 0; p < cfg->workers; p++) {
+            s->ws[p].t = rs->clock[p];
+            s->ws[p].step = rs->step[p];
+            s->sum_step += rs->step[p];
+            s->st.updates += rs->clock[p];
+        }
+    }
+    snap_setup(s);
     s->in = xmalloc(msg_bytes(s->n));
     s->out = xcalloc((size_t)(2 * cfg->workers), sizeof(ps_hdr_t));
     s->out_req = xcalloc((size_t)(2 * cfg->workers), sizeof(MPI_Request));
@@ -342,6 +498,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         }
         comm_idle_reset(&idle);
         int src = stt.MPI_SOURCE, p = src - cfg->servers;
+        if (stt.MPI_TAG == PS_SNAP && src < cfg->servers && s->k == 0) { snap_recv(s, &stt); continue; }
         if (recv_or_evict(s, &stt, p) != 0) continue;
         if (p < 0 || p >= cfg->workers) continue;   /* not a worker: ignore (e.g. a roll call) */
         ps_hdr_t h;
@@ -385,6 +542,9 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     int64_t m = min_clock(s, &slow);
     for (int p = 0; p < cfg->workers; p++)
         if (s->ws[p].alive) send_params(s, p, PS_FINAL, m);
+    snap_final(s);
+    if (s->snap_out) MPI_CHECK(c, MPI_Wait(&s->snap_req, MPI_STATUS_IGNORE));
+    snap_free(s);
     int keep = 0;   /* a reply to a dead worker that MPI may still read from: its buffer is not freed */
     for (int p = 0; p < cfg->workers; p++) {
         for (int j = 0; j < 2; j++) {

@@ -1,4 +1,9 @@
 /* Pieces every collective paradigm shares. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
 #include "sync.h"
 
 int sync_layout_all_workers(run_t *r)
@@ -22,4 +27,62 @@ void sync_average_params(run_t *r, float weight, const char *what)
     const size_t n = r->model->nparams;
     for (size_t i = 0; i < n; i++) w[i] *= weight;
     comm_allreduce_sum(r->dp, w, n, what);
+}
+
+/* ---- every worker's state in a checkpoint (collective paradigms) ---- */
+
+int sync_worker_vectors(run_t *r, float **v, const char **names)
+{
+    int n = 0;
+    v[n] = r->model->params; names[n++] = "sync.worker_params";
+    if (r->opt->velocity) { v[n] = r->opt->velocity; names[n++] = "sync.worker_velocity"; }
+    if (r->opt->accum) { v[n] = r->opt->accum; names[n++] = "sync.worker_accum"; }
+    return n;
+}
+
+static void rows_add(run_t *r, sync_rows_t *sr, const char *name, const void *v, size_t n, int f64)
+{
+    if (sr->nt == SYNC_ROWS_MAX) die("sync_rows: more than %d tensors (a defect)", SYNC_ROWS_MAX);
+    if (n > (size_t)INT32_MAX / 2) die("a vector of %zu values is too large to checkpoint per worker; use fewer parameters", n);
+    const size_t N = (size_t)r->nworkers, size = f64 ? sizeof(double) : sizeof(float);
+    const int i = sr->nt++;
+    if (r->lead && !sr->buf[i]) sr->buf[i] = xmalloc(N * n * size);
+    MPI_CHECK(r->comm, MPI_Gather(v, (int)n, f64 ? MPI_DOUBLE : MPI_FLOAT, r->lead ? sr->buf[i] : NULL, (int)n,
+                                  f64 ? MPI_DOUBLE : MPI_FLOAT, 0, r->comm->world));
+    sr->t[i] = (ckpt_tensor_t){ .name = name, .rows = (long)N, .cols = (long)n };
+    if (f64) sr->t[i].data64 = sr->buf[i];
+    else sr->t[i].data = sr->buf[i];
+}
+
+void sync_rows_add(run_t *r, sync_rows_t *sr, const char *name, const float *v, size_t n) { rows_add(r, sr, name, v, n, 0); }
+void sync_rows_add64(run_t *r, sync_rows_t *sr, const char *name, const double *v, size_t n) { rows_add(r, sr, name, v, n, 1); }
+
+void sync_rows_meta(const run_t *r, sync_rows_t *sr, ckpt_meta_t *meta)
+{
+    if (r->lead) {
+        meta->extra = sr->t;
+        meta->nextra = sr->nt;
+    }
+    sr->nt = 0;   /* the buffers stay for the next checkpoint, slot by slot */
+}
+
+void sync_rows_free(sync_rows_t *sr)
+{
+    for (int i = 0; i < SYNC_ROWS_MAX; i++) free(sr->buf[i]);
+    memset(sr, 0, sizeof *sr);
+}
+
+int sync_rows_read(run_t *r, const ckpt_t *ck, const char *name, float *dst, size_t n)
+{
+    if (ckpt_read_row(ck, name, r->wrank, dst, n) == 0) return 0;
+    snprintf(r->err, sizeof r->err, "checkpoint has no %s for %d workers of %zu values (saved by another run's settings?)",
+             name, r->nworkers, n);
+    return -1;
+}
+
+int sync_rows_read64(run_t *r, const ckpt_t *ck, const char *name, double *dst, size_t n)
+{
+    if (ckpt_read_row64(ck, name, r->wrank, dst, n) == 0) return 0;
+    snprintf(r->err, sizeof r->err, "checkpoint has no finite F64 %s for %d workers of %zu values", name, r->nworkers, n);
+    return -1;
 }

@@ -84,6 +84,7 @@ const sync_ops_t sync_downpour = {
     .destroy = ps_sync_destroy,
     .stats = ps_sync_stats,
     .eval_params = ps_sync_eval_params,
+    .resume = ps_sync_resume,
     .model_parallel = 1,
     .stop_mode = ps_sync_stop_mode,
     .announce_stop = ps_sync_announce_stop,

@@ -27,6 +27,7 @@ typedef struct easgd_sync {
     float alpha;
     float *center;           /* (n) x̃: a fetched copy (async) or the replica (sync) */
     float *diff;             /* (n) d = α (x − x̃) */
+    sync_rows_t rows;        /* sync: every worker's state, gathered for a checkpoint */
 } easgd_t;
 
 static int is_sync(const run_t *r) { return !strcmp(r->cfg->easgd_mode, "sync"); }
@@ -37,6 +38,8 @@ static int easgd_layout(run_t *r)
         snprintf(r->err, sizeof r->err, "unknown --easgd-mode '%s'; choose async or sync", r->cfg->easgd_mode);
         return -1;
     }
+    /* EAMSGD steps with Nesterov δ, not --optimizer: its state comes back through easgd_resume */
+    r->own_opt_resume = r->cfg->momentum_nesterov > 0;
     return is_sync(r) ? sync_layout_all_workers(r) : ps_sync_layout(r);
 }
 
@@ -53,6 +56,7 @@ static int easgd_init(run_t *r)
         e->ps.pcfg.opt = (optim_cfg_t){ .kind = OPT_SGD };   /* x̃ += d: plain addition */
         e->ps.pcfg.fixed_lr = 0;
         if (e->ps.client) e->ps.client->cfg = &e->ps.pcfg;
+        if (e->ps.pcfg.snap_ctx) e->ps.pcfg.snap_ctx = &e->ps;   /* the checkpoint writer's state moved */
     }
     r->sync_state = e;
     e->sync_mode = is_sync(r);
@@ -121,12 +125,66 @@ static void easgd_destroy(run_t *r)
 {
     easgd_t *e = r->sync_state;
     if (!e) return;
+    sync_rows_free(&e->rows);
     free(e->center);
     free(e->diff);
     ps_client_free(e->ps.client);
     free(e->ps.eval);
+    optim_free(e->ps.restore_opt);
+    free(e->ps.restore_clock);
+    free(e->ps.restore_step);
+    free(e->ps.clk64);
     free(e);
     r->sync_state = NULL;
+}
+
+/* sync: the checkpoint's model is the center x̃ (mid-run too), and every
+ * worker's x_i and optimizer state go in as sync.worker_* rows, so a resume
+ * continues bit for bit. (async: the shards write the center; see ps_common.c.) */
+static int easgd_ckpt_state(run_t *r, ckpt_meta_t *meta)
+{
+    easgd_t *e = r->sync_state;
+    if (!e->sync_mode) return 0;
+    float *v[3];
+    const char *names[3];
+    int nv = sync_worker_vectors(r, v, names);
+    for (int i = 0; i < nv; i++) sync_rows_add(r, &e->rows, names[i], v[i], r->model->nparams);
+    sync_rows_meta(r, &e->rows, meta);
+    meta->params = e->center;
+    snprintf(meta->sync_state, sizeof meta->sync_state, "workers=%d", r->nworkers);
+    return 0;
+}
+
+/* async: the center, its clocks, from the shards' checkpoint (ps_sync_resume);
+ * every worker starts from the center. sync: the center is the checkpoint's
+ * model; each worker takes back its x_i and optimizer state (same worker
+ * count; a checkpoint of another paradigm starts every x_i at its model). */
+static int easgd_resume(run_t *r, const ckpt_t *ck)
+{
+    easgd_t *e = r->sync_state;
+    if (!e->sync_mode) {
+        if (ps_sync_resume(r, ck) != 0) return -1;
+        if (r->is_worker) memcpy(e->center, r->model->params, r->model->nparams * sizeof(float));
+        return 0;
+    }
+    const ckpt_meta_t *m = &ck->meta;
+    if (strcmp(m->sync, "easgd") || !ckpt_rows(ck, "sync.worker_params")) return 0;
+    int workers, end = 0;
+    if (sscanf(m->sync_state, "workers=%d%n", &workers, &end) != 1 || m->sync_state[end] || workers < 1) {
+        snprintf(r->err, sizeof r->err, "checkpoint's EASGD state '%.64s' is malformed", m->sync_state);
+        return -1;
+    }
+    if (workers != r->nworkers) {
+        snprintf(r->err, sizeof r->err, "checkpoint holds the local models of %d EASGD workers, not %d; resume with %d workers",
+                 workers, r->nworkers, workers);
+        return -1;
+    }
+    float *v[3];
+    const char *names[3];
+    int nv = sync_worker_vectors(r, v, names);
+    for (int i = 0; i < nv; i++)
+        if (sync_rows_read(r, ck, names[i], v[i], r->model->nparams) != 0) return -1;
+    return 0;
 }
 
 static sync_stop_mode_t easgd_stop_mode(const run_t *r) { return is_sync(r) ? STOP_AGREE : STOP_OWN_CLOCK; }
@@ -157,6 +215,8 @@ const sync_ops_t sync_easgd = {
     .destroy = easgd_destroy,
     .stats = easgd_stats,
     .eval_params = easgd_eval_params,
+    .ckpt_state = easgd_ckpt_state,
+    .resume = easgd_resume,
     .stop_mode = easgd_stop_mode,
     .announce_stop = easgd_announce_stop,
 };

@@ -85,8 +85,11 @@ typedef struct local {
     lbfgs_t lb;
     lbfgs_vops_t vops;
     model_t *m;
-    float **v;               /* (nvecs) full vectors */
+    float **v;               /* (nvecs) full vectors, views into block */
+    float *block;            /* (nvecs, n): S_0..S_{m−1} and Y_0..Y_{m−1} lie end to end */
     float *gp, *grp;         /* (n) a portion's sum; a push group's sum */
+    double *scalars;         /* (m + 3) ρ_0..ρ_{m−1}, γ, f, t: for a checkpoint */
+    ckpt_tensor_t tensors[4];
 } local_t;
 
 static double l_dot(void *c, int a, int b)
@@ -140,7 +143,9 @@ static int local_init(run_t *r)
     const int m = (int)r->cfg->lbfgs_history, nv = lbfgs_nvecs(m);
     lbfgs_init(&l->lb, m, ls, r->cfg->weight_decay, l->data.BT == l->data.n);
     l->v = xcalloc((size_t)nv, sizeof(float *));
-    for (int i = 0; i < nv; i++) l->v[i] = xalloc_floats(l->m->nparams);
+    l->block = xalloc_floats((size_t)nv * l->m->nparams);
+    for (int i = 0; i < nv; i++) l->v[i] = l->block + (size_t)i * l->m->nparams;
+    l->scalars = xcalloc((size_t)m + 3, sizeof(double));
     memcpy(l->v[LB_W], l->m->params, l->m->nparams * sizeof(float));
     l->gp = xalloc_floats(l->m->nparams);
     l->grp = xalloc_floats(l->m->nparams);
@@ -172,15 +177,109 @@ static void local_destroy(run_t *r)
 {
     local_t *l = r->sync_state;
     if (!l) return;
-    if (l->v)
-        for (int i = 0; i < lbfgs_nvecs(l->lb.m); i++) free(l->v[i]);
     free(l->v);
+    free(l->block);
+    free(l->scalars);
     free(l->gp);
     free(l->grp);
     lbfgs_free(&l->lb);
     sb_data_free(&l->data);
     free(l);
     r->sync_state = NULL;
+}
+
+int sb_lbfgs_in(const ckpt_t *ck)
+{
+    return !strcmp(ck->meta.sync, "lbfgs") || !strcmp(ck->meta.sync, "sandblaster");
+}
+
+void sb_lbfgs_save(const lbfgs_t *lb, double *scalars, ckpt_meta_t *meta)
+{
+    const int m = lb->m;
+    memcpy(scalars, lb->rho, (size_t)m * sizeof(double));
+    scalars[m] = lb->gamma;
+    scalars[m + 1] = lb->f;
+    scalars[m + 2] = lb->t;
+    snprintf(meta->sync_state, sizeof meta->sync_state,
+             "history=%d,head=%d,count=%d,have_g=%d,g_batch=%ld,evals=%ld,ls_failures=%ld,resets=%ld", m, lb->head,
+             lb->count, lb->have_g, lb->g_batch, lb->evals, lb->ls_failures, lb->resets);
+}
+
+int sb_lbfgs_load(lbfgs_t *lb, const ckpt_t *ck, double *scalars, char *err, size_t len)
+{
+    const ckpt_meta_t *md = &ck->meta;
+    if (!sb_lbfgs_in(ck)) return 0;
+    long g_batch, evals, lsf, resets;
+    int m, head, count, have_g, end = 0;
+    if (sscanf(md->sync_state, "history=%d,head=%d,count=%d,have_g=%d,g_batch=%ld,evals=%ld,ls_failures=%ld,resets=%ld%n",
+               &m, &head, &count, &have_g, &g_batch, &evals, &lsf, &resets, &end) != 8 || md->sync_state[end] ||
+        m < 1 || head < 0 || head >= m || count < 0 || count > m || have_g < 0 || have_g > 1 || g_batch < 0 ||
+        g_batch > md->step || evals < 0 || lsf < 0 || resets < 0) {
+        snprintf(err, len, "checkpoint's L-BFGS state '%.100s' is malformed or out of range", md->sync_state);
+        return -1;
+    }
+    if (m != lb->m) {
+        snprintf(err, len, "checkpoint holds %d L-BFGS curvature pairs, not --lbfgs-history %d; resume with --lbfgs-history %d",
+                 m, lb->m, m);
+        return -1;
+    }
+    if (ckpt_read_row64(ck, "sync.lbfgs_scalars", 0, scalars, (size_t)m + 3) != 0 || !(scalars[m] > 0) || scalars[m + 2] < 0) {
+        snprintf(err, len, "checkpoint's L-BFGS scalars (sync.lbfgs_scalars) are missing, of another shape, or out of range");
+        return -1;
+    }
+    memcpy(lb->rho, scalars, (size_t)m * sizeof(double));
+    lb->gamma = scalars[m];
+    lb->f = scalars[m + 1];
+    lb->t = scalars[m + 2];
+    lb->head = head;
+    lb->count = count;
+    lb->have_g = have_g;
+    lb->g_batch = g_batch;
+    lb->evals = evals;
+    lb->ls_failures = lsf;
+    lb->resets = resets;
+    return 0;
+}
+
+/* The iterate W is the model the checkpoint holds; the rest of the state
+ * is the gradient G at W (kept across iterations on a fixed batch), the
+ * curvature pairs S_i, Y_i as they lie in the ring, the scalars ρ_i, γ, f
+ * (in double precision, as the algorithm holds them) and the ring's
+ * position. D, X and GX are recomputed before they are read. */
+static int local_ckpt_state(run_t *r, ckpt_meta_t *meta)
+{
+    local_t *l = r->sync_state;
+    const int m = l->lb.m;
+    const long n = (long)l->m->nparams;
+    sb_lbfgs_save(&l->lb, l->scalars, meta);
+    l->tensors[0] = (ckpt_tensor_t){ .name = "sync.lbfgs_g", .data = l->v[LB_G], .rows = 1, .cols = n };
+    l->tensors[1] = (ckpt_tensor_t){ .name = "sync.lbfgs_s", .data = l->v[LB_S(0)], .rows = m, .cols = n };
+    l->tensors[2] = (ckpt_tensor_t){ .name = "sync.lbfgs_y", .data = l->v[LB_Y(m, 0)], .rows = m, .cols = n };
+    l->tensors[3] = (ckpt_tensor_t){ .name = "sync.lbfgs_scalars", .data64 = l->scalars, .rows = 1, .cols = m + 3 };
+    meta->extra = l->tensors;
+    meta->nextra = 4;
+    return 0;
+}
+
+/* A checkpoint of another paradigm starts L-BFGS afresh from its model; one
+ * of Sandblaster holds the same state. */
+static int local_resume(run_t *r, const ckpt_t *ck)
+{
+    local_t *l = r->sync_state;
+    if (!sb_lbfgs_in(ck)) return 0;
+    if (sb_lbfgs_load(&l->lb, ck, l->scalars, r->err, sizeof r->err) != 0) return -1;
+    const int m = l->lb.m;
+    const size_t n = l->m->nparams;
+    int bad = ckpt_rows(ck, "sync.lbfgs_s") != m || ckpt_rows(ck, "sync.lbfgs_y") != m ||
+              ckpt_read_row(ck, "sync.lbfgs_g", 0, l->v[LB_G], n) != 0;
+    for (int i = 0; i < m && !bad; i++)
+        bad = ckpt_read_row(ck, "sync.lbfgs_s", i, l->v[LB_S(i)], n) != 0 || ckpt_read_row(ck, "sync.lbfgs_y", i, l->v[LB_Y(m, i)], n) != 0;
+    if (bad) {
+        snprintf(r->err, sizeof r->err, "checkpoint's L-BFGS vectors (sync.lbfgs_g, _s, _y) are missing or of another shape");
+        return -1;
+    }
+    memcpy(l->v[LB_W], l->m->params, n * sizeof(float));   /* the iterate: the checkpoint's model */
+    return 0;
 }
 
 static int local_stats(run_t *r, sync_stat_t *out, int max, int progress)
@@ -205,6 +304,8 @@ const sync_ops_t sync_lbfgs = {
     .finish = local_finish,
     .destroy = local_destroy,
     .stats = local_stats,
+    .ckpt_state = local_ckpt_state,
+    .resume = local_resume,
     .eval_params = local_eval_params,
     .step_samples = sb_step_samples,
 };

@@ -113,7 +113,7 @@ static int localsgd_ckpt_state(run_t *r, ckpt_meta_t *meta)
                                        MPI_FLOAT, 0, r->comm->world, &req[i]));
     comm_waitall(r->comm, nv, req, "the checkpoint's gather of the workers' state");
     if (!r->lead) return 0;
-    for (int i = 0; i < nv; i++) s->tensors[i] = (ckpt_tensor_t){ names[i], s->saved + (size_t)i * N * np, (long)N, (long)np };
+    for (int i = 0; i < nv; i++) s->tensors[i] = (ckpt_tensor_t){ .name = names[i], .data = s->saved + (size_t)i * N * np, .rows = (long)N, .cols = (long)np };
     meta->extra = s->tensors;
     meta->nextra = nv;
     snprintf(meta->sync_state, sizeof meta->sync_state, "rounds=%ld,workers=%d", s->rounds, r->nworkers);

@@ -17,10 +17,13 @@ int ps_sync_layout(run_t *r)
                  cfg->sync, N, S, S + 2);
         return -1;
     }
-    if (*cfg->resume) {
-        snprintf(r->err, sizeof r->err, "--resume is not supported for parameter-server paradigms yet (--sync %s)", cfg->sync);
+    if (*cfg->resume && cfg->model_parallel > 1) {
+        snprintf(r->err, sizeof r->err, "--resume is not supported for --sync %s with --model-parallel yet; resume without it", cfg->sync);
         return -1;
     }
+    /* the shards hold the global model and write its checkpoints; a resume
+     * gives the workers the model only (their optimizer is local) */
+    r->server_ckpt = cfg->model_parallel == 1;
     r->is_worker = r->comm->rank >= S;
     r->nworkers = N - S;
     r->wrank = r->is_worker ? r->comm->rank - S : 0;
@@ -43,6 +46,36 @@ static int server_opt(const config_t *cfg, optim_cfg_t *o, char *err, size_t len
     return 0;
 }
 
+/* Shard 0: write a checkpoint of the assembled global model. The model
+ * tensors are the shards' parameters, optim.* their optimizer state (of
+ * --server-opt), sync.ps_clocks every worker's clock and step (F64
+ * [workers, 2]); the step is the workers' mean step. */
+static void ps_sync_write(void *ctx, const ps_snapshot_t *snap)
+{
+    ps_sync_t *s = ctx;
+    run_t *r = s->run;
+    const config_t *cfg = r->cfg;
+    const int W = s->pcfg.workers;
+    if (!s->clk64) s->clk64 = xcalloc((size_t)W * 2, sizeof(double));
+    int64_t sum = 0;
+    for (int p = 0; p < W; p++) {
+        s->clk64[2 * p] = (double)snap->clock[p];
+        s->clk64[2 * p + 1] = (double)snap->step[p];
+        sum += snap->step[p];
+    }
+    optim_t o = { .cfg = s->pcfg.opt, .n = r->model->nparams, .velocity = (float *)snap->velocity, .accum = (float *)snap->accum };
+    ckpt_tensor_t clk = { .name = "sync.ps_clocks", .data64 = s->clk64, .rows = W, .cols = 2 };
+    ckpt_meta_t meta = { .step = (long)(sum / W), .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
+                         .w = r->model->in_w, .classes = r->model->classes, .extra = &clk, .nextra = 1,
+                         .params = snap->params };
+    snprintf(meta.sync_state, sizeof meta.sync_state, "workers=%d,updates=%lld", W, (long long)snap->updates);
+    snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
+    snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
+    snprintf(meta.optimizer, sizeof meta.optimizer, "%s", optim_kind_name(s->pcfg.opt.kind));
+    char err[512];
+    if (ckpt_save(cfg->checkpoint, r->model, &o, &meta, err, sizeof err) != 0) die("server shard 0: %s", err);
+}
+
 int ps_sync_init(run_t *r, ps_gate_kind_t gate, long warmup_steps)
 {
     const config_t *cfg = r->cfg;
@@ -59,6 +92,13 @@ int ps_sync_init(run_t *r, ps_gate_kind_t gate, long warmup_steps)
     pc->timeout_s = cfg->timeout;
     pc->fixed_lr = cfg->adagrad_lr > 0 ? (float)cfg->adagrad_lr : 0.0f;
     if (server_opt(cfg, &pc->opt, r->err, sizeof r->err) != 0) return -1;
+    s->run = r;
+    if (r->server_ckpt && *cfg->checkpoint) {
+        pc->snap_every = cfg->checkpoint_every;
+        pc->snap_final = 1;
+        pc->on_snapshot = ps_sync_write;
+        pc->snap_ctx = s;
+    }
     if (gate == GATE_DSSP && cfg->staleness_high < cfg->staleness_low) {
         snprintf(r->err, sizeof r->err, "--staleness-high %ld is below --staleness-low %ld", cfg->staleness_high, cfg->staleness_low);
         return -1;
@@ -73,6 +113,99 @@ int ps_sync_init(run_t *r, ps_gate_kind_t gate, long warmup_steps)
         if (r->evaluates) s->eval = xalloc_floats(r->model->nparams);
     }
     return 0;
+}
+
+/* A checkpoint written by the shards (sync.ps_clocks) gives back the server
+ * optimizer's state and every worker's clock and step; with another number
+ * of workers (elastic resume) every worker starts at the mean clock and the
+ * checkpoint's step, and the shards re-slice the full vectors. A checkpoint
+ * of another paradigm gives the model only (clocks start at 0, the step
+ * where it was). A worker resumed under a gate (ssp, dssp, bsp-ps) spends
+ * its first step on a gated pull, so that its first push after the resume
+ * keeps the staleness bound. */
+int ps_sync_resume(run_t *r, const ckpt_t *ck)
+{
+    ps_sync_t *s = r->sync_state;
+    const ckpt_meta_t *m = &ck->meta;
+    const int W = s->pcfg.workers;
+    s->restore_clock = xcalloc((size_t)W, sizeof(int64_t));
+    s->restore_step = xcalloc((size_t)W, sizeof(int64_t));
+    for (int p = 0; p < W; p++) s->restore_step[p] = m->step;
+    const long rows = ckpt_rows(ck, "sync.ps_clocks");
+    if (rows > 0) {
+        int workers, end = 0;
+        long long updates;
+        if (sscanf(m->sync_state, "workers=%d,updates=%lld%n", &workers, &updates, &end) != 2 || m->sync_state[end] ||
+            workers < 1 || workers != rows || updates < 0) {
+            snprintf(r->err, sizeof r->err, "checkpoint's parameter-server state '%.64s' is malformed or does not match its %ld clocks",
+                     m->sync_state, rows);
+            return -1;
+        }
+        if (strcmp(m->optimizer, optim_kind_name(s->pcfg.opt.kind))) {
+            snprintf(r->err, sizeof r->err, "checkpoint's server optimizer is '%s', not '%s'; resume with --server-opt %s",
+                     m->optimizer, optim_kind_name(s->pcfg.opt.kind), m->optimizer);
+            return -1;
+        }
+        int64_t *t = xcalloc((size_t)rows, sizeof(int64_t)), *st = xcalloc((size_t)rows, sizeof(int64_t)), sum_t = 0;
+        for (long p = 0; p < rows; p++) {
+            double v[2];
+            if (ckpt_read_row64(ck, "sync.ps_clocks", p, v, 2) != 0 || v[0] < 0 || v[0] > 1e12 || v[1] < 0 || v[1] > 1e12 ||
+                v[0] != (double)(int64_t)v[0] || v[1] != (double)(int64_t)v[1]) {
+                snprintf(r->err, sizeof r->err, "checkpoint's sync.ps_clocks row %ld is not two integers in 0..1e12", p);
+                free(t); free(st);
+                return -1;
+            }
+            t[p] = (int64_t)v[0];
+            st[p] = (int64_t)v[1];
+            sum_t += t[p];
+        }
+        for (int p = 0; p < W; p++) {
+            s->restore_clock[p] = rows == W ? t[p] : sum_t / rows;
+            s->restore_step[p] = rows == W ? st[p] : m->step;
+        }
+        free(t); free(st);
+        if (!r->is_worker) {
+            s->restore_opt = optim_create(&s->pcfg.opt, r->model->nparams);
+            optim_t *o = s->restore_opt;
+            if ((o->velocity && ckpt_read_tensor(ck, "optim.velocity", o->velocity, o->n) != 0) ||
+                (o->accum && ckpt_read_tensor(ck, "optim.accum", o->accum, o->n) != 0)) {
+                snprintf(r->err, sizeof r->err, "checkpoint has no server optimizer state for --server-opt %s of %zu parameters",
+                         optim_kind_name(o->cfg.kind), o->n);
+                return -1;
+            }
+            s->restore.velocity = o->velocity;
+            s->restore.accum = o->accum;
+        }
+    }
+    if (!r->is_worker) {
+        s->restore.clock = s->restore_clock;
+        s->restore.step = s->restore_step;
+        s->pcfg.restore = &s->restore;
+        return 0;
+    }
+    /* the worker: its clock, its step, and the stamp of the model it starts from */
+    int64_t mn = INT64_MAX;
+    for (int p = 0; p < W; p++) if (s->restore_clock[p] < mn) mn = s->restore_clock[p];
+    s->client->clock = s->restore_clock[r->wrank];
+    for (int k = 0; k < s->pcfg.servers; k++) s->client->stamp[k] = mn;
+    r->step = s->restore_step[r->wrank];
+    if (s->pcfg.gate != GATE_ASP && r->step > 0) {
+        s->resume_pull = 1;
+        r->step--;   /* the pull takes one step */
+    }
+    if (r->step > r->total_steps) r->step = r->total_steps;
+    batch_iter_seek(r->it, r->step);
+    return 0;
+}
+
+int ps_sync_resume_pull(run_t *r)
+{
+    ps_sync_t *s = r->sync_state;
+    if (!s->resume_pull) return 0;
+    s->resume_pull = 0;
+    ps_pull_start(s->client, 0, r->model->params);
+    ps_pull_wait(s->client, r->model->params);
+    return 1;
 }
 
 int ps_sync_serve(run_t *r)
@@ -116,6 +249,10 @@ void ps_sync_destroy(run_t *r)
     ps_sync_t *s = r->sync_state;
     if (!s) return;
     ps_client_free(s->client);
+    optim_free(s->restore_opt);
+    free(s->restore_clock);
+    free(s->restore_step);
+    free(s->clk64);
     free(s->local_acc);
     free(s->acc_sent);
     free(s->eval);

@@ -14,6 +14,13 @@ typedef struct ps_sync {
     float *acc_sent;         /* downpour: the accumulator of the push in flight (sent without a copy) */
     long since_push;
     char hist_json[PS_HIST * 24];  /* the staleness histogram, for the done event */
+    /* Checkpoints from the shards, and resume (ps_common.c). */
+    run_t *run;
+    int resume_pull;         /* a resumed gated worker's first step only pulls (see ps_sync_resume) */
+    optim_t *restore_opt;    /* servers: the server optimizer's state read from the checkpoint */
+    int64_t *restore_clock, *restore_step;   /* (workers) */
+    ps_restore_t restore;
+    double *clk64;           /* (workers, 2) for the checkpoint */
 } ps_sync_t;
 
 int   ps_sync_layout(run_t *r);
@@ -22,6 +29,11 @@ int   ps_sync_serve(run_t *r);
 float *ps_sync_eval_params(run_t *r);
 void  ps_sync_finish(run_t *r);
 void  ps_sync_destroy(run_t *r);
+/* Take the servers' state back from a checkpoint (every rank; servers:
+ * model, optimizer state, clocks; workers: their clock and step). */
+int   ps_sync_resume(run_t *r, const ckpt_t *ck);
+/* A gated worker's first step after a resume: a pull only (1), else 0. */
+int   ps_sync_resume_pull(run_t *r);
 int   ps_sync_stats(run_t *r, sync_stat_t *out, int max, int progress);
 /* Workers run unsynchronized: a bounded run stops on their own clocks. */
 sync_stop_mode_t ps_sync_stop_mode(const run_t *r);

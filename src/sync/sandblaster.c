@@ -41,6 +41,10 @@ typedef struct sb {
     lbfgs_vops_t vops;
     float *eval;             /* (nparams) w fetched for evaluation */
     MPI_Request *req;        /* (S) */
+    float *saved;            /* coordinator: ((2m + 1), nparams) G, S_i, Y_i fetched for a checkpoint;
+                                shard: its slices of them read from the resumed checkpoint */
+    double *scalars;         /* coordinator: (m + 3) */
+    ckpt_tensor_t tensors[4];
     /* replica */
     faults_t faults;
     float *gp, *acc;         /* (nparams) the last portion's sum; the group's sum */
@@ -59,10 +63,6 @@ static int sb_layout(run_t *r)
         snprintf(r->err, sizeof r->err,
                  "--sync sandblaster needs a coordinator, --servers S >= 1 shards and at least one replica; %d ranks were started with --servers %d (try mpirun -np %d)",
                  N, S, S + 2);
-        return -1;
-    }
-    if (*cfg->resume) {
-        snprintf(r->err, sizeof r->err, "--resume is not supported for --sync sandblaster yet");
         return -1;
     }
     int rank = r->comm->rank;
@@ -159,6 +159,59 @@ static void sb_finish(run_t *r)
     sb_t *s = r->sync_state;
     fetch_vector(r, LB_W, r->model->params);
     sb_coord_stop(&s->co);
+}
+
+/* ---- checkpoint and resume: the L-BFGS state, as --sync lbfgs saves it ----
+ * The coordinator holds the scalars and fetches the shards' slices of G,
+ * S_i and Y_i (the history lives at the shards); on resume each shard takes
+ * its slices straight from the checkpoint and the coordinator its scalars. */
+static int sb_ckpt_state(run_t *r, ckpt_meta_t *meta)
+{
+    sb_t *s = r->sync_state;
+    const int m = s->lb.m;
+    const size_t n = r->model->nparams;
+    if (!s->saved) {
+        s->saved = xalloc_floats((size_t)(2 * m + 1) * n);
+        s->scalars = xcalloc((size_t)m + 3, sizeof(double));
+    }
+    fetch_vector(r, LB_G, s->saved);
+    for (int i = 0; i < 2 * m; i++) fetch_vector(r, LB_S(0) + i, s->saved + (size_t)(1 + i) * n);
+    sb_lbfgs_save(&s->lb, s->scalars, meta);
+    s->tensors[0] = (ckpt_tensor_t){ .name = "sync.lbfgs_g", .data = s->saved, .rows = 1, .cols = (long)n };
+    s->tensors[1] = (ckpt_tensor_t){ .name = "sync.lbfgs_s", .data = s->saved + n, .rows = m, .cols = (long)n };
+    s->tensors[2] = (ckpt_tensor_t){ .name = "sync.lbfgs_y", .data = s->saved + (size_t)(1 + m) * n, .rows = m, .cols = (long)n };
+    s->tensors[3] = (ckpt_tensor_t){ .name = "sync.lbfgs_scalars", .data64 = s->scalars, .rows = 1, .cols = m + 3 };
+    meta->extra = s->tensors;
+    meta->nextra = 4;
+    return 0;
+}
+
+static int sb_resume(run_t *r, const ckpt_t *ck)
+{
+    sb_t *s = r->sync_state;
+    if (!sb_lbfgs_in(ck) || s->role == ROLE_REPLICA) return 0;
+    const int m = (int)r->cfg->lbfgs_history;
+    if (s->role == ROLE_COORD) {
+        s->scalars = xcalloc((size_t)m + 3, sizeof(double));
+        return sb_lbfgs_load(&s->lb, ck, s->scalars, r->err, sizeof r->err);
+    }
+    /* a shard: its slices of G, S_i, Y_i (the coordinator checks the scalars) */
+    const size_t n = r->model->nparams, lo = s->lo[s->me], cnt = s->n[s->me];
+    float *row = xalloc_floats(n);
+    s->saved = xalloc_floats((size_t)(2 * m + 1) * (cnt ? cnt : 1));
+    int bad = ckpt_rows(ck, "sync.lbfgs_s") != m || ckpt_rows(ck, "sync.lbfgs_y") != m;
+    for (int i = 0; i < 2 * m + 1 && !bad; i++) {
+        const char *name = i == 0 ? "sync.lbfgs_g" : i <= m ? "sync.lbfgs_s" : "sync.lbfgs_y";
+        long at = i == 0 ? 0 : i <= m ? i - 1 : i - 1 - m;
+        bad = ckpt_read_row(ck, name, at, row, n) != 0;
+        if (!bad) memcpy(s->saved + (size_t)i * cnt, row + lo, cnt * sizeof(float));
+    }
+    free(row);
+    if (bad) {
+        snprintf(r->err, sizeof r->err, "checkpoint's L-BFGS vectors (sync.lbfgs_g, _s, _y) are missing or not of --lbfgs-history %d", m);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- replicas ---- */
@@ -278,7 +331,7 @@ static int replica_run(run_t *r)
 static int sb_serve(run_t *r)
 {
     sb_t *s = r->sync_state;
-    if (s->role == ROLE_SHARD) return sb_shard_run(r, &s->data, s->me);
+    if (s->role == ROLE_SHARD) return sb_shard_run(r, &s->data, s->me, s->saved);
     return replica_run(r);
 }
 
@@ -296,6 +349,8 @@ static void sb_destroy(run_t *r)
     free(s->gp);
     free(s->acc);
     free(s->eval);
+    free(s->saved);
+    free(s->scalars);
     free(s->req);
     free(s->lo);
     free(s->n);
@@ -341,6 +396,8 @@ const sync_ops_t sync_sandblaster = {
     .destroy = sb_destroy,
     .stats = sb_stats,
     .eval_params = sb_eval_params,
+    .ckpt_state = sb_ckpt_state,
+    .resume = sb_resume,
     .step_samples = sb_step_samples,
     .stop_mode = sb_stop_mode,
 };

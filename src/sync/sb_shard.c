@@ -133,7 +133,7 @@ static int recv_push(shard_t *s, const MPI_Status *st, int q)
     return -1;
 }
 
-int sb_shard_run(run_t *r, const sb_data_t *b, int k)
+int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
 {
     comm_t *c = r->comm;
     shard_t sh, *s = &sh;
@@ -150,6 +150,11 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k)
     s->v = xcalloc((size_t)s->nv, sizeof(float *));
     for (int i = 0; i < s->nv; i++) s->v[i] = xalloc_floats(s->n ? s->n : 1);
     memcpy(s->v[LB_W], r->model->params + s->lo, s->n * sizeof(float));
+    if (restore) {   /* a resumed run: G, then S_i, then Y_i (their indices are consecutive) */
+        const int m = (int)r->cfg->lbfgs_history;
+        memcpy(s->v[LB_G], restore, s->n * sizeof(float));
+        for (int i = 0; i < 2 * m; i++) memcpy(s->v[LB_S(0) + i], restore + (size_t)(1 + i) * s->n, s->n * sizeof(float));
+    }
     s->have = xcalloc((size_t)s->P, 1);
     s->in = xmalloc(push_bytes(s));
     s->out = xcalloc((size_t)s->R, sizeof(float *));

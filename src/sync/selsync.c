@@ -34,6 +34,8 @@ typedef struct selsync {
     window_t norms, deltas;
     long syncs, steps;
     double last_sm;
+    double *mine;            /* (2W + 2) this worker's EWMA state, for a checkpoint */
+    sync_rows_t rows;
 } selsync_t;
 
 static void window_push(window_t *w, long W, double x) { w->v[w->count++ % W] = x; }
@@ -60,6 +62,7 @@ static int selsync_init(run_t *r)
     s->grad_agg = !strcmp(r->cfg->aggregation, "gradient");
     s->norms.v = xcalloc((size_t)s->W, sizeof(double));
     s->deltas.v = xcalloc((size_t)s->W, sizeof(double));
+    s->mine = xcalloc((size_t)(2 * s->W + 2), sizeof(double));
     return sync_bcast_params(r);
 }
 
@@ -117,9 +120,75 @@ static void selsync_finish(run_t *r)
         sync_average_params(r, 1.0f / (float)r->nworkers, "the final parameter average");
 }
 
+/* Between synchronizations the replicas differ, and each worker's gradient
+ * norms, and so its EWMA windows, always do: a checkpoint keeps every
+ * worker's parameters, optimizer state and windows (the rings as they are,
+ * in double precision: a decision sm ≥ δ must come out the same), with the
+ * step and sync counts, which all workers share. */
+static int selsync_ckpt_state(run_t *r, ckpt_meta_t *meta)
+{
+    selsync_t *s = r->sync_state;
+    const size_t W = (size_t)s->W;
+    float *v[3];
+    const char *names[3];
+    int nv = sync_worker_vectors(r, v, names);
+    for (int i = 0; i < nv; i++) sync_rows_add(r, &s->rows, names[i], v[i], r->model->nparams);
+    memcpy(s->mine, s->norms.v, W * sizeof(double));
+    memcpy(s->mine + W, s->deltas.v, W * sizeof(double));
+    s->mine[2 * W] = s->prev;
+    s->mine[2 * W + 1] = s->last_sm;
+    sync_rows_add64(r, &s->rows, "sync.worker_ewma", s->mine, 2 * W + 2);
+    sync_rows_meta(r, &s->rows, meta);
+    snprintf(meta->sync_state, sizeof meta->sync_state, "steps=%ld,syncs=%ld,workers=%d,window=%ld", s->steps, s->syncs,
+             r->nworkers, s->W);
+    return 0;
+}
+
+/* Each worker takes back its own row; a checkpoint of another paradigm
+ * resumes from its one model with empty windows. */
+static int selsync_resume(run_t *r, const ckpt_t *ck)
+{
+    selsync_t *s = r->sync_state;
+    const ckpt_meta_t *m = &ck->meta;
+    if (strcmp(m->sync, "selsync")) return 0;
+    long steps, syncs, W;
+    int workers, end = 0;
+    if (sscanf(m->sync_state, "steps=%ld,syncs=%ld,workers=%d,window=%ld%n", &steps, &syncs, &workers, &W, &end) != 4 ||
+        m->sync_state[end] || steps < 0 || steps > m->step || syncs < 0 || syncs > steps || workers < 1 || W < 1) {
+        snprintf(r->err, sizeof r->err, "checkpoint's selsync state '%.64s' is malformed or out of range", m->sync_state);
+        return -1;
+    }
+    if (workers != r->nworkers) {
+        snprintf(r->err, sizeof r->err, "checkpoint holds the selsync state of %d workers, not %d; resume with %d workers",
+                 workers, r->nworkers, workers);
+        return -1;
+    }
+    if (W != s->W) {
+        snprintf(r->err, sizeof r->err, "checkpoint's selsync windows hold W = %ld values, not --window %ld; resume with --window %ld",
+                 W, s->W, W);
+        return -1;
+    }
+    float *v[3];
+    const char *names[3];
+    int nv = sync_worker_vectors(r, v, names);
+    for (int i = 0; i < nv; i++)
+        if (sync_rows_read(r, ck, names[i], v[i], r->model->nparams) != 0) return -1;
+    if (sync_rows_read64(r, ck, "sync.worker_ewma", s->mine, (size_t)(2 * W + 2)) != 0) return -1;
+    memcpy(s->norms.v, s->mine, (size_t)W * sizeof(double));
+    memcpy(s->deltas.v, s->mine + W, (size_t)W * sizeof(double));
+    s->prev = s->mine[2 * W];
+    s->last_sm = s->mine[2 * W + 1];
+    s->norms.count = s->deltas.count = steps;
+    s->steps = steps;
+    s->syncs = syncs;
+    return 0;
+}
+
 static void selsync_destroy(run_t *r)
 {
     selsync_t *s = r->sync_state;
+    sync_rows_free(&s->rows);
+    free(s->mine);
     free(s->norms.v);
     free(s->deltas.v);
     free(s);
@@ -144,4 +213,6 @@ const sync_ops_t sync_selsync = {
     .finish = selsync_finish,
     .destroy = selsync_destroy,
     .stats = selsync_stats,
+    .ckpt_state = selsync_ckpt_state,
+    .resume = selsync_resume,
 };

@@ -37,6 +37,7 @@ static int ssp_init(run_t *r)
 static int ssp_step(run_t *r)
 {
     ps_sync_t *s = r->sync_state;
+    if (ps_sync_resume_pull(r)) return 0;
     ps_push_start(s->client, r->model->grads, r->lr, r->step + 1);
     ps_pull_start(s->client, 0, r->model->params);
     ps_pull_wait(s->client, r->model->params);
@@ -48,6 +49,7 @@ static int ssp_step(run_t *r)
         .step = ssp_step, .serve = ps_sync_serve, .finish = ps_sync_finish,    \
         .destroy = ps_sync_destroy, .stats = ps_sync_stats,                   \
         .eval_params = ps_sync_eval_params, .stop_mode = ps_sync_stop_mode, \
+        .resume = ps_sync_resume,                                            \
         .announce_stop = ps_sync_announce_stop }
 
 const sync_ops_t sync_asp = PS_OPS("asp", "parameter server, no staleness bound");

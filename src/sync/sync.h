@@ -53,6 +53,11 @@ typedef struct run {
     float loss;              /* loss of the current batch */
     int is_worker;           /* runs the worker loop (else ops->serve) */
     int lead;                /* evaluates, prints and writes metrics/checkpoints */
+    int server_ckpt;         /* set by layout: the server shards hold the global model and optimizer
+                                state and write the checkpoints (the lead writes none); a resume
+                                restores the workers' model only, and ops->resume the rest */
+    int own_opt_resume;      /* set by layout: the optimizer the loop steps is not --optimizer's (EAMSGD),
+                                so a resume restores the model only and ops->resume the optimizer state */
     /* Model parallelism (--model-parallel M): a replica is M consecutive
      * worker ranks. Data and batches follow the replica; layout's
      * nworkers/wrank still count worker ranks. M = 1: replica = wrank. */
@@ -96,8 +101,9 @@ struct sync_ops {
      * finish for the final checkpoint, so a resumed run continues where the
      * loop stopped. */
     int  (*ckpt_state)(run_t *r, ckpt_meta_t *meta);
-    /* After init, on every rank of a resumed run: take that state back from
-     * the checkpoint; -1 with r->err set if it does not fit the run. */
+    /* After init, on every rank of a resumed run (servers included): take
+     * that state back from the checkpoint; -1 with r->err set if it does not
+     * fit the run. */
     int  (*resume)(run_t *r, const ckpt_t *ck);
     int model_parallel;          /* combines with --model-parallel M > 1 */
     /* How a bounded run stops (NULL: STOP_AGREE). */
@@ -113,6 +119,29 @@ int  sync_layout_all_workers(run_t *r);      /* every rank is a worker; rank 0 l
 int  sync_bcast_params(run_t *r);            /* rank 0's initial parameters to all */
 /* params := Σ_i weight_i · params_i over all ranks (weight 1/N: the mean). */
 void sync_average_params(run_t *r, float weight, const char *what);
+
+/* Every worker's state in a checkpoint, for the collective paradigms: each
+ * vector is gathered on the lead (rank 0) as a [workers, n] tensor. Call
+ * add/add64 on every worker in the same order, then meta (the lead's meta
+ * then points at the tensors until the next checkpoint). On resume each
+ * worker reads its own row (read: -1 with r->err set if it is absent or of
+ * another shape). */
+#define SYNC_ROWS_MAX 8
+typedef struct sync_rows {
+    void *buf[SYNC_ROWS_MAX];        /* lead: (workers, n) per tensor, kept between checkpoints */
+    ckpt_tensor_t t[SYNC_ROWS_MAX];
+    int nt;
+} sync_rows_t;
+/* The vectors a worker's optimizer step reads and writes: its parameters and
+ * its optimizer's state ("sync.worker_params", "sync.worker_velocity",
+ * "sync.worker_accum"); returns how many (at most 3). */
+int  sync_worker_vectors(run_t *r, float **v, const char **names);
+void sync_rows_add(run_t *r, sync_rows_t *sr, const char *name, const float *v, size_t n);
+void sync_rows_add64(run_t *r, sync_rows_t *sr, const char *name, const double *v, size_t n);
+void sync_rows_meta(const run_t *r, sync_rows_t *sr, ckpt_meta_t *meta);
+void sync_rows_free(sync_rows_t *sr);
+int  sync_rows_read(run_t *r, const ckpt_t *ck, const char *name, float *dst, size_t n);
+int  sync_rows_read64(run_t *r, const ckpt_t *ck, const char *name, double *dst, size_t n);
 
 const sync_ops_t *sync_find(const char *name);
 /* "none | bsp | ..." for --help and error messages. */

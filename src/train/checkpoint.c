@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,9 +95,10 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
     const char *state_name[2] = { "optim.velocity", "optim.accum" };
     size_t nfloats = np;
     for (int s = 0; s < 2; s++) if (state[s]) nfloats += np;
+    size_t data_len = nfloats * sizeof(float);
     for (int e = 0; e < meta->nextra; e++)
-        nfloats += (size_t)(meta->extra[e].rows ? meta->extra[e].rows : 1) * (size_t)meta->extra[e].cols;
-    const size_t data_len = nfloats * sizeof(float);
+        data_len += (size_t)(meta->extra[e].rows ? meta->extra[e].rows : 1) * (size_t)meta->extra[e].cols *
+                    (meta->extra[e].data64 ? 8 : 4);
 
     cJSON *root = cJSON_CreateObject(), *md = cJSON_CreateObject();
     cJSON_AddItemToObject(root, "__metadata__", md);
@@ -113,7 +115,7 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
         cJSON_AddItemToObject(root, name, tensor_entry(&bs, 1, l->b_off * 4, (l->b_off + l->b_len) * 4));
     }
     unsigned char *data = xmalloc(data_len);
-    memcpy(data, m->params, np * 4);
+    memcpy(data, meta->params ? meta->params : m->params, np * 4);
     size_t at = np * 4;
     int flat = (int)np;
     for (int s = 0; s < 2; s++)
@@ -125,9 +127,12 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
     for (int e = 0; e < meta->nextra; e++) {
         const ckpt_tensor_t *t = &meta->extra[e];
         int shape[2] = { (int)t->rows, (int)t->cols };
-        size_t bytes = (size_t)(t->rows ? t->rows : 1) * (size_t)t->cols * 4;
-        cJSON_AddItemToObject(root, t->name, t->rows ? tensor_entry(shape, 2, at, at + bytes) : tensor_entry(shape + 1, 1, at, at + bytes));
-        memcpy(data + at, t->data, bytes);
+        size_t bytes = (size_t)(t->rows ? t->rows : 1) * (size_t)t->cols * (t->data64 ? 8 : 4);
+        cJSON *te = t->rows ? tensor_entry(shape, 2, at, at + bytes) : tensor_entry(shape + 1, 1, at, at + bytes);
+        if (t->data64) cJSON_ReplaceItemInObject(te, "dtype", cJSON_CreateString("F64"));
+        cJSON_AddItemToObject(root, t->name, te);
+        if (t->data64) memcpy(data + at, t->data64, bytes);
+        else memcpy(data + at, t->data, bytes);
         at += bytes;
     }
     char shape[64];
@@ -263,7 +268,8 @@ int ckpt_parse(ckpt_t *ck, unsigned char *buf, size_t size, const char *path, ch
     uint64_t layer_floats = 0;
     for (int i = 0; i < st->ntensors; i++) {
         const st_tensor_t *t = &st->tensors[i];
-        if (strcmp(t->dtype, "F32")) FAIL("checkpoint '%s': tensor '%s' is %s; dsgd checkpoints hold F32 only", path, t->name, t->dtype);
+        if (strcmp(t->dtype, "F32") && (strcmp(t->dtype, "F64") || strncmp(t->name, "sync.", 5)))
+            FAIL("checkpoint '%s': tensor '%s' is %s; dsgd checkpoints hold F32 (and F64 only in sync.* tensors)", path, t->name, t->dtype);
         if (!strncmp(t->name, "layer", 5)) layer_floats += t->count;
     }
     if (layer_floats != (uint64_t)nparams)
@@ -307,7 +313,7 @@ int ckpt_load(const char *path, ckpt_t *ck, char *err, size_t errlen)
 static int copy_tensor(const ckpt_t *ck, const char *name, float *dst, size_t count, const int *shape, int nd)
 {
     const st_tensor_t *t = st_find(&ck->st, name);
-    if (!t || t->count != count) return -1;
+    if (!t || t->count != count || strcmp(t->dtype, "F32")) return -1;
     if (nd && t->ndim != nd) return -1;
     for (int i = 0; i < nd; i++) if (t->shape[i] != (uint64_t)shape[i]) return -1;
     memcpy(dst, ck->buf + ck->st.data_off + t->begin, count * sizeof(float));
@@ -322,9 +328,24 @@ int ckpt_read_tensor(const ckpt_t *ck, const char *name, float *dst, size_t coun
 int ckpt_read_row(const ckpt_t *ck, const char *name, long row, float *dst, size_t cols)
 {
     const st_tensor_t *t = st_find(&ck->st, name);
-    if (!t || t->ndim != 2 || t->shape[1] != cols || row < 0 || (uint64_t)row >= t->shape[0]) return -1;
+    if (!t || t->ndim != 2 || strcmp(t->dtype, "F32") || t->shape[1] != cols || row < 0 || (uint64_t)row >= t->shape[0]) return -1;
     memcpy(dst, ck->buf + ck->st.data_off + t->begin + (size_t)row * cols * sizeof(float), cols * sizeof(float));
     return 0;
+}
+
+int ckpt_read_row64(const ckpt_t *ck, const char *name, long row, double *dst, size_t cols)
+{
+    const st_tensor_t *t = st_find(&ck->st, name);
+    if (!t || t->ndim != 2 || strcmp(t->dtype, "F64") || t->shape[1] != cols || row < 0 || (uint64_t)row >= t->shape[0]) return -1;
+    memcpy(dst, ck->buf + ck->st.data_off + t->begin + (size_t)row * cols * sizeof(double), cols * sizeof(double));
+    for (size_t i = 0; i < cols; i++) if (!isfinite(dst[i])) return -1;
+    return 0;
+}
+
+long ckpt_rows(const ckpt_t *ck, const char *name)
+{
+    const st_tensor_t *t = st_find(&ck->st, name);
+    return t && t->ndim == 2 ? (long)t->shape[0] : 0;
 }
 
 int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t errlen)

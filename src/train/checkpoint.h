@@ -25,11 +25,14 @@
 #define CKPT_VERSION 2
 
 /* A tensor a paradigm saves beside the model: shape [rows, cols], or [cols]
- * when rows == 0. */
+ * when rows == 0. F32 from data, or F64 from data64 when that is set (state
+ * that must come back bit for bit in double precision: EWMAs, L-BFGS's ρ,
+ * clocks). Only "sync.*" tensors may be F64. */
 typedef struct ckpt_tensor {
     const char *name;        /* "sync.…" */
     const float *data;
     long rows, cols;
+    const double *data64;
 } ckpt_tensor_t;
 
 typedef struct ckpt_meta {
@@ -42,6 +45,8 @@ typedef struct ckpt_meta {
     char sync_state[256];    /* the paradigm's own state as text it parses itself ("" if none) */
     const ckpt_tensor_t *extra;   /* save only: the paradigm's tensors (nextra of them) */
     int nextra;
+    const float *params;     /* save only: if set, the layer tensors' values instead of the model's
+                                (e.g. EASGD's center, the average of gossip replicas) */
 } ckpt_meta_t;
 
 typedef struct ckpt {
@@ -70,6 +75,11 @@ int ckpt_read_tensor(const ckpt_t *ck, const char *name, float *dst, size_t coun
 /* Copy row `row` of a [rows, cols] tensor into dst; -1 if absent or of
  * another shape. */
 int ckpt_read_row(const ckpt_t *ck, const char *name, long row, float *dst, size_t cols);
+/* The same for F64 tensors (shape [rows, cols]); -1 if absent, not F64, of
+ * another shape, or holding a value that is not finite. */
+int ckpt_read_row64(const ckpt_t *ck, const char *name, long row, double *dst, size_t cols);
+/* Rows of a 2-D tensor (0 if absent or not 2-D). */
+long ckpt_rows(const ckpt_t *ck, const char *name);
 void ckpt_free(ckpt_t *ck);
 
 #endif

@@ -143,7 +143,8 @@ static int save_checkpoint(run_t *r, const ckpt_meta_t *state)
     par_assemble(r, &m, &o);
     if (!r->lead) return 0;
     ckpt_meta_t meta = { .step = r->step, .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
-                         .w = r->model->in_w, .classes = r->model->classes, .extra = state->extra, .nextra = state->nextra };
+                         .w = r->model->in_w, .classes = r->model->classes, .extra = state->extra, .nextra = state->nextra,
+                         .params = state->params };
     snprintf(meta.sync_state, sizeof meta.sync_state, "%s", state->sync_state);
     snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
     snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
@@ -205,7 +206,10 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
     r->opt = optim_create(oc, r->model->nparams);
     if (*cfg->resume) {
         char why[400];
-        if (par_restore(r, resume, why, sizeof why) != 0) FAIL("'%s': %s", cfg->resume, why);
+        /* with server_ckpt the checkpoint's optimizer state is the servers' (ops->resume) */
+        int rc = r->server_ckpt || r->own_opt_resume ? ckpt_restore(resume, r->model, NULL, why, sizeof why)
+                                                     : par_restore(r, resume, why, sizeof why);
+        if (rc != 0) FAIL("'%s': %s", cfg->resume, why);
         r->step = resume->meta.step;
     }
     long per_step = r->ops->step_samples ? r->ops->step_samples(r) : (long)nworkers * cfg->batch;
@@ -332,7 +336,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     cpu_compute_setup((int)cfg->threads, strcmp(cfg->denormals, "keep") != 0);
     setup(r, cfg, comm, &resume, &faults);
     comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
-    comm_setup_check(comm, *cfg->resume && r->is_worker && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err);
+    comm_setup_check(comm, *cfg->resume && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err);
     ckpt_free(&resume);
     bounds_t bd;
     bounds_start(&bd, r);
@@ -433,7 +437,7 @@ int train_main(const config_t *cfg, comm_t *comm)
             loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
         }
         if ((periodic || eval_due) && !stop) idle_tail = 0;
-        if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0) {
+        if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && !r->server_ckpt) {
             idle_tail = 0;
             ckpt_meta_t state = { .nextra = 0 };
             if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
@@ -449,7 +453,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     /* the paradigm's state as the loop left it (a resumed run goes on from
      * there), its final synchronization, then the final evaluation */
     ckpt_meta_t state = { .nextra = 0 };
-    if (*cfg->checkpoint && r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
+    if (*cfg->checkpoint && !r->server_ckpt && r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
     double tf = now_s();
     bd.stop_s = (t_stop >= 0 ? t_stop : tf) - bd.t_start;
     if (r->ops->finish) r->ops->finish(r);
@@ -463,7 +467,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         eval_record(r, &mx, &ev, tl, sps, bd.final_eval_s, train_s, r->step * samples_per_step);
         bounds_record_eval(&bd, r, ev.acc, bd.final_eval_s, train_s);
     }
-    if (r->evaluates && *cfg->checkpoint && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
+    if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
 
     const long steps = r->step - start_step;
     bounds_gather(&bd, r, steps, steps * (own_data ? samples_per_step : (long)r->it->nb), train_s);
