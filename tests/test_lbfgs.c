@@ -13,6 +13,7 @@ typedef struct quad {
     float v[LB_FIXED + 2 * M][N];
     double a[N], c[N];
     long evals;
+    long flat_at;     /* evaluations of batch k == flat_at report the gradient at w (y = 0) */
 } quadf_t;
 
 static double q_dot(void *ctx, int a, int b) { quadf_t *q = ctx; return lbfgs_kdot(q->v[a], q->v[b], N); }
@@ -21,7 +22,6 @@ static void q_scale(void *ctx, double al, int x) { quadf_t *q = ctx; lbfgs_kscal
 static void q_copy(void *ctx, int s, int d) { quadf_t *q = ctx; memcpy(q->v[d], q->v[s], sizeof q->v[d]); }
 static double q_eval(void *ctx, long k)
 {
-    (void)k;
     quadf_t *q = ctx;
     double f = 0;
     q->evals++;
@@ -30,6 +30,7 @@ static double q_eval(void *ctx, long k)
         f += 0.5 * q->a[i] * e * e;
         q->v[LB_GX][i] = (float)(q->a[i] * e);
     }
+    if (k == q->flat_at) memcpy(q->v[LB_GX], q->v[LB_G], sizeof q->v[LB_GX]);
     return f;
 }
 
@@ -37,6 +38,7 @@ static double solve(lbfgs_ls_t ls, int iters, int *monotone)
 {
     static quadf_t q;
     memset(&q, 0, sizeof q);
+    q.flat_at = -1;
     for (int i = 0; i < N; i++) {
         q.a[i] = pow(100.0, (double)i / (N - 1));
         q.c[i] = 1.0 - 0.3 * i;
@@ -89,11 +91,39 @@ static void test_curvature_pays(void)
     CHECK(err <= 1e-3, "max |w - c| = %g after 30 iterations", err);
 }
 
+/* A curvature pair with y·s <= 0 is not stored. When the history is full its
+ * slot is the oldest pair's, whose vectors it has already overwritten: that
+ * pair must leave the history too, or the two-loop recursion pairs the new
+ * vectors with the old ρ. Every stored pair must satisfy ρ_j (y_j·s_j) = 1. */
+static void test_rejected_pair_in_full_history(void)
+{
+    enum { m = 3 };
+    static quadf_t q;
+    memset(&q, 0, sizeof q);
+    for (int i = 0; i < N; i++) {
+        q.a[i] = pow(100.0, (double)i / (N - 1));
+        q.c[i] = 1.0 - 0.3 * i;
+    }
+    q.flat_at = 5;   /* iterations 0..4 fill the 3 slots, 5 brings y = 0 */
+    lbfgs_vops_t v = { &q, q_dot, q_axpy, q_scale, q_copy, q_eval };
+    lbfgs_t lb;
+    lbfgs_init(&lb, m, LS_ARMIJO, 0, 1);
+    for (int it = 0; it <= 5; it++) lbfgs_iterate(&lb, &v, it);
+    CHECK(lb.count >= 1, "no curvature pair kept");
+    for (int i = 0; i < lb.count; i++) {
+        int j = ((lb.head - 1 - i) % m + m) % m;
+        double ys = lbfgs_kdot(q.v[LB_Y(m, j)], q.v[LB_S(j)], N);
+        CHECK(fabs(lb.rho[j] * ys - 1.0) < 1e-6, "stored pair %d (slot %d): rho*(y.s) = %g, not 1", i, j, lb.rho[j] * ys);
+    }
+    lbfgs_free(&lb);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
     RUN(test_wolfe_solves_quadratic);
     RUN(test_armijo_solves_quadratic);
     RUN(test_curvature_pays);
+    RUN(test_rejected_pair_in_full_history);
     return TEST_END("test_lbfgs");
 }

@@ -163,6 +163,8 @@ double lbfgs_iterate(lbfgs_t *lb, const lbfgs_vops_t *v, long k)
         lb->gamma = ys / yy;
         lb->head = (j + 1) % m;
         if (lb->count < m) lb->count++;
+    } else if (lb->count == m) {
+        lb->count--;   /* slot j held the oldest pair, whose vectors are gone now */
     }
     v->copy(c, LB_X, LB_W);
     v->copy(c, LB_GX, LB_G);
