@@ -34,3 +34,17 @@ summary() {
     echo "$1: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
 }
+# refused NAME NEEDLE CMD...: CMD must fail within REFUSE_LIMIT seconds
+# (default 20) with one stderr line containing NEEDLE. Needs $WORK.
+refused() {
+    local name=$1 needle=$2 limit=${REFUSE_LIMIT:-20}
+    shift 2
+    timeout "$limit" "$@" >"$WORK/stdout" 2>"$WORK/stderr"
+    local rc=$? lines
+    lines=$(grep -c . "$WORK/stderr")
+    if [ $rc -eq 0 ]; then bad "$name" "accepted (exit 0)"
+    elif [ $rc -eq 124 ]; then bad "$name" "hung (killed after $limit s)"
+    elif [ "$lines" -ne 1 ]; then bad "$name" "stderr has $lines lines: $(head -c 400 "$WORK/stderr")"
+    elif ! grep -q -- "$needle" "$WORK/stderr"; then bad "$name" "error lacks '$needle': $(cat "$WORK/stderr")"
+    else ok "$name"; fi
+}

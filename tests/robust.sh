@@ -12,20 +12,6 @@ WORK=$(mktemp -d /tmp/dsgd-robust-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
 
-# refused NAME NEEDLE CMD...: non-zero exit within 20 s, one stderr line
-# containing NEEDLE.
-refused() {
-    local name=$1 needle=$2
-    shift 2
-    timeout 20 "$@" >"$WORK/stdout" 2>"$WORK/stderr"
-    local rc=$? lines
-    lines=$(grep -c . "$WORK/stderr")
-    if [ $rc -eq 0 ]; then bad "$name" "accepted (exit 0)"
-    elif [ $rc -eq 124 ]; then bad "$name" "hung (killed after 20 s)"
-    elif [ "$lines" -ne 1 ]; then bad "$name" "stderr has $lines lines: $(head -c 400 "$WORK/stderr")"
-    elif ! grep -q -- "$needle" "$WORK/stderr"; then bad "$name" "error lacks '$needle': $(cat "$WORK/stderr")"
-    else ok "$name"; fi
-}
 T=(--data synthetic --model mlp:8 --batch 32 --quiet)
 
 # ---- (10) one strict parser with a range for every numeric flag ----

@@ -86,3 +86,11 @@ int sync_rows_read64(run_t *r, const ckpt_t *ck, const char *name, double *dst, 
     snprintf(r->err, sizeof r->err, "checkpoint has no finite F64 %s for %d workers of %zu values", name, r->nworkers, n);
     return -1;
 }
+
+int sync_same_workers(run_t *r, int workers, const char *what)
+{
+    if (workers == r->nworkers) return 0;
+    snprintf(r->err, sizeof r->err, "checkpoint holds %s of %d workers, not %d; resume with %d workers",
+             what, workers, r->nworkers, workers);
+    return -1;
+}

@@ -174,11 +174,7 @@ static int easgd_resume(run_t *r, const ckpt_t *ck)
         snprintf(r->err, sizeof r->err, "checkpoint's EASGD state '%.64s' is malformed", m->sync_state);
         return -1;
     }
-    if (workers != r->nworkers) {
-        snprintf(r->err, sizeof r->err, "checkpoint holds the local models of %d EASGD workers, not %d; resume with %d workers",
-                 workers, r->nworkers, workers);
-        return -1;
-    }
+    if (sync_same_workers(r, workers, "the EASGD local models") != 0) return -1;
     float *v[3];
     const char *names[3];
     int nv = sync_worker_vectors(r, v, names);

@@ -158,11 +158,7 @@ static int selsync_resume(run_t *r, const ckpt_t *ck)
         snprintf(r->err, sizeof r->err, "checkpoint's selsync state '%.64s' is malformed or out of range", m->sync_state);
         return -1;
     }
-    if (workers != r->nworkers) {
-        snprintf(r->err, sizeof r->err, "checkpoint holds the selsync state of %d workers, not %d; resume with %d workers",
-                 workers, r->nworkers, workers);
-        return -1;
-    }
+    if (sync_same_workers(r, workers, "the selsync state") != 0) return -1;
     if (W != s->W) {
         snprintf(r->err, sizeof r->err, "checkpoint's selsync windows hold W = %ld values, not --window %ld; resume with --window %ld",
                  W, s->W, W);

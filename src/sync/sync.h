@@ -141,6 +141,9 @@ void sync_rows_add64(run_t *r, sync_rows_t *sr, const char *name, const double *
 void sync_rows_meta(const run_t *r, sync_rows_t *sr, ckpt_meta_t *meta);
 void sync_rows_free(sync_rows_t *sr);
 int  sync_rows_read(run_t *r, const ckpt_t *ck, const char *name, float *dst, size_t n);
+/* A checkpoint's per-worker state (WHAT, e.g. "the local models") of
+ * WORKERS workers resumes only on as many: 0, or -1 with r->err set. */
+int  sync_same_workers(run_t *r, int workers, const char *what);
 int  sync_rows_read64(run_t *r, const ckpt_t *ck, const char *name, double *dst, size_t n);
 
 const sync_ops_t *sync_find(const char *name);
