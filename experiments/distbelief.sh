@@ -21,7 +21,8 @@ else
     BT=6000
 fi
 COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --quiet)
-# Downpour: γ for Adagrad ~10x the best fixed rate (ALGORITHMS §3)
+# Downpour: Adagrad at the shard with γ = the fixed rate, 0.05 (the paper
+# suggests ~10x the best fixed rate; not swept here)
 declare -A P=(
     [downpour-sgd]="--sync downpour --servers 1 --lr 0.05"
     [downpour-adagrad]="--sync downpour --servers 1 --lr 0.05 --server-opt adagrad --adagrad-lr 0.05"
