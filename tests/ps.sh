@@ -29,9 +29,11 @@ for s in bsp-ps "ssp --staleness 0" asp "dssp --staleness-low 3 --staleness-high
     else bad "$name, one worker" "max |diff| $d: $(tail -2 "$WORK/$name.out")"; fi
 done
 
-# Staleness bounds with 4 workers, 2 shards, worker 1 twenty times slower (its
-# compute is tens of microseconds: a smaller factor drowns in message latency).
-H=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 150 --quiet --servers 2 --slowdown 1=20)
+# Staleness bounds with 4 workers, 2 shards, worker 1 200 times slower: its
+# step computes in tens of microseconds, so its delay is a few milliseconds.
+# At 20x (about 1 ms) asp stayed at max staleness 2 in a CI run on a busy
+# machine, where every rank waits milliseconds for a core anyway.
+H=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 150 --quiet --servers 2 --slowdown 1=200)
 check_bound() {   # NAME BOUND ARGS...
     local name=$1 bound=$2
     shift 2
@@ -50,7 +52,7 @@ check_bound "dssp 2..6" 6 --sync dssp --staleness-low 2 --staleness-high 6
 # the bounds above are not vacuous: without a gate the straggler falls further behind
 "${MPIRUN[@]}" -np 6 "$DSGD" train "${H[@]}" --sync asp --metrics "$WORK/asp.jsonl" > /dev/null 2>&1
 mx=$(json_field "$WORK/asp.jsonl" done staleness_max)
-if awk -v m="$mx" 'BEGIN{exit !(m > 6)}'; then ok "asp with a 20x straggler exceeds those bounds (max staleness $mx)"
+if awk -v m="$mx" 'BEGIN{exit !(m > 6)}'; then ok "asp with a 200x straggler exceeds those bounds (max staleness $mx)"
 else bad "asp staleness" "max $mx, expected > 6"; fi
 
 # A worker dies: the shards evict it and the run finishes (exit 0 on every survivor).
