@@ -97,7 +97,8 @@ figures() {
     shift 2
     local files=()
     for n in "$@"; do [ -f "$OUT/metrics/$n.jsonl" ] && files+=("$OUT/metrics/$n.jsonl"); done
-    scripts/dsgd-plot --out "$OUT/figures/$sub" --target "$target" "${files[@]}" > "$OUT/logs/plot-$sub.log"
+    # time since the common start, the clock the speed-ups use (summarize.py)
+    scripts/dsgd-plot --time wall --out "$OUT/figures/$sub" --target "$target" "${files[@]}" > "$OUT/logs/plot-$sub.log"
 }
 summary_head() {   # TITLE TEXT
     { echo "# $1"; echo; echo "$2"; echo; echo "Command: \`$0 $([ "$QUICK" = 1 ] && echo --quick)\` ($(date -u +%F))"; echo; } > "$OUT/summary.md"

@@ -7,7 +7,9 @@ usage: summarize.py OUT.md TARGET [--baseline SUBSTRING] [--title TEXT] METRICS.
 Columns: run (paradigm and flags, as dsgd-plot labels it), N workers, final
 test accuracy, time to TARGET (training seconds and seconds since the common
 start, from the first evaluation at or above it), speed-up to TARGET over the
-baseline run (the first whose label contains SUBSTRING, at the same N), sync
+baseline run (the first whose label contains SUBSTRING, at the same N) in
+time since the start (the lead's training time would flatter paradigms
+whose other workers train while the lead evaluates), sync
 fraction, staleness mean/max, steps per worker (min..max), and why it
 stopped. Times are simulated seconds for simulated runs."""
 import importlib.machinery
@@ -29,9 +31,11 @@ def first_hit(run, target):
     return None, None
 
 
-def ttt(path, target):
-    """Training seconds to the first evaluation at or above target (None: never)."""
-    return first_hit(plot.read_run(path), target)[0]
+def ttt(path, target, wall=False):
+    """Seconds to the first evaluation at or above target (None: never): the
+    lead's training time, or with wall=True the time since the common start
+    (the fair clock when other workers train while the lead evaluates)."""
+    return first_hit(plot.read_run(path), target)[1 if wall else 0]
 
 
 def fmt(v, f="%.3f"):
@@ -57,17 +61,17 @@ def main(argv):
     if base:
         for row in rows:
             if base in row["label"] and row["N"] not in baselines:
-                baselines[row["N"]] = row["tt"]
+                baselines[row["N"]] = row["tw"]
     lines = []
     if title:
         lines += [f"### {title}", ""]
-    lines.append(f"| run | N | final test acc | time to {target} (train s) | (wall s) | speed-up vs {base or '–'} "
+    lines.append(f"| run | N | final test acc | time to {target} (train s) | (wall s) | speed-up vs {base or '–'} (wall) "
                  "| sync fraction | staleness mean/max | steps per worker | stopped by |")
     lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
         d = row["d"]
         b = baselines.get(row["N"])
-        speed = b / row["tt"] if b and row["tt"] else None
+        speed = b / row["tw"] if b and row["tw"] else None
         st = "–"
         if "staleness_mean" in d:
             st = f"{d['staleness_mean']:.2f}/{d.get('staleness_max', 0):.0f}"
