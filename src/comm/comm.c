@@ -84,19 +84,25 @@ void comm_check(const comm_t *c, int rc, const char *call, const char *file, int
     die("%s failed at %s:%d: %s (rank %d on %s)", call, file, line, msg, c->rank, c->host);
 }
 
-void comm_setup_check(comm_t *c, int failed, const char *msg)
+int comm_setup_failed(comm_t *c, int failed, const char *msg)
 {
     int first = failed ? c->rank : c->size, nfail = failed ? 1 : 0;
     if (c->size > 1) {
         MPI_CHECK(c, MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c->world));
         MPI_CHECK(c, MPI_Allreduce(MPI_IN_PLACE, &nfail, 1, MPI_INT, MPI_SUM, c->world));
     }
-    if (first == c->size) return;
+    if (first == c->size) return 0;
     if (c->rank == first) {
         if (nfail == c->size) fprintf(stderr, "dsgd: error: %s\n", msg);
         else fprintf(stderr, "dsgd: error: rank %d (%s): %s\n", c->rank, c->host, msg);
         fflush(stderr);
     }
+    return 1;
+}
+
+void comm_setup_check(comm_t *c, int failed, const char *msg)
+{
+    if (!comm_setup_failed(c, failed, msg)) return;
     MPI_Finalize();
     exit(1);
 }

@@ -57,6 +57,10 @@ void comm_check(const comm_t *c, int rc, const char *call, const char *file, int
  * one-line message (naming the rank unless all failed alike) and every rank
  * finalizes and exits 1 — no abort banner, no hang. */
 void comm_setup_check(comm_t *c, int failed, const char *msg);
+/* The same verdict and message, without the exit: returns 1 if any rank
+ * failed, so the caller can release what MPI must see released before
+ * MPI_Finalize (an RMA window: MPICH over UCX asserts at exit otherwise). */
+int  comm_setup_failed(comm_t *c, int failed, const char *msg);
 
 /* Every rank passes the same "name=value\n..." description of its
  * configuration; if any rank's differs from rank 0's, every rank stops with a

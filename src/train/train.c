@@ -336,7 +336,12 @@ int train_main(const config_t *cfg, comm_t *comm)
     cpu_compute_setup((int)cfg->threads, strcmp(cfg->denormals, "keep") != 0);
     setup(r, cfg, comm, &resume, &faults);
     comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
-    comm_setup_check(comm, *cfg->resume && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err);
+    if (comm_setup_failed(comm, *cfg->resume && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err)) {
+        /* every rank is here: the paradigm's collective teardown can run */
+        if (r->ops->destroy) r->ops->destroy(r);
+        MPI_Finalize();
+        exit(1);
+    }
     ckpt_free(&resume);
     bounds_t bd;
     bounds_start(&bd, r);
