@@ -224,6 +224,46 @@ static void test_maxpool_gradients(void)
     pool_case(1, 3, 7, 7, 3, 2);   /* overlapping windows */
 }
 
+/* The fused ReLU + pool gives the bits of the two layers in turn: outputs
+ * and input gradients, with negative windows, all-negative windows, zeros
+ * and ties (values on a coarse grid). */
+static void fused_case(int B, int C, int H, int W, int K, int stride)
+{
+    conv_geom_t g = { .B = B, .C = C, .H = H, .W = W, .KH = K, .KW = K, .stride = stride };
+    conv_geom_init(&g);
+    long nx = (long)B * C * H * W, no = (long)B * C * g.OH * g.OW;
+    float *x = xalloc_floats(nx), *rx = xalloc_floats(nx), *r = xalloc_floats(no);
+    float *o1 = xalloc_floats(no), *o2 = xalloc_floats(no);
+    float *d1 = xalloc_floats(nx), *d2 = xalloc_floats(nx), *drx = xalloc_floats(nx);
+    int32_t *a1 = xcalloc((size_t)no, sizeof(int32_t)), *a2 = xcalloc((size_t)no, sizeof(int32_t));
+    rng_t q;   /* its own stream: the shared one feeds the finite-difference checks */
+    rng_seed(&q, 7, (uint64_t)nx);
+    for (long i = 0; i < nx; i++) x[i] = (float)((int)(rng_uniform(&q) * 9) - 5) * 0.25f;   /* -1.25 .. 0.75 */
+    for (long i = 0; i < no; i++) r[i] = (float)(2 * rng_uniform(&q) - 1);
+    relu_forward(rx, x, nx);
+    maxpool_forward(o1, a1, rx, &g);
+    maxpool_backward(drx, r, a1, &g);
+    relu_backward(d1, drx, rx, nx);
+    maxpool_relu_forward(o2, a2, x, &g);
+    maxpool_relu_backward(d2, r, o2, a2, &g);
+    /* the pool's own backward against the plain scatter into zeros */
+    float *ref = xalloc_floats(nx);
+    memset(ref, 0, sizeof(float) * (size_t)nx);
+    for (long i = 0; i < no; i++) ref[a1[i]] += r[i];
+    CHECK(memcmp(ref, drx, sizeof(float) * (size_t)nx) == 0, "pool gradient differs from the scatter (K=%d stride=%d)", K, stride);
+    free(ref);
+    CHECK(memcmp(o1, o2, sizeof(float) * (size_t)no) == 0, "fused relu+pool output differs (K=%d stride=%d)", K, stride);
+    CHECK(memcmp(d1, d2, sizeof(float) * (size_t)nx) == 0, "fused relu+pool gradient differs (K=%d stride=%d)", K, stride);
+    free(x); free(rx); free(r); free(o1); free(o2); free(d1); free(d2); free(drx); free(a1); free(a2);
+}
+
+static void test_relu_pool_fused(void)
+{
+    fused_case(4, 6, 28, 28, 2, 2);   /* LeNet's */
+    fused_case(2, 3, 9, 7, 3, 3);
+    fused_case(3, 2, 7, 9, 2, 2);     /* odd sizes: a row and a column outside every window */
+}
+
 typedef struct act_ctx { int tanh_; float x[40], r[40], out[40]; } act_ctx_t;
 static double act_cb(void *p)
 {
@@ -348,6 +388,7 @@ int main(int argc, char **argv)
     RUN(test_conv_paths_agree);
     RUN(test_maxpool_gradients);
     RUN(test_activation_gradients);
+    RUN(test_relu_pool_fused);
     RUN(test_softmax_xent);
     RUN(test_model_gradients);
     RUN(test_model_specs);

@@ -34,6 +34,8 @@ void dense_backward(float *dinp, float *dw, float *db, const float *dout,
 
 /* ---------------- pooling ---------------- */
 
+static int pool_is_2x2(const conv_geom_t *g) { return g->KH == 2 && g->KW == 2 && g->stride == 2 && g->pad == 0; }
+
 /* The common 2x2, stride 2, no padding case: no bounds checks, and selects
  * instead of branches (the winner is data-dependent, so branches mispredict
  * about half the time); the same first-wins tie-breaking as the general loop. */
@@ -70,7 +72,7 @@ static void maxpool2x2_forward(float *out, int32_t *argmax, const float *inp, co
 
 void maxpool_forward(float *out, int32_t *argmax, const float *inp, const conv_geom_t *g)
 {
-    if (g->KH == 2 && g->KW == 2 && g->stride == 2 && g->pad == 0) {
+    if (pool_is_2x2(g)) {
         maxpool2x2_forward(out, argmax, inp, g);
         return;
     }
@@ -99,12 +101,87 @@ void maxpool_forward(float *out, int32_t *argmax, const float *inp, const conv_g
     }
 }
 
+/* v where c holds, +0 elsewhere, by a mask: GCC turns a select of floats
+ * into a branch, which mispredicts on data as random as an argmax */
+static inline float keep_if(float v, int c)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    u &= -(uint32_t)(c != 0);
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* The 2x2, stride 2 case: every input element is written once, the winner's
+ * gradient or zero (rows and columns outside every window are zeroed), with
+ * no scatter and no branch. 0 + d, as the scatter into zeros gives (it
+ * turns −0 into +0); out, when given, masks as a ReLU before the pool would. */
+static void maxpool2x2_backward(float *dinp, const float *dout, const float *out, const int32_t *argmax,
+                                const conv_geom_t *g)
+{
+    const int H = g->H, W = g->W, HW = H * W, OH = g->OH, OW = g->OW;
+    for (long bc = 0; bc < (long)g->B * g->C; bc++) {
+        float *s = dinp + bc * HW;
+        const float *d = dout + bc * OH * OW, *o = out ? out + bc * OH * OW : NULL;
+        const int32_t *a = argmax + bc * OH * OW;
+        const int32_t base = (int32_t)(bc * HW);
+        for (int oh = 0; oh < OH; oh++) {
+            float *r0 = s + 2 * oh * W, *r1 = r0 + W;
+            const int32_t i0 = base + 2 * oh * W;
+            for (int ow = 0; ow < OW; ow++) {
+                const int j = oh * OW + ow;
+                float v = 0.0f + d[j];
+                if (o) v = keep_if(v, o[j] > 0.0f);
+                const int32_t k = a[j] - (i0 + 2 * ow);
+                r0[2 * ow] = keep_if(v, k == 0);
+                r0[2 * ow + 1] = keep_if(v, k == 1);
+                r1[2 * ow] = keep_if(v, k == W);
+                r1[2 * ow + 1] = keep_if(v, k == W + 1);
+            }
+            if (W > 2 * OW) { r0[W - 1] = 0.0f; r1[W - 1] = 0.0f; }
+        }
+        if (H > 2 * OH) memset(s + (long)(H - 1) * W, 0, sizeof(float) * (size_t)W);
+    }
+}
+
 void maxpool_backward(float *dinp, const float *dout, const int32_t *argmax, const conv_geom_t *g)
 {
+    if (pool_is_2x2(g)) {
+        maxpool2x2_backward(dinp, dout, NULL, argmax, g);
+        return;
+    }
     const long nin = (long)g->B * g->C * g->H * g->W;
     const long nout = (long)g->B * g->C * g->OH * g->OW;
     memset(dinp, 0, sizeof(float) * (size_t)nin);
     for (long i = 0; i < nout; i++) dinp[argmax[i]] += dout[i];
+}
+
+/* ReLU then max pooling, in one pass over the larger tensor: max(relu(x)) =
+ * relu(max(x)), so the pool runs on the raw input and clamps its outputs.
+ * Bit-identical to the two layers: where a window's maximum is positive it
+ * is the same element (first wins); where it is not, the output is +0 and no
+ * gradient flows, whichever element the argmax names. */
+void maxpool_relu_forward(float *out, int32_t *argmax, const float *inp, const conv_geom_t *g)
+{
+    maxpool_forward(out, argmax, inp, g);
+    const long n = (long)g->B * g->C * g->OH * g->OW;
+    for (long i = 0; i < n; i++) out[i] = out[i] > 0.0f ? out[i] : 0.0f;
+}
+
+void maxpool_relu_backward(float *dinp, const float *dout, const float *out, const int32_t *argmax,
+                           const conv_geom_t *g)
+{
+    if (pool_is_2x2(g)) {
+        maxpool2x2_backward(dinp, dout, out, argmax, g);
+        return;
+    }
+    const long nin = (long)g->B * g->C * g->H * g->W;
+    const long nout = (long)g->B * g->C * g->OH * g->OW;
+    memset(dinp, 0, sizeof(float) * (size_t)nin);
+    for (long i = 0; i < nout; i++) {
+        const float d = dout[i];   /* a select, not a branch: the sign is data */
+        dinp[argmax[i]] += out[i] > 0.0f ? d : 0.0f;
+    }
 }
 
 /* ---------------- activations ---------------- */

@@ -62,6 +62,11 @@ void conv2d_backward(float *dinp,       /* (B, C, H, W) or NULL */
 /* Max pooling with window KH×KW; argmax holds the flat input index. */
 void maxpool_forward(float *out, int32_t *argmax, const float *inp, const conv_geom_t *g);
 void maxpool_backward(float *dinp, const float *dout, const int32_t *argmax, const conv_geom_t *g);
+/* ReLU followed by max pooling, fused (bit-identical to the two in turn);
+ * backward takes the pooled output to know where the ReLU passed. */
+void maxpool_relu_forward(float *out, int32_t *argmax, const float *inp, const conv_geom_t *g);
+void maxpool_relu_backward(float *dinp, const float *dout, const float *out, const int32_t *argmax,
+                           const conv_geom_t *g);
 
 void relu_forward(float *out, const float *inp, long n);
 void relu_backward(float *dinp, const float *dout, const float *out, long n);

@@ -181,6 +181,13 @@ int model_part_check(const char *spec, int c, int h, int w, int classes, int M, 
     return 0;
 }
 
+/* Layer i is a ReLU that the max pooling after it applies (fused: the ReLU
+ * layer then neither computes nor stores anything). */
+static int relu_into_pool(const model_t *m, int i)
+{
+    return i + 1 < m->nlayers && m->layers[i].kind == LAYER_RELU && m->layers[i + 1].kind == LAYER_MAXPOOL;
+}
+
 model_t *model_create(const char *spec, int c, int h, int w, int classes, int max_batch)
 {
     return model_create_part(spec, c, h, w, classes, max_batch, NULL);
@@ -252,6 +259,10 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
             l->dout = i > 0 ? m->layers[i - 1].dout : NULL;
             continue;
         }
+        if (relu_into_pool(m, i)) {   /* the pool above computes both, and both gradients */
+            l->out = l->dout = NULL;
+            continue;
+        }
         l->out = xalloc_floats((size_t)n);
         l->dout = (i == p.n - 1) ? m->dlogits : xalloc_floats((size_t)n);
         if (l->pb) {
@@ -269,7 +280,7 @@ void model_free(model_t *m)
     if (!m) return;
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
-        if (l->kind == LAYER_FLATTEN) continue;
+        if (l->kind == LAYER_FLATTEN || relu_into_pool(m, i)) continue;
         free(l->out);
         if (i != m->nlayers - 1) free(l->dout);
         free(l->argmax);
@@ -326,10 +337,14 @@ const float *model_forward(model_t *m, const float *x, int B)
         }
         case LAYER_MAXPOOL: {
             conv_geom_t g = layer_geom(l, B, l->out_c);
-            maxpool_forward(l->out, l->argmax, inp, &g);
+            if (i > 0 && relu_into_pool(m, i - 1)) maxpool_relu_forward(l->out, l->argmax, inp, &g);
+            else maxpool_forward(l->out, l->argmax, inp, &g);
             break;
         }
-        case LAYER_RELU: relu_forward(l->out, inp, n); break;
+        case LAYER_RELU:
+            if (relu_into_pool(m, i)) { l->out = (float *)inp; break; }   /* the pool below applies it */
+            relu_forward(l->out, inp, n);
+            break;
         case LAYER_TANH: tanh_forward(l->out, inp, n); break;
         case LAYER_FLATTEN: l->out = (float *)inp; break;
         }
@@ -385,9 +400,19 @@ void model_backward(model_t *m, const int32_t *labels, int B)
             break;
         }
         case LAYER_MAXPOOL:
-            if (dinp) { conv_geom_t g = layer_geom(l, B, l->out_c); maxpool_backward(dinp, l->dout, l->argmax, &g); }
+            if (i > 0 && relu_into_pool(m, i - 1)) {
+                /* through the fused ReLU into the gradient below it */
+                float *d2 = i - 1 > first_param ? m->layers[i - 2].dout : NULL;
+                if (d2) { conv_geom_t g = layer_geom(l, B, l->out_c); maxpool_relu_backward(d2, l->dout, l->out, l->argmax, &g); }
+            } else if (dinp) {
+                conv_geom_t g = layer_geom(l, B, l->out_c);
+                maxpool_backward(dinp, l->dout, l->argmax, &g);
+            }
             break;
-        case LAYER_RELU: if (dinp) relu_backward(dinp, l->dout, l->out, n); break;
+        case LAYER_RELU:
+            if (relu_into_pool(m, i)) break;   /* done by the pool above */
+            if (dinp) relu_backward(dinp, l->dout, l->out, n);
+            break;
         case LAYER_TANH: if (dinp) tanh_backward(dinp, l->dout, l->out, n); break;
         case LAYER_FLATTEN: break;  /* dout aliases the layer below */
         }
