@@ -197,7 +197,8 @@ bench_ps() {
     # --wait spin (yield only, as before the back-off) and --wait backoff
     # interleaved, so both see the same machine
     local -a rate=() spin=() gain=()
-    for i in $(seq "$REPEATS"); do
+    # five pairs: one run's rate moves by 30% with the scheduler's luck
+    for i in $(seq $((REPEATS + 2))); do
         for w in spin backoff; do
             run_clean "$logdir/asp-$w.log" mpirun -q -np 5 "$BUILD/dsgd" "${A[@]}" --sync asp --wait "$w" --metrics "$logdir/asp-$w.jsonl" > /dev/null ||
                 { echo "bench: asp run (--wait $w) failed"; status=1; return; }

@@ -73,8 +73,8 @@ void comm_check_same_config(comm_t *c, const char *desc);
  * ranks that compute. A poll loop calls comm_idle after each poll that found
  * nothing: it returns at once for the first 50 us of a wait, yields the core
  * until 2 ms, then sleeps for at most 1/8 of the time waited so far (capped
- * at 1 ms), so a wait ends at most ~12% later than its event, and a short
- * wait not at all. Sleeps are MPI_Wtime-consistent under SimGrid (SMPI
+ * at 100 us until 50 ms, at 1 ms after), so a wait ends at most ~12% later
+ * than its event, and a short wait not at all. Sleeps are MPI_Wtime-consistent under SimGrid (SMPI
  * turns nanosleep into simulated time). */
 typedef struct comm_idle {
     double since;            /* start of the current wait (0: not waiting) */

@@ -38,7 +38,7 @@ const opt_def_t config_train_opts[] = {
     { "threads", OT_LONG, S(threads), "1", "BLAS threads per process" },
     { "denormals", OT_STR, S(denormals), "flush", "flush (subnormal floats become zero: fast) | keep (IEEE subnormals: exact, up to several times slower when training is noisy)" },
     { "timeout", OT_DOUBLE, S(timeout), "60", "seconds a rank waits for a peer before declaring it dead" },
-    { "wait", OT_STR, S(wait), "backoff", "how idle ranks wait for messages: backoff (yield, then sleep: frees the core for ranks that compute when there are more ranks than cores) | spin (yield only: lowest latency on dedicated cores)" },
+    { "wait", OT_STR, S(wait), "backoff", "how idle ranks wait for messages: backoff (yield, then sleep: frees the core for ranks that compute when there are more ranks than cores) | spin (yield only: lowest latency on dedicated cores); collective waits never sleep" },
     { "slowdown", OT_STR, S(slowdown), "", "slow workers down: W=F[,W=F...] (worker W F times slower; W counts workers from 0, servers and coordinator excluded) or FRAC:F (that fraction of workers)" },
     { "fail", OT_STR, S(fail), "", "crash workers abruptly: W@S[,W@S...] (worker W exits at its step S; W counts workers from 0, servers and coordinator excluded)" },
     { "period", OT_LONG, S(period), "8", "localsgd/fedavg: local steps H between parameter averages" },
