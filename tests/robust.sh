@@ -171,8 +171,9 @@ fault_record "asp, the server (rank 0) killed: metrics in place, done says rank 
 # asp workers killed -9 (not --fail): the server evicts the dead one after
 # --timeout and the rest run to the time limit. A worker that is not the
 # lead: the lead's metrics close normally and count the eviction. The lead
-# itself: the others and the server still finish (exit 0), but the metrics
-# are the lead's and stay a .part file (no takeover yet).
+# itself: the others and the server still finish (exit 0), and the next
+# worker takes over the evaluations and the dead lead's metrics file: it is
+# renamed into place with a takeover event and a done event.
 killed_run 4 2 "$WORK/kw" "${F[@]}" --sync asp --servers 1 --time-limit 8
 rcs="$(cat "$WORK/kw/rc.0" "$WORK/kw/rc.1" "$WORK/kw/rc.3" 2>/dev/null | tr '\n' ' ')"
 ev=$(json_field "$WORK/kw/m.jsonl" done evictions 2>/dev/null)
@@ -182,6 +183,17 @@ killed_run 4 1 "$WORK/kwl" "${F[@]}" --sync asp --servers 1 --time-limit 8
 rcs="$(cat "$WORK/kwl/rc.0" "$WORK/kwl/rc.2" "$WORK/kwl/rc.3" 2>/dev/null | tr '\n' ' ')"
 if [ "$rcs" = "0 0 0 " ] && [ "$took" -le 30 ]; then ok "asp, the lead worker (rank 1) killed -9: the server and the other workers finish (exit 0, ${took}s after the kill)"
 else bad "asp with the lead worker killed" "exit codes [$rcs] after ${took}s: $(grep dsgd "$WORK/kwl/stderr" | head -3)"; fi
+if [ ! -e "$WORK/kwl/m.jsonl.part" ] && python3 -c 'import json,sys
+rs=[json.loads(l) for l in open(sys.argv[1])]
+assert rs[0]["event"]=="config", rs[0]
+t=[x for x in rs if x["event"]=="takeover"]
+assert len(t)==1 and t[0]["rank"]==2 and t[0]["worker"]==1, t
+i=rs.index(t[0])
+assert any(x["event"]=="eval" for x in rs[:i]) and any(x["event"]=="eval" for x in rs[i+1:]), "evaluations before and after"
+d=rs[-1]
+assert d["event"]=="done" and d["status"]=="ok" and d["evictions"]==1, d' "$WORK/kwl/m.jsonl" 2> "$WORK/py.err"
+then ok "asp, the lead worker killed -9: worker 1 takes over; the metrics are in place (config, evaluations, takeover, evaluations, done)"
+else bad "lead takeover" "$(ls "$WORK/kwl") $(tail -1 "$WORK/py.err")"; fi
 
 # ---- (8) --sync localsgd/fedavg --resume continues exactly ----
 # 2 workers, H = 8, momentum: stopped mid-period (k = 37) and at a period

@@ -191,11 +191,24 @@ static void merge_stats(ps_stats_t *into, const ps_stats_t *s, int first)
     }
 }
 
+/* Every worker below `me` is among the evicted (the list holds the first 8). */
+static int below_evicted(const ps_stats_t *st, int me)
+{
+    if (me == 0 || me > 8) return 0;
+    for (int q = 0; q < me; q++) {
+        int found = 0;
+        for (int i = 0; i < st->evicted && i < 8; i++) found |= st->evicted_list[i] == q;
+        if (!found) return 0;
+    }
+    return 1;
+}
+
 /* Read the reply headers: statistics, stamps, evictions. */
 static void take_headers(ps_client_t *pc, int with_stats)
 {
     for (int k = 0; k < pc->cfg->servers; k++) {
         const ps_hdr_t *h = &pc->rhdr[k];
+        if (below_evicted(&h->stats, pc->worker)) pc->lead_gone = 1;
         if (!with_stats) pc->stamp[k] = h->stamp;   /* gated replies stamp the next gradient */
         if (h->stop) pc->comm->stop_heard = 1;
         if (h->stats.evicted > 0) pc->comm->peer_lost = 1;

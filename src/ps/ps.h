@@ -154,6 +154,7 @@ typedef struct ps_client {
     int64_t clock;               /* pushes made */
     int64_t *stamp;              /* (servers) stamp of the last reply from each shard */
     ps_stats_t stats;            /* merged statistics of the last eval/final reply */
+    int lead_gone;               /* the shards evicted every worker below this one: it leads now */
 } ps_client_t;
 
 ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, size_t nparams);

@@ -88,4 +88,5 @@ const sync_ops_t sync_downpour = {
     .model_parallel = 1,
     .stop_mode = ps_sync_stop_mode,
     .announce_stop = ps_sync_announce_stop,
+    .lead_lost = ps_sync_lead_lost,
 };

@@ -233,6 +233,7 @@ int ps_sync_serve(run_t *r)
 float *ps_sync_eval_params(run_t *r)
 {
     ps_sync_t *s = r->sync_state;
+    if (!s->eval) s->eval = xalloc_floats(r->model->nparams);   /* a worker that took over the lead */
     ps_pull_start(s->client, 1, s->eval);
     ps_pull_wait(s->client, s->eval);
     return s->eval;
@@ -261,6 +262,12 @@ void ps_sync_destroy(run_t *r)
 }
 
 sync_stop_mode_t ps_sync_stop_mode(const run_t *r) { return STOP_OWN_CLOCK; }
+
+int ps_sync_lead_lost(const run_t *r)
+{
+    const ps_sync_t *s = r->sync_state;
+    return s && s->client && s->client->lead_gone && !r->lead && r->mp_size == 1;
+}
 
 void ps_sync_announce_stop(run_t *r)
 {

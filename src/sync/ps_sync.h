@@ -39,5 +39,6 @@ int   ps_sync_stats(run_t *r, sync_stat_t *out, int max, int progress);
 sync_stop_mode_t ps_sync_stop_mode(const run_t *r);
 /* The shards relay the lead's stop in their replies. */
 void ps_sync_announce_stop(run_t *r);
+int  ps_sync_lead_lost(const run_t *r);
 
 #endif

@@ -50,7 +50,7 @@ static int ssp_step(run_t *r)
         .destroy = ps_sync_destroy, .stats = ps_sync_stats,                   \
         .eval_params = ps_sync_eval_params, .stop_mode = ps_sync_stop_mode, \
         .resume = ps_sync_resume,                                            \
-        .announce_stop = ps_sync_announce_stop }
+        .announce_stop = ps_sync_announce_stop, .lead_lost = ps_sync_lead_lost }
 
 const sync_ops_t sync_asp = PS_OPS("asp", "parameter server, no staleness bound");
 const sync_ops_t sync_ssp = PS_OPS("ssp", "parameter server, staleness bound --staleness");

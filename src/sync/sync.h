@@ -112,6 +112,10 @@ struct sync_ops {
      * they see comm->stop_heard (NULL: bounds.c sends each a message, which
      * they probe for after every step). */
     void (*announce_stop)(run_t *r);
+    /* On a worker that does not lead: 1 when the lead worker has been lost
+     * and this worker is next in line to take over the evaluations and the
+     * metrics (parameter-server paradigms, whose shards evict dead workers). */
+    int  (*lead_lost)(const run_t *r);
 };
 
 /* Helpers shared by the collective paradigms (common.c). */

@@ -27,6 +27,42 @@ int metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t er
     return 0;
 }
 
+int metrics_takeover(metrics_t *m, const char *path, double t0, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    m->t0 = t0;
+    if (!path || !*path) return 0;
+    size_t n = strlen(path) + 8;
+    m->path = xstrdup(path);
+    m->tmp = xmalloc(n);
+    snprintf(m->tmp, n, "%s.part", path);
+    m->f = fopen(m->tmp, "r+");
+    if (!m->f) m->f = fopen(m->tmp, "w");
+    if (!m->f) {
+        snprintf(err, errlen, "cannot take over metrics file '%s': %s", m->tmp, strerror(errno));
+        free(m->path); free(m->tmp);
+        m->path = m->tmp = NULL;
+        return -1;
+    }
+    /* the end of the last whole line: a lead killed while writing leaves half of one */
+    long keep = 0;
+    if (fseek(m->f, 0, SEEK_END) == 0) {
+        for (long at = ftell(m->f); at > 0; at--) {
+            if (fseek(m->f, at - 1, SEEK_SET) != 0) break;
+            if (fgetc(m->f) == '\n') { keep = at; break; }
+        }
+    }
+    fflush(m->f);
+    if (ftruncate(fileno(m->f), keep) != 0 || fseek(m->f, keep, SEEK_SET) != 0) {
+        snprintf(err, errlen, "cannot take over metrics file '%s': %s", m->tmp, strerror(errno));
+        fclose(m->f);
+        free(m->path); free(m->tmp);
+        memset(m, 0, sizeof *m);
+        return -1;
+    }
+    return 0;
+}
+
 void metrics_begin(metrics_t *m, const char *event, double now)
 {
     if (m->f) fprintf(m->f, "{\"event\":\"%s\",\"time\":%.6f", event, now - m->t0);

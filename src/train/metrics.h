@@ -13,6 +13,9 @@ typedef struct metrics {
 } metrics_t;
 
 int  metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t errlen);
+/* Continue the metrics of a lead that died: its FILE.part, cut after its
+ * last whole line, or a new one if it wrote none. */
+int  metrics_takeover(metrics_t *m, const char *path, double t0, char *err, size_t errlen);
 /* {"event":"NAME","time":T  … then fields … metrics_end closes the object. */
 void metrics_begin(metrics_t *m, const char *event, double now);
 void metrics_long(metrics_t *m, const char *key, long v);

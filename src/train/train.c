@@ -306,6 +306,25 @@ static void record_fault(void *ctx, const char *what, const int *lost, int nlost
     metrics_close(f->mx, 1);
 }
 
+/* The lead worker was lost and this worker is next in line (parameter-server
+ * paradigms): it evaluates from now on, and continues the dead lead's
+ * metrics file with a takeover event, so the run's record is not lost. */
+static void take_lead(run_t *r, metrics_t *mx, const config_t *cfg, double t0)
+{
+    char err[512];
+    r->lead = r->evaluates = 1;
+    if (metrics_takeover(mx, cfg->metrics, t0, err, sizeof err) != 0)
+        fprintf(stderr, "dsgd: %s; the run goes on without metrics\n", err);
+    metrics_begin(mx, "takeover", now_s());
+    metrics_long(mx, "step", r->step);
+    metrics_long(mx, "worker", r->wrank);
+    metrics_long(mx, "rank", r->comm->rank);
+    metrics_end(mx);
+    fprintf(stderr, "dsgd: the lead worker was lost; worker %d (rank %d) takes over the evaluations and the metrics at step %ld\n",
+            r->wrank, r->comm->rank, r->step);
+    fflush(stderr);
+}
+
 /* run_s: seconds since the common start; train_s: the lead's training time so far */
 static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, double train_loss, double sps,
                         double run_s, double train_s, long samples)
@@ -383,7 +402,8 @@ int train_main(const config_t *cfg, comm_t *comm)
     const long start_step = r->step, samples_per_step = own_data ? r->ops->step_samples(r) : (long)r->it->nb * r->replicas;
     double train_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0, beat_last = now_s();
     long loss_n = 0, seg_samples = 0;
-    const int tty = live_line(r), beat = lead && !cfg->quiet && !tty;
+    const int tty = live_line(r);
+    int beat = lead && !cfg->quiet && !tty;
 
     double t_carry = -1, t_stop = -1;
     while (r->step < r->total_steps) {
@@ -407,6 +427,10 @@ int train_main(const config_t *cfg, comm_t *comm)
         r->lr = lr_at(&r->sched, r->step);
         if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
         r->step++;
+        if (!r->lead && r->ops->lead_lost && r->ops->lead_lost(r)) {
+            take_lead(r, &mx, cfg, t0);
+            beat = !cfg->quiet && !tty;
+        }
         double te = now_s();
         int eval_due, stop = bounds_after_step(&bd, r, ts, &te, &eval_due);
         double dt = te - ts;
@@ -509,7 +533,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     }
     metrics_end(&mx);
     if (metrics_close(&mx, 1) != 0) die("cannot write metrics file '%s': %s", cfg->metrics, strerror(errno));
-    if (lead) {
+    if (r->lead) {
         char extra[512];
         stats_text(r, extra, sizeof extra);
         if (tty) fputs("\r\033[K", stdout);
