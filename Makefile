@@ -5,7 +5,7 @@
 #   make bench         throughput benchmarks (against PyTorch when installed)
 #   make demo          a real Fashion-MNIST training run
 #   make check-deps    say what is missing
-#   make fuzz          libFuzzer harnesses (clang), FUZZ_SECONDS (default 600) each;
+#   make fuzz          libFuzzer harnesses (clang), FUZZ_RUNS executions (default 10.5 million) each;
 #                      make test runs each for 20 s
 #   make sim           build-sim/dsgd for SimGrid (scripts/dsgd-sim runs it)
 #   make sim-check     the simulator's calibration checks (also part of make test)
@@ -121,7 +121,7 @@ sim-check: all sim
 # The harnesses (fuzz/) call the loaders, the checkpoint reader and the
 # option parser; seed corpora live in fuzz/seeds/, what a run finds goes to
 # build-fuzz/corpus/ (the seeds stay as they are).
-FUZZ_SECONDS ?= 600
+FUZZ_RUNS ?= 10500000
 FUZZ_CC := OMPI_CC=clang MPICH_CC=clang mpicc
 FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fno-omit-frame-pointer \
     -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
@@ -143,7 +143,7 @@ build-fuzz/fuzz_%: fuzz/fuzz_%.c build-fuzz/libdsgd.a
 fuzz-build: $(FUZZ_BIN)
 
 fuzz: fuzz-build
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz.sh build-fuzz
+	@FUZZ_RUNS=$(FUZZ_RUNS) tests/fuzz.sh build-fuzz
 
 clean:
 	rm -rf build build-san build-sim build-fuzz build-mpich build-mpich-san
