@@ -36,8 +36,9 @@ summary_head "DSSP: dynamic staleness on heterogeneous clusters" \
 # "cpu-hetero"/"cpu-homo": hosts 10x slower (--compute-scale 0.1: a model
 # ten times larger, say) and 4 shards, so computing sets the pace and slow
 # workers matter, as on the paper's GPU cluster; 8 workers, 60 s.
-for N in "${NS[@]}"; do
-    for cl in hetero homo cpu-hetero cpu-homo; do
+# the link-bound clusters at every size first, the compute-bound ones last
+for spec in $(for N in "${NS[@]}"; do echo "$N:hetero $N:homo"; done) $(for N in "${NS[@]}"; do echo "$N:cpu-hetero $N:cpu-homo"; done); do
+        N=${spec%%:*} cl=${spec#*:}
         # the homogeneous cluster is the reference, at 8 workers only (each
         # 16-worker run costs this machine ~10 minutes)
         [ "${cl#cpu-}" = homo ] && { [ "$QUICK" = 1 ] || [ "$N" -gt 8 ]; } && continue
@@ -66,7 +67,6 @@ for N in "${NS[@]}"; do
         done
         table "$cl cluster, $N workers ($lim s)" "$TARGET" bsp-ps "${names[@]}"
         figures "$cl-$N" "$TARGET" "${names[@]}"
-    done
 done
 # the acceptance figure: dssp's time to target against ssp's and bsp-ps's (heterogeneous)
 python3 - "$OUT" "$TARGET" "${NS[@]}" >> "$OUT/summary.md" <<'PY'
