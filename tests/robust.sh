@@ -237,4 +237,18 @@ rcs="$(cat "$WORK/kl/rc.1" "$WORK/kl/rc.2" 2>/dev/null | tr '\n' ' ')"
 if [ "$rcs" = "0 0 " ]; then ok "gossip pull, the lead (rank 0) killed -9: ranks 1,2 stop on their own (exit 0, ${took}s after the kill)"
 else bad "gossip pull with the lead killed" "exit codes [$rcs] after ${took}s: $(grep dsgd "$WORK/kl/stderr" | head -3)"; fi
 
+# A rank that dies halfway through publishing its copy leaves it marked as
+# being written for good; the lead, reading every replica for a periodic
+# checkpoint, retried such a copy forever (a hang found by
+# experiments/soak.sh). DSGD_TEST_DIE_PUBLISHING places that death.
+rm -f "$WORK"/rc.* "$WORK/kp.st"
+DSGD_LAUNCH_LIMIT=120 "${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 3 "${RECORD_RC[@]}" env DSGD_TEST_DIE_PUBLISHING=1@200 \
+    "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 3000 --quiet --sync gossip --gossip pull \
+    --timeout 3 --checkpoint-every 50 --checkpoint "$WORK/kp.st" --metrics "$WORK/kp.jsonl" > "$WORK/kp.out" 2>&1
+rcs="$(cat "$WORK/rc.0" "$WORK/rc.2" 2>/dev/null | tr '\n' ' ')"
+dead=$(json_field "$WORK/kp.jsonl" done dead_peers 2>/dev/null)
+if [ "$rcs" = "0 0 " ] && [ "$dead" = 1 ] && [ -s "$WORK/kp.st" ]; then
+    ok "gossip pull, rank 1 dead halfway through publishing: the lead's periodic checkpoints give up on its copy after --timeout; ranks 0,2 finish (dead_peers 1)"
+else bad "gossip peer dead mid-publish" "exit codes [$rcs], dead_peers $dead: $(grep dsgd "$WORK/kp.out" | head -3)"; fi
+
 summary robust

@@ -74,6 +74,7 @@ typedef struct gossip {
     float *saved;            /* (ranks, n) lead, pull/push: the replicas read for a checkpoint */
     float *saved_avg;        /* (n) their mean */
     ckpt_tensor_t tensor;
+    int64_t die_publishing;  /* test hook: exit while publishing this step (-1: never) */
 } gossip_t;
 
 static void publish(run_t *r, gossip_t *g, int64_t step)
@@ -81,6 +82,7 @@ static void publish(run_t *r, gossip_t *g, int64_t step)
     volatile int64_t *hdr = (volatile int64_t *)g->pub;
     hdr[1] = ++g->seq;                                   /* odd: writing */
     MPI_CHECK(r->comm, MPI_Win_sync(g->win));
+    if (step == g->die_publishing) _exit(3);   /* a death mid-copy, as kill -9 can cause */
     memcpy(g->pub + sizeof(published_t), r->model->params, g->n * sizeof(float));
     hdr[0] = step;
     MPI_CHECK(r->comm, MPI_Win_sync(g->win));
@@ -227,6 +229,14 @@ static int gossip_init(run_t *r)
     g->mixed_step = xcalloc((size_t)N, sizeof(int64_t));
     double now = now_s();
     for (int j = 0; j < N; j++) { g->alive[j] = 1; g->seen_step[j] = g->mixed_step[j] = -1; g->seen_time[j] = now; }
+    /* DSGD_TEST_DIE_PUBLISHING=R@S: rank R exits halfway through publishing
+     * step S, leaving its copy marked as being written forever (the tests'
+     * way to place a death where kill -9 lands only by chance) */
+    g->die_publishing = -1;
+    const char *die = getenv("DSGD_TEST_DIE_PUBLISHING");
+    int die_rank;
+    long die_step;
+    if (die && sscanf(die, "%d@%ld", &die_rank, &die_step) == 2 && die_rank == r->comm->rank) g->die_publishing = die_step;
     for (int k = 0; k < NSEND; k++) { g->sbuf[k] = xmalloc(g->n * sizeof(float)); g->sreq[k] = MPI_REQUEST_NULL; }
     if (r->lead) g->avg = xalloc_floats(g->n);
 #ifndef DSGD_SIM
@@ -531,6 +541,12 @@ static int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
             int64_t step = -1;
             int rc = read_peer(r, g, j, &step);
             if (rc < 0) break;   /* dead */
+            /* a rank killed while publishing leaves its copy half-written
+             * for good: without this the lead would read it forever */
+            if (rc == 0 && now_s() - g->seen_time[j] > r->cfg->timeout) {
+                mark_dead(r, g, j, "its copy stayed half-written", r->cfg->timeout);
+                break;
+            }
             if (rc == 1) {
                 memcpy(row, g->peer + sizeof(published_t), n * sizeof(float));
                 have[j] = 1;
