@@ -251,7 +251,7 @@ void comm_idle(comm_idle_t *w)
     if (w->since <= 0) { w->since = now; return; }
     const double waited = now - w->since;
     if (waited < 50e-6) return;
-    if (waited < 2e-3 || w->spin) {
+    if (waited < w->yield_s || w->spin) {
         /* Under SimGrid every simulated rank is a context of one process:
          * yielding the core hands real time to unrelated processes (on a
          * busy machine, most of a simulation's wall time went there) and

@@ -79,9 +79,10 @@ void comm_check_same_config(comm_t *c, const char *desc);
 typedef struct comm_idle {
     double since;            /* start of the current wait (0: not waiting) */
     int spin;                /* --wait spin: only yield, never sleep */
+    double yield_s;          /* yield (no sleep) until the wait is this old */
 } comm_idle_t;
 /* A wait's state, with the run's --wait policy (comm_t.wait_spin). */
-static inline comm_idle_t comm_idle_start(const comm_t *c) { return (comm_idle_t){ 0, c->wait_spin }; }
+static inline comm_idle_t comm_idle_start(const comm_t *c) { return (comm_idle_t){ 0, c->wait_spin, 2e-3 }; }
 /* Start a new wait (call when something happened). */
 static inline void comm_idle_reset(comm_idle_t *w) { w->since = 0; }
 void comm_idle(comm_idle_t *w);

@@ -417,6 +417,20 @@ static int recv_or_evict(shard_t *s, const MPI_Status *st, int p)
     return -1;
 }
 
+/* A reply still on its way: it moves only while this shard is in an MPI
+ * call (the shared-memory transport hands a large message over in
+ * fragments), so the shard must not sleep then. Completes the finished ones. */
+static int replies_in_flight(shard_t *s)
+{
+    int any = 0;
+    for (int j = 0; j < 2 * s->cfg->workers; j++) {
+        if (s->out_req[j] == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        if (MPI_Test(&s->out_req[j], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) any = 1;
+    }
+    return any;
+}
+
 static int all_finished(const shard_t *s)
 {
     for (int p = 0; p < s->cfg->workers; p++)
@@ -493,6 +507,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
                         MPI_CHECK(c, MPI_Send(&h, (int)sizeof h, MPI_BYTE, worker_rank(s, p), PS_KEEPALIVE, c->world));
                 s->last_keepalive = now;
             }
+            idle.spin = s->c->wait_spin || replies_in_flight(s);
             comm_idle(&idle);
             continue;
         }
