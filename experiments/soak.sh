@@ -8,7 +8,7 @@
 # checkpoint's step and update count before and after, and the test
 # accuracy of the checkpoint; then the totals: cycles, hangs, cycles whose
 # work was lost (the checkpoint did not advance), and the final accuracy.
-#   experiments/soak.sh [--minutes M] [--cycle S] [--quick] [--out DIR] [--build DIR] [--seed N]
+#   experiments/soak.sh [--minutes M] [--cycle S] [--only asp|gossip] [--quick] [--out DIR] [--build DIR] [--seed N]
 # --quick: 2 cycles of 10 s per paradigm on synthetic data (about a minute).
 # Exit status 1 if any cycle hung or lost its work, or a killed run left the
 # checkpoint unreadable. Open MPI (mpirun --enable-recovery).
@@ -19,6 +19,7 @@ QUICK=0
 OUT=""
 BUILD=build
 SEED=1
+PARADIGMS="asp gossip"
 while [ $# -gt 0 ]; do
     case "$1" in
         --minutes) MINUTES=$2; shift 2 ;;
@@ -27,8 +28,9 @@ while [ $# -gt 0 ]; do
         --out) OUT=$2; shift 2 ;;
         --build) BUILD=$2; shift 2 ;;
         --seed) SEED=$2; shift 2 ;;
+        --only) PARADIGMS=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "soak: unknown option '$1' (--minutes M, --cycle S, --quick, --out DIR, --build DIR, --seed N)" >&2; exit 2 ;;
+        *) echo "soak: unknown option '$1' (--minutes M, --cycle S, --only P, --quick, --out DIR, --build DIR, --seed N)" >&2; exit 2 ;;
     esac
 done
 cd "$(dirname "$0")/.."
@@ -68,7 +70,7 @@ summary="$OUT/summary.md"
     echo
     echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, ${MINUTES} min per paradigm, cycles of ${CYCLE} s, seed $SEED; ${D[*]}"
 } > "$summary"
-for P in asp gossip; do
+for P in $PARADIGMS; do
     case $P in
         asp) NP=5; A=(--sync asp --servers 1); FIRST=1 ;;     # rank 0 is the shard
         gossip) NP=4; A=(--sync gossip); FIRST=0 ;;
