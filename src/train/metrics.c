@@ -8,7 +8,10 @@
 
 #include "../util/util.h"
 
-int metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t errlen)
+/* PATH.part opened with mode (or alt, if that fails and is given); a
+ * metrics_t without a file if no path is given. */
+static int open_part(metrics_t *m, const char *path, double t0, const char *mode, const char *alt,
+                     char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
     m->t0 = t0;
@@ -17,7 +20,8 @@ int metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t er
     m->path = xstrdup(path);
     m->tmp = xmalloc(n);
     snprintf(m->tmp, n, "%s.part", path);
-    m->f = fopen(m->tmp, "w");
+    m->f = fopen(m->tmp, mode);
+    if (!m->f && alt) m->f = fopen(m->tmp, alt);
     if (!m->f) {
         snprintf(err, errlen, "cannot write metrics file '%s': %s", m->tmp, strerror(errno));
         free(m->path); free(m->tmp);
@@ -27,23 +31,15 @@ int metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t er
     return 0;
 }
 
+int metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t errlen)
+{
+    return open_part(m, path, t0, "w", NULL, err, errlen);
+}
+
 int metrics_takeover(metrics_t *m, const char *path, double t0, char *err, size_t errlen)
 {
-    memset(m, 0, sizeof *m);
-    m->t0 = t0;
-    if (!path || !*path) return 0;
-    size_t n = strlen(path) + 8;
-    m->path = xstrdup(path);
-    m->tmp = xmalloc(n);
-    snprintf(m->tmp, n, "%s.part", path);
-    m->f = fopen(m->tmp, "r+");
-    if (!m->f) m->f = fopen(m->tmp, "w");
-    if (!m->f) {
-        snprintf(err, errlen, "cannot take over metrics file '%s': %s", m->tmp, strerror(errno));
-        free(m->path); free(m->tmp);
-        m->path = m->tmp = NULL;
-        return -1;
-    }
+    if (open_part(m, path, t0, "r+", "w", err, errlen) != 0) return -1;
+    if (!m->f) return 0;
     /* the end of the last whole line: a lead killed while writing leaves half of one */
     long keep = 0;
     if (fseek(m->f, 0, SEEK_END) == 0) {
