@@ -232,10 +232,26 @@ acc=$(json_field "$WORK/kg/m.jsonl" done test_acc 2>/dev/null); dead=$(json_fiel
 if [ "$rcs" = "0 0 " ] && awk -v a="$acc" -v d="$dead" 'BEGIN{exit !(a >= 0.9 && d == 1)}'; then
     ok "gossip pull, rank 2 killed -9: ranks 0,1 finish (exit 0, ${took}s after the kill), test_acc $acc, dead_peers $dead"
 else bad "gossip pull with a killed peer" "exit codes [$rcs] after ${took}s, acc $acc, dead $dead: $(grep dsgd "$WORK/kg/stderr" | head -3)"; fi
-killed_run 3 0 "$WORK/kl" "${G[@]}" --timeout 3
+# The lead killed: rank 1, the next live rank, takes over the evaluations,
+# the metrics and the checkpoints (before, the survivors trained on and
+# nobody saved their work: found by experiments/soak.sh).
+killed_run 3 0 "$WORK/kl" "${G[@]}" --timeout 3 --checkpoint "$WORK/kl.st" --checkpoint-every 1000
 rcs="$(cat "$WORK/kl/rc.1" "$WORK/kl/rc.2" 2>/dev/null | tr '\n' ' ')"
 if [ "$rcs" = "0 0 " ]; then ok "gossip pull, the lead (rank 0) killed -9: ranks 1,2 stop on their own (exit 0, ${took}s after the kill)"
 else bad "gossip pull with the lead killed" "exit codes [$rcs] after ${took}s: $(grep dsgd "$WORK/kl/stderr" | head -3)"; fi
+if [ ! -e "$WORK/kl/m.jsonl.part" ] && python3 -c 'import json,struct,sys
+rs=[json.loads(l) for l in open(sys.argv[1])]
+t=[x for x in rs if x["event"]=="takeover"]
+assert len(t)==1 and t[0]["rank"]==1, t
+d=rs[-1]
+assert d["event"]=="done" and d["status"]=="ok" and d["steps"]==60000 and d["test_acc"]>=0.9, d
+f=open(sys.argv[2],"rb"); n=struct.unpack("<Q",f.read(8))[0]; m=json.loads(f.read(n))["__metadata__"]
+assert m["step"]=="60000", m' "$WORK/kl/m.jsonl" "$WORK/kl.st" 2> "$WORK/py.err"
+then ok "gossip pull, the lead killed -9: rank 1 takes over; metrics in place (takeover, done), the final checkpoint at step 60000"
+else bad "gossip lead takeover" "$(ls "$WORK/kl") $(tail -1 "$WORK/py.err")"; fi
+if DSGD_LAUNCH_LIMIT=120 "${MPIRUN[@]}" -np 3 "$DSGD" train "${G[@]}" --timeout 3 --steps 60100 --resume "$WORK/kl.st" > "$WORK/klr.out" 2>&1
+then ok "gossip: the checkpoint of the rank that took over resumes (every replica from its final average)"
+else bad "gossip resume after a takeover" "$(grep dsgd "$WORK/klr.out" | head -2)"; fi
 
 # A rank that dies halfway through publishing its copy leaves it marked as
 # being written for good; the lead, reading every replica for a periodic

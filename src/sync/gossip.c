@@ -395,6 +395,7 @@ static float *gossip_average(run_t *r)
     gossip_t *g = r->sync_state;
     int N = r->comm->size, me = r->comm->rank, live = 0;
     int64_t step;
+    if (!g->avg) g->avg = xalloc_floats(g->n);   /* a rank that took over from a dead lead */
     memset(g->avg, 0, g->n * sizeof(float));
     for (int j = 0; j < N; j++) {
         g->used[j] = 0;
@@ -430,6 +431,43 @@ static float *gossip_average(run_t *r)
     return g->avg;
 }
 
+static int gossip_lead_lost(const run_t *r);
+
+/* The lead's part of the finish: wait until every live rank has published
+ * its final parameters, take their average, say goodbye. */
+static void lead_final(run_t *r, gossip_t *g)
+{
+    const int N = r->comm->size, me = r->comm->rank;
+    comm_idle_t idle = comm_idle_start(r->comm);
+    for (int j = 0; j < N; j++) {
+        int64_t step = -1;
+        while (j != me && g->alive[j] && (read_peer(r, g, j, &step) != 1 || step <= r->total_steps)) {
+            if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "it never finished", r->cfg->timeout); break; }
+            comm_idle(&idle);
+        }
+    }
+    /* the final average takes every live replica, stale or not: all have finished */
+    double now = now_s();
+    for (int j = 0; j < N; j++) g->seen_time[j] = now;
+    memcpy(r->model->params, gossip_average(r), g->n * sizeof(float));
+    int lost = r->comm->peer_lost;
+    for (int j = 0; j < N; j++)
+        if (j != me && g->alive[j]) MPI_Send(&lost, 1, MPI_INT, j, TAG_GOSSIP_BYE, r->comm->world);
+}
+
+/* Read each live rank below this one: a copy short of "finished" that has
+ * not moved for --timeout is a dead rank's. */
+static void watch_lower(run_t *r, gossip_t *g)
+{
+    for (int j = 0; j < r->comm->rank; j++) {
+        if (!g->alive[j]) continue;
+        int64_t step = -1;
+        int rc = read_peer(r, g, j, &step);
+        if (rc < 0 || (rc == 1 && step > r->total_steps)) continue;   /* dead already, or finished */
+        if (now_s() - g->seen_time[j] > r->cfg->timeout) mark_dead(r, g, j, "it stopped before finishing", r->cfg->timeout);
+    }
+}
+
 static void gossip_finish(run_t *r)
 {
     gossip_t *g = r->sync_state;
@@ -458,34 +496,35 @@ static void gossip_finish(run_t *r)
     MPI_Barrier(r->comm->world);
 #endif
     if (r->lead) {
-        /* wait until every live rank has published its final parameters */
-        comm_idle_t idle = comm_idle_start(r->comm);
-        for (int j = 0; j < N; j++) {
-            int64_t step = -1;
-            while (j != me && g->alive[j] && (read_peer(r, g, j, &step) != 1 || step <= r->total_steps)) {
-                if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "it never finished", r->cfg->timeout); break; }
-                comm_idle(&idle);
-            }
-        }
-        /* the final average takes every live replica, stale or not: all have finished */
-        double now = now_s();
-        for (int j = 0; j < N; j++) g->seen_time[j] = now;
-        memcpy(r->model->params, gossip_average(r), g->n * sizeof(float));
-        int lost = r->comm->peer_lost;
-        for (int j = 0; j < N; j++)
-            if (j != me && g->alive[j]) MPI_Send(&lost, 1, MPI_INT, j, TAG_GOSSIP_BYE, r->comm->world);
+        lead_final(r, g);
     } else {
         /* keep the window up until the lead has read it */
         int lost = 0;
         MPI_Request q;
-        MPI_CHECK(r->comm, MPI_Irecv(&lost, 1, MPI_INT, 0, TAG_GOSSIP_BYE, r->comm->world, &q));
-        double t0 = now_s();
+        /* from the lead, or from the rank that took over from a dead one */
+        MPI_CHECK(r->comm, MPI_Irecv(&lost, 1, MPI_INT, MPI_ANY_SOURCE, TAG_GOSSIP_BYE, r->comm->world, &q));
+        double t0 = now_s(), checked = t0;
         int got = 0;
         comm_idle_t idle = comm_idle_start(r->comm);
         while (!got) {
             MPI_Test(&q, &got, MPI_STATUS_IGNORE);
-            if (!got && now_s() - t0 > 3 * r->cfg->timeout + 10) { mark_dead(r, g, 0, "the lead never said goodbye", 3 * r->cfg->timeout + 10); break; }
-            if (!got) comm_idle(&idle);
+            if (got) break;
+            /* a lead that died before finishing says no goodbye: the next
+             * live rank in line does the lead's part */
+            if (g->mode != 2 && now_s() - checked > r->cfg->timeout / 10) {
+                checked = now_s();
+                watch_lower(r, g);
+                if (gossip_lead_lost(r)) {
+                    MPI_Cancel(&q);
+                    MPI_Wait(&q, MPI_STATUS_IGNORE);
+                    r->lead = r->evaluates = 1;
+                    fprintf(stderr, "dsgd: rank %d: the lead died before finishing; this rank gathers the final average\n", me);
+                    lead_final(r, g);
+                    return;
+                }
+            }
+            if (now_s() - t0 > 3 * r->cfg->timeout + 10) { mark_dead(r, g, 0, "the lead never said goodbye", 3 * r->cfg->timeout + 10); break; }
+            comm_idle(&idle);
         }
         if (lost) r->comm->peer_lost = 1;
     }
@@ -577,6 +616,9 @@ static int gossip_resume(run_t *r, const ckpt_t *ck)
     gossip_t *g = r->sync_state;
     const ckpt_meta_t *m = &ck->meta;
     if (strcmp(m->sync, "gossip")) return 0;
+    /* the final checkpoint of a rank that took over from a lead dead before
+     * the end holds the final average only: every replica starts from it */
+    if (!*m->sync_state && ckpt_rows(ck, "sync.worker_params") == 0) return 0;
     int workers, end = 0;
     if (sscanf(m->sync_state, "workers=%d%n", &workers, &end) != 1 || m->sync_state[end] || workers < 2) {
         snprintf(r->err, sizeof r->err, "checkpoint's gossip state '%.64s' is malformed", m->sync_state);
@@ -618,6 +660,18 @@ static void gossip_destroy(run_t *r)
     r->sync_state = NULL;
 }
 
+/* Pull and push: every rank below this one is dead, so this one takes over
+ * the evaluations, the metrics and the checkpoints (round mode, collective,
+ * does not survive a death at all). */
+static int gossip_lead_lost(const run_t *r)
+{
+    const gossip_t *g = r->sync_state;
+    if (!g || g->mode == 2 || r->lead || r->comm->rank == 0) return 0;
+    for (int j = 0; j < r->comm->rank; j++)
+        if (g->alive[j]) return 0;
+    return 1;
+}
+
 /* round mode pairs every rank each step: its ranks stop together */
 static sync_stop_mode_t gossip_stop_mode(const run_t *r)
 {
@@ -648,4 +702,5 @@ const sync_ops_t sync_gossip = {
     .ckpt_state = gossip_ckpt_state,
     .resume = gossip_resume,
     .stop_mode = gossip_stop_mode,
+    .lead_lost = gossip_lead_lost,
 };

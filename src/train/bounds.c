@@ -41,10 +41,11 @@ static int stop_message(bounds_t *b, run_t *r)
 {
     int flag = 0;
     MPI_Status st;
-    MPI_CHECK(r->comm, MPI_Iprobe(b->lead_rank, TAG_BOUNDS_STOP, r->comm->world, &flag, &st));
+    /* from any rank: a worker that took over from a dead lead tells too */
+    MPI_CHECK(r->comm, MPI_Iprobe(MPI_ANY_SOURCE, TAG_BOUNDS_STOP, r->comm->world, &flag, &st));
     if (!flag) return 0;
     int v;
-    MPI_CHECK(r->comm, MPI_Recv(&v, 1, MPI_INT, b->lead_rank, TAG_BOUNDS_STOP, r->comm->world, MPI_STATUS_IGNORE));
+    MPI_CHECK(r->comm, MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, TAG_BOUNDS_STOP, r->comm->world, MPI_STATUS_IGNORE));
     return 1;
 }
 

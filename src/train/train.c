@@ -403,7 +403,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     double train_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0, beat_last = now_s();
     long loss_n = 0, seg_samples = 0;
     const int tty = live_line(r);
-    int beat = lead && !cfg->quiet && !tty;
+    int beat = lead && !cfg->quiet && !tty, leading = lead;
 
     double t_carry = -1, t_stop = -1;
     while (r->step < r->total_steps) {
@@ -430,6 +430,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         if (!r->lead && r->ops->lead_lost && r->ops->lead_lost(r)) {
             take_lead(r, &mx, cfg, t0);
             beat = !cfg->quiet && !tty;
+            leading = 1;
         }
         double te = now_s();
         int eval_due, stop = bounds_after_step(&bd, r, ts, &te, &eval_due);
@@ -486,6 +487,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     double tf = now_s();
     bd.stop_s = (t_stop >= 0 ? t_stop : tf) - bd.t_start;
     if (r->ops->finish) r->ops->finish(r);
+    if (r->lead && !leading) take_lead(r, &mx, cfg, t0);   /* the paradigm's finish found the lead dead */
     train_s += now_s() - tf;
     bd.sync_done_s = bounds_now(&bd);
     if (r->evaluates) {
