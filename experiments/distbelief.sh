@@ -47,4 +47,5 @@ for N in "${NS[@]}"; do
     names+=("${row[@]}")
 done
 figures all "$TARGET" "${names[@]}"
+wall_report
 cat "$OUT/summary.md"

@@ -86,4 +86,5 @@ for cl in ("hetero", "cpu-hetero"):
         print(f"- {cl}, {n} workers: dssp/ssp = {r(d, s)}, dssp/bsp-ps = {r(d, b)}")
 print()
 PY
+wall_report
 cat "$OUT/summary.md"

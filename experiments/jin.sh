@@ -50,4 +50,5 @@ for n in ns:
     cross = None if not wins else (cross or n)
 print(f"\nCrossover N: {cross if cross else 'none in this range'}\n")
 PY
+wall_report
 cat "$OUT/summary.md"

@@ -54,6 +54,7 @@ sim_run() {
     shift 5
     if [ "$KEEP" = 1 ] && [ -s "$OUT/metrics/$name.jsonl" ]; then echo "  $name (kept)"; return 0; fi
     echo "  $name"
+    local t0=$SECONDS
     local slow=()
     [ -n "${speeds#*:}" ] && slow=(--slow "${speeds#*:}")
     if ! scripts/dsgd-sim --build "$SIMBUILD" --hosts "$hosts" --compute-scale "${speeds%%:*}" "${slow[@]}" \
@@ -62,6 +63,23 @@ sim_run() {
         [ "$ALLOW_FAIL" = 1 ] && { echo "    failed: $(grep -m1 'dsgd: error' "$OUT/logs/$name.log" || tail -1 "$OUT/logs/$name.log")"; return 0; }
         echo "run $name failed:" >&2; tail -5 "$OUT/logs/$name.log" >&2; exit 1
     fi
+    run_wall "$name" "$t0"
+}
+# Records a finished run's wall seconds in OUT/wall.tsv (a kept run keeps
+# the line of the invocation that made it): NAME START_SECONDS
+run_wall() {
+    local w=$((SECONDS - $2))
+    { [ -f "$OUT/wall.tsv" ] && grep -v "^$1	" "$OUT/wall.tsv"; printf '%s\t%s\n' "$1" "$w"; } > "$OUT/wall.tsv.new" || true
+    mv "$OUT/wall.tsv.new" "$OUT/wall.tsv"
+    echo "    ${w} s"
+}
+# Appends what the runs cost to summary.md: the sum of every run's wall
+# seconds (kept runs included) and this invocation's own wall time
+wall_report() {
+    [ -f "$OUT/wall.tsv" ] || return 0
+    awk -F'\t' -v inv="$SECONDS" '{ s += $2; n++ } END {
+        printf "Wall time on this machine: %d runs, %.1f min in all (this invocation %.1f min).\n\n", n, s / 60, inv / 60 }' \
+        "$OUT/wall.tsv" >> "$OUT/summary.md"
 }
 # A run on real processes: NAME NP -- dsgd train flags
 real_run() {
@@ -69,9 +87,11 @@ real_run() {
     shift 3
     if [ "$KEEP" = 1 ] && [ -s "$OUT/metrics/$name.jsonl" ]; then echo "  $name (kept)"; return 0; fi
     echo "  $name"
+    local t0=$SECONDS
     if ! mpirun -q -np "$np" "$BUILD/dsgd" train "$@" --metrics "$OUT/metrics/$name.jsonl" > "$OUT/logs/$name.log" 2>&1; then
         echo "run $name failed:" >&2; tail -5 "$OUT/logs/$name.log" >&2; exit 1
     fi
+    run_wall "$name" "$t0"
 }
 # Append a table of some runs to summary.md: TITLE TARGET BASELINE NAMES...
 table() {

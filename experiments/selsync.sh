@@ -67,4 +67,5 @@ for b in sorted(glob.glob(f"{out}/metrics/*-bsp.jsonl")):
     print(f"- {tag} (bsp {ab:.4f}): " + "; ".join(hits))
 print()
 PY
+wall_report
 cat "$OUT/summary.md"
