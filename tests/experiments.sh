@@ -14,9 +14,11 @@ for e in jin dssp selsync distbelief; do
     if "$HERE/../experiments/$e.sh" --quick --out "$out" --sim-build "$SIM" --build "$REAL" > "$WORK/$e.log" 2>&1; then
         rows=$(grep -c '^| [a-z]' "$out/summary.md")
         pngs=$(find "$out/figures" -name '*.png' -size +1k | wc -l)
-        if [ "$rows" -ge 4 ] && [ "$pngs" -ge 3 ] && ! grep -q 'failed' "$out/summary.md"; then
-            ok "experiments/$e.sh --quick: $rows table rows, $pngs figures"
-        else bad "experiments/$e.sh --quick" "$rows table rows, $pngs figures: $(grep failed "$out/summary.md" | head -2)"; fi
+        walls=$(wc -l < "$out/wall.tsv" 2>/dev/null || echo 0)
+        if [ "$rows" -ge 4 ] && [ "$pngs" -ge 3 ] && ! grep -q 'failed' "$out/summary.md" &&
+            [ "$walls" -ge 4 ] && grep -q "^Wall time on this machine: $walls runs" "$out/summary.md"; then
+            ok "experiments/$e.sh --quick: $rows table rows, $pngs figures, $walls runs' wall times"
+        else bad "experiments/$e.sh --quick" "$rows table rows, $pngs figures, $walls wall times: $(grep failed "$out/summary.md" | head -2)"; fi
     else
         bad "experiments/$e.sh --quick" "$(tail -3 "$WORK/$e.log")"
     fi
