@@ -193,9 +193,16 @@ int sb_lbfgs_in(const ckpt_t *ck)
     return !strcmp(ck->meta.sync, "lbfgs") || !strcmp(ck->meta.sync, "sandblaster");
 }
 
-void sb_lbfgs_save(const lbfgs_t *lb, double *scalars, ckpt_meta_t *meta)
+void sb_lbfgs_save(const lbfgs_t *lb, double *scalars, const float *g, const float *sv, const float *yv, size_t n,
+                   ckpt_tensor_t tensors[4], ckpt_meta_t *meta)
 {
     const int m = lb->m;
+    tensors[0] = (ckpt_tensor_t){ .name = "sync.lbfgs_g", .data = g, .rows = 1, .cols = (long)n };
+    tensors[1] = (ckpt_tensor_t){ .name = "sync.lbfgs_s", .data = sv, .rows = m, .cols = (long)n };
+    tensors[2] = (ckpt_tensor_t){ .name = "sync.lbfgs_y", .data = yv, .rows = m, .cols = (long)n };
+    tensors[3] = (ckpt_tensor_t){ .name = "sync.lbfgs_scalars", .data64 = scalars, .rows = 1, .cols = m + 3 };
+    meta->extra = tensors;
+    meta->nextra = 4;
     memcpy(scalars, lb->rho, (size_t)m * sizeof(double));
     scalars[m] = lb->gamma;
     scalars[m + 1] = lb->f;
@@ -249,15 +256,8 @@ int sb_lbfgs_load(lbfgs_t *lb, const ckpt_t *ck, double *scalars, char *err, siz
 static int local_ckpt_state(run_t *r, ckpt_meta_t *meta)
 {
     local_t *l = r->sync_state;
-    const int m = l->lb.m;
-    const long n = (long)l->m->nparams;
-    sb_lbfgs_save(&l->lb, l->scalars, meta);
-    l->tensors[0] = (ckpt_tensor_t){ .name = "sync.lbfgs_g", .data = l->v[LB_G], .rows = 1, .cols = n };
-    l->tensors[1] = (ckpt_tensor_t){ .name = "sync.lbfgs_s", .data = l->v[LB_S(0)], .rows = m, .cols = n };
-    l->tensors[2] = (ckpt_tensor_t){ .name = "sync.lbfgs_y", .data = l->v[LB_Y(m, 0)], .rows = m, .cols = n };
-    l->tensors[3] = (ckpt_tensor_t){ .name = "sync.lbfgs_scalars", .data64 = l->scalars, .rows = 1, .cols = m + 3 };
-    meta->extra = l->tensors;
-    meta->nextra = 4;
+    sb_lbfgs_save(&l->lb, l->scalars, l->v[LB_G], l->v[LB_S(0)], l->v[LB_Y(l->lb.m, 0)], l->m->nparams, l->tensors,
+                  meta);
     return 0;
 }
 

@@ -176,13 +176,7 @@ static int sb_ckpt_state(run_t *r, ckpt_meta_t *meta)
     }
     fetch_vector(r, LB_G, s->saved);
     for (int i = 0; i < 2 * m; i++) fetch_vector(r, LB_S(0) + i, s->saved + (size_t)(1 + i) * n);
-    sb_lbfgs_save(&s->lb, s->scalars, meta);
-    s->tensors[0] = (ckpt_tensor_t){ .name = "sync.lbfgs_g", .data = s->saved, .rows = 1, .cols = (long)n };
-    s->tensors[1] = (ckpt_tensor_t){ .name = "sync.lbfgs_s", .data = s->saved + n, .rows = m, .cols = (long)n };
-    s->tensors[2] = (ckpt_tensor_t){ .name = "sync.lbfgs_y", .data = s->saved + (size_t)(1 + m) * n, .rows = m, .cols = (long)n };
-    s->tensors[3] = (ckpt_tensor_t){ .name = "sync.lbfgs_scalars", .data64 = s->scalars, .rows = 1, .cols = m + 3 };
-    meta->extra = s->tensors;
-    meta->nextra = 4;
+    sb_lbfgs_save(&s->lb, s->scalars, s->saved, s->saved + n, s->saved + (size_t)(1 + m) * n, n, s->tensors, meta);
     return 0;
 }
 

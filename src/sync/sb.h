@@ -109,11 +109,13 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore);
 /* L-BFGS state in a checkpoint, shared by --sync lbfgs and sandblaster
  * (lbfgs_local.c): the scalars ρ_0..ρ_{m−1}, γ, f, t (F64
  * sync.lbfgs_scalars, into scalars: m + 3 doubles) and the ring position and
- * counters (sync_state); the vectors are the callers' (sync.lbfgs_g,
- * sync.lbfgs_s, sync.lbfgs_y). load: -1 with err set if the state is
+ * counters (sync_state); save also lists, in tensors and meta->extra, the
+ * caller's vectors g (n), s and y (m rows of n each) as sync.lbfgs_g,
+ * sync.lbfgs_s and sync.lbfgs_y, with the scalars. load: -1 with err set if the state is
  * malformed, out of range or of another --lbfgs-history; 0 (nothing read)
  * for a checkpoint of a paradigm other than lbfgs and sandblaster. */
-void sb_lbfgs_save(const lbfgs_t *lb, double *scalars, ckpt_meta_t *meta);
+void sb_lbfgs_save(const lbfgs_t *lb, double *scalars, const float *g, const float *sv, const float *yv, size_t n,
+                   ckpt_tensor_t tensors[4], ckpt_meta_t *meta);
 int  sb_lbfgs_load(lbfgs_t *lb, const ckpt_t *ck, double *scalars, char *err, size_t len);
 /* Does the checkpoint hold L-BFGS state (lbfgs or sandblaster)? */
 int  sb_lbfgs_in(const ckpt_t *ck);
