@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # DSSP (Zhao et al., ICDCS 2019): bsp-ps, asp, ssp (s = 3) and dssp
-# (s_L = 3, s_U = 15) through one parameter-server shard, on a simulated
-# heterogeneous cluster (the paper's mixed GPUs: a quarter of the workers 2x
-# and a quarter 4x slower than the rest) and a homogeneous one, 8 and 16
-# workers, Fashion-MNIST mlp, every run bounded by the same simulated time:
+# (s_L = 3, s_U = 15) on simulated clusters where one shard's link sets the
+# pace and where computing does (4 shards, hosts 10x slower), each mixed
+# (the paper's mixed GPUs: a quarter of the workers 2x and a quarter 4x
+# slower than the rest) and uniform, 8 and 16 workers, Fashion-MNIST mlp,
+# every run of a cluster bounded by the same simulated time:
 # time to target, final accuracy, staleness distributions. Plain SGD at the
 # shard, lr 0.4/N (0.05 at 8 workers): with momentum 0.9 at the shard (lr 0.0125) the stale
 # gradients of 8 workers spiked dssp's loss to 33 and it ended at 0.71.

@@ -69,7 +69,7 @@ sim_run() {
 # the line of the invocation that made it): NAME START_SECONDS
 run_wall() {
     local w=$((SECONDS - $2))
-    { [ -f "$OUT/wall.tsv" ] && grep -v "^$1	" "$OUT/wall.tsv"; printf '%s\t%s\n' "$1" "$w"; } > "$OUT/wall.tsv.new" || true
+    { [ -f "$OUT/wall.tsv" ] && awk -F'\t' -v n="$1" '$1 != n' "$OUT/wall.tsv"; printf '%s\t%s\n' "$1" "$w"; } > "$OUT/wall.tsv.new" || true
     mv "$OUT/wall.tsv.new" "$OUT/wall.tsv"
     echo "    ${w} s"
 }
