@@ -197,16 +197,19 @@ exact "gossip round, 4 ranks, momentum" 4 27 "${G[@]}" --sync gossip --gossip ro
 # Pull and push gossip (no barrier): the checkpoint holds every replica as the
 # lead read it and their mean as the model. A resume restores each rank's
 # replica: resumed for zero more steps, the run's checkpoint holds the same
-# replicas byte for byte. Resumed for 40 more, the loss continues: the first
-# evaluation (the mean of replicas that now mix rarely -- under a sanitizer
-# only a few times in 40 steps -- so it may sit above the checkpoint's
-# final average) is below the midpoint between the checkpoint's loss and a
-# fresh model's; a run restarted from scratch is above it after 10 steps.
+# replicas byte for byte. Resumed for 40 more, the run goes on from the
+# checkpoint: the first evaluation is at step 41, and its loss is below 0.93
+# of a fresh model's. That evaluation averages only the replicas whose ranks
+# have published since the resume, so it may be one replica's loss (about
+# 1.2 here, against 0.9-1.05 for the checkpoint's average); a fresh model
+# after one step is still at 0.97-0.99 of its initial loss, so the bound
+# tells the two apart under any timing (the step-50 midpoint it replaces
+# failed once under a sanitizer: 1.238 against 1.232).
 for mode in pull push; do
     rm -f "$WORK/g.st" "$WORK/g0.st"
     launch 3 "${G[@]}" --momentum 0 --sync gossip --gossip $mode --steps 40 --checkpoint "$WORK/g.st" > /dev/null 2>&1
     launch 3 "${G[@]}" --momentum 0 --sync gossip --gossip $mode --steps 40 --resume "$WORK/g.st" --checkpoint "$WORK/g0.st" > /dev/null 2>&1
-    launch 3 "${G[@]}" --momentum 0 --sync gossip --gossip $mode --steps 80 --eval-every 10 --resume "$WORK/g.st" \
+    launch 3 "${G[@]}" --momentum 0 --sync gossip --gossip $mode --steps 80 --eval-every 1 --resume "$WORK/g.st" \
         --metrics "$WORK/g.jsonl" > "$WORK/g.out" 2>&1
     L=$("$DSGD" eval --data synthetic --checkpoint "$WORK/g.st" 2>/dev/null | sed 's/.*test loss \([0-9.]*\).*/\1/')
     read -r rows differ same <<< "$(python3 -c '
@@ -224,8 +227,8 @@ print(e[0]["step"], e[0]["test_loss"])' "$WORK/g.jsonl" 2>/dev/null)"
     if [ "$rows" = 3 ] && [ "$differ" = 1 ] && [ "$same" = 1 ]; then
         ok "gossip $mode, 3 ranks: the checkpoint holds 3 distinct replicas, and a resume gives each rank its own back (byte for byte)"
     else bad "gossip $mode replicas" "rows $rows, distinct $differ, restored unchanged $same"; fi
-    if awk -v a="$loss1" -v l="$L" -v z="$L0" -v f="$first" 'BEGIN{exit !(f == 50 && a < (l + z) / 2 && l < 0.9 * z)}'; then
-        ok "gossip $mode resumed: first evaluation (step 50) test loss $loss1; the checkpoint's $L, a fresh model's $L0"
+    if awk -v a="$loss1" -v l="$L" -v z="$L0" -v f="$first" 'BEGIN{exit !(f == 41 && a < 0.93 * z && l < 0.9 * z)}'; then
+        ok "gossip $mode resumed: first evaluation (step 41) test loss $loss1, below 0.93 of a fresh model's $L0 (the checkpoint's $L)"
     else bad "gossip $mode resume" "checkpoint loss $L, first eval step $first loss $loss1 (fresh $L0): $(tail -c 300 "$WORK/g.out")"; fi
 done
 refused "gossip: 3 ranks' replicas resumed on 4 ranks is refused" "resume with 3 ranks" \
