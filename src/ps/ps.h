@@ -129,8 +129,8 @@ void ps_shard_range(size_t nparams, int servers, int k, size_t *lo, size_t *n);
  * starting the call (MPI keeps it alive until the call completes).
  * Sending the header and then the slice as a separate contiguous message
  * was tried: the transports then move the slice in one copy, the receiver
- * reading the sender's memory (CMA), which made a push+pull round trip up
- * to 0.1x of a bare send/receive faster. But MPICH over UCX 1.13 aborts the
+ * reading the sender's memory (CMA), which lowered push+pull / bare
+ * send+receive by about 0.1 in make bench. But MPICH over UCX 1.13 aborts the
  * receiving shard when that read finds the sender dead, so a worker dying
  * with a push in flight killed the run (tests/decentral.sh, easgd with a
  * dead peer); the one-message form goes through bounce fragments, and a
