@@ -358,6 +358,12 @@ static void test_model_gradients(void)
     model_case("mlp:16,8");
     model_case("mlp:10:tanh");
     model_case("lenet");
+    /* batch normalization in training mode, projection shortcuts (two
+     * stride-2 stages on 12x12), an identity add whose input also feeds a
+     * convolution, global average pooling. (Deeper ones are too curved for
+     * per-parameter differences in float: a directional difference along a
+     * random vector converges to the analytic value as the step shrinks.) */
+    model_case("resnet:8,2");
 }
 
 static void test_model_specs(void)
@@ -367,7 +373,15 @@ static void test_model_specs(void)
     CHECK(model_spec_check("mlp:300,100,50", 1, 8, 8, 10, err, sizeof err) == 0, "mlp 8x8");
     CHECK(model_spec_check("lenet", 3, 32, 32, 10, err, sizeof err) == 0, "lenet cifar");
     CHECK(model_spec_check("lenet", 1, 8, 8, 10, err, sizeof err) != 0 && strstr(err, "12x12"), "lenet 8x8: %s", err);
-    CHECK(model_spec_check("resnet", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "unknown model"), "%s", err);
+    CHECK(model_spec_check("resnet", 1, 28, 28, 10, err, sizeof err) == 0, "resnet: %s", err);
+    CHECK(model_spec_check("vgg", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "unknown model"), "%s", err);
+    CHECK(model_spec_check("resnet:21,16", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "6n+2") && strstr(err, "--model"), "%s", err);
+    CHECK(model_spec_check("resnet:2,16", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "6n+2"), "%s", err);
+    CHECK(model_spec_check("resnet:20,0", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "width"), "%s", err);
+    CHECK(model_spec_check("resnet:20", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "D,W"), "%s", err);
+    CHECK(model_spec_check("resnet:20,16", 1, 3, 3, 10, err, sizeof err) != 0 && strstr(err, "too small"), "%s", err);
+    CHECK(model_spec_check("resnet:362,4096", 3, 32, 32, 10, err, sizeof err) != 0 && strstr(err, "too large"), "%s", err);
+    CHECK(model_spec_check("resnet:99999999999999999999,4", 3, 32, 32, 10, err, sizeof err) != 0, "huge depth accepted");
     CHECK(model_spec_check("mlp:0", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "hidden size"), "%s", err);
     CHECK(model_spec_check("mlp:12,x", 1, 28, 28, 10, err, sizeof err) != 0, "mlp:12,x accepted");
     model_t *m = model_create("mlp", 1, 28, 28, 10, 8);
@@ -376,6 +390,14 @@ static void test_model_specs(void)
     m = model_create("lenet", 1, 28, 28, 10, 8);
     size_t want = 6 * 25 + 6 + 16 * 150 + 16 + 400 * 120 + 120 + 120 * 84 + 84 + 84 * 10 + 10;
     CHECK(m->nparams == want, "lenet has %zu params, want %zu", m->nparams, want);
+    model_free(m);
+    /* ResNet-20 on CIFAR-10: 0.27 M parameters (He et al.), counted by hand:
+     * stem 432 + 32, stage 1 14016, stage 2 14528 + 37120, stage 3
+     * 57728 + 147968, classifier 650; 2 running statistics per bn channel */
+    m = model_create("resnet", 3, 32, 32, 10, 2);
+    CHECK(m->nparams == 272474, "resnet:20,16 has %zu params, want 272474", m->nparams);
+    CHECK(m->nstate == 2 * (16 + 6 * 16 + 6 * 32 + 32 + 6 * 64 + 64), "resnet:20,16 has %zu state floats", m->nstate);
+    CHECK(m->state == m->params + m->nparams, "the state follows the parameters");
     model_free(m);
 }
 

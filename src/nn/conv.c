@@ -180,6 +180,11 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *col,
     float *P = col, *cb = col + L.n_pad;
     pad_input(P, inp, g, &L);
     if (L.direct) {
+        if (!b) {   /* no bias: zeros from the (forward-unused) accumulator space */
+            float *z = cb + L.n_col;
+            memset(z, 0, sizeof(float) * (size_t)g->OC);
+            b = z;
+        }
         k->direct_forward(out, P, w, b, g, &L, k->nt);
         return;
     }
@@ -187,11 +192,12 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *col,
     for (int bb = 0; bb < g->B; bb++) {
         k->im2col(cb, P + (long)bb * g->C * L.HP * L.WP, g, &L);
         float *o = out + (long)bb * g->OC * OHW;
-        for (int oc = 0; oc < g->OC; oc++)
-            for (int p = 0; p < OHW; p++) o[(long)oc * OHW + p] = b[oc];
-        /* out_b(OC, OHW) += w · col_b */
+        if (b)
+            for (int oc = 0; oc < g->OC; oc++)
+                for (int p = 0; p < OHW; p++) o[(long)oc * OHW + p] = b[oc];
+        /* out_b(OC, OHW) (+)= w · col_b */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, OHW, CKK,
-                    1.0f, w, CKK, cb, OHW, 1.0f, o, OHW);
+                    1.0f, w, CKK, cb, OHW, b ? 1.0f : 0.0f, o, OHW);
     }
 }
 
@@ -209,15 +215,16 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
         k->direct_backward(a, P, dout, g, &L, k->nt);
         for (int oc = 0; oc < g->OC; oc++) {
             for (int t = 0; t < KK; t++) dw[(long)oc * KK + t] = sum_floats(a + ((long)oc * (KK + 1) + t) * TW, TW);
-            db[oc] = sum_floats(a + ((long)oc * (KK + 1) + KK) * TW, TW);
+            if (db) db[oc] = sum_floats(a + ((long)oc * (KK + 1) + KK) * TW, TW);
         }
-    } else {
+    } else if (db) {
         memset(db, 0, sizeof(float) * (size_t)g->OC);
     }
     for (int bb = 0; bb < g->B; bb++) {
         const float *d = dout + (long)bb * g->OC * OHW;   /* (OC, OHW) */
         if (!L.direct) {
-            for (int oc = 0; oc < g->OC; oc++) db[oc] += sum_floats(d + (long)oc * OHW, OHW);
+            if (db)
+                for (int oc = 0; oc < g->OC; oc++) db[oc] += sum_floats(d + (long)oc * OHW, OHW);
             /* accᵀ(CKK, OC) += col_b · d_bᵀ: this orientation packs faster
              * than dw(OC, CKK) += d_b · col_bᵀ for few output channels */
             k->im2col(cb, P + bb * plane, g, &L);

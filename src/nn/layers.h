@@ -42,7 +42,7 @@ int conv_geom_init(conv_geom_t *g);
 long conv_col_size(const conv_geom_t *g);
 
 /* col is a workspace of conv_col_size(g) floats, kept from forward to
- * backward.
+ * backward. b and db may be NULL: a convolution without bias.
  * One input channel: direct convolution; otherwise per-sample im2col + sgemm. */
 void conv2d_forward(float *out,        /* (B, OC, OH, OW) */
                     float *col,        /* conv_col_size(g) workspace, kept for backward */
@@ -67,6 +67,41 @@ void maxpool_backward(float *dinp, const float *dout, const int32_t *argmax, con
 void maxpool_relu_forward(float *out, int32_t *argmax, const float *inp, const conv_geom_t *g);
 void maxpool_relu_backward(float *dinp, const float *dout, const float *out, const int32_t *argmax,
                            const conv_geom_t *g);
+
+/* Batch normalization over channels of (B, C, HW) activations, PyTorch's
+ * BatchNorm2d (bn.c); relu = 1 fuses a following ReLU. Training mode uses
+ * the batch's statistics, keeps mean and 1/σ for backward, and moves the
+ * running statistics by momentum (variance unbiased there). */
+void bn_forward_train(float *out,             /* (B, C, HW) */
+                      float *mean,            /* (C) saved for backward */
+                      float *invstd,          /* (C) saved for backward */
+                      float *run_mean,        /* (C) updated */
+                      float *run_var,         /* (C) updated */
+                      const float *inp,       /* (B, C, HW) */
+                      const float *gamma,     /* (C) */
+                      const float *beta,      /* (C) */
+                      int B, int C, int HW, int relu, float momentum, float eps);
+void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
+                     const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps);
+/* out is the forward output (for the fused ReLU's mask); dinp may be NULL. */
+void bn_backward(float *dinp,          /* (B, C, HW) or NULL */
+                 float *dgamma,        /* (C) */
+                 float *dbeta,         /* (C) */
+                 const float *dout,    /* (B, C, HW) */
+                 const float *out,     /* (B, C, HW) */
+                 const float *inp,     /* (B, C, HW) */
+                 const float *mean, const float *invstd, const float *gamma,
+                 int B, int C, int HW, int relu);
+
+/* Global average pooling: (B, C, HW) → (B, C). */
+void gap_forward(float *out, const float *inp, int B, int C, int HW);
+void gap_backward(float *dinp, const float *dout, int B, int C, int HW);
+
+/* The residual add: out = a + b, then ReLU if relu. add_backward writes the
+ * gradient of the sum (dout masked by out > 0 when relu), which both
+ * inputs receive; dsum may be dout itself. */
+void add_forward(float *out, const float *a, const float *b, long n, int relu);
+void add_backward(float *dsum, const float *dout, const float *out, long n, int relu);
 
 void relu_forward(float *out, const float *inp, long n);
 void relu_backward(float *dinp, const float *dout, const float *out, long n);

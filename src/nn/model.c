@@ -7,8 +7,9 @@
 #include <string.h>
 
 #include "../util/util.h"
+#include "plan.h"
 
-#define MAX_LAYERS 64
+#define MAX_LAYERS 64   /* hidden layers of an mlp, at most half of these */
 
 const char *layer_kind_name(layer_kind_t k)
 {
@@ -19,25 +20,32 @@ const char *layer_kind_name(layer_kind_t k)
     case LAYER_RELU: return "relu";
     case LAYER_TANH: return "tanh";
     case LAYER_FLATTEN: return "flatten";
+    case LAYER_BN: return "bn";
+    case LAYER_ADD: return "add";
+    case LAYER_GAP: return "gap";
     }
     return "?";
 }
 
 /* ---- spec parsing into a plan (layers with shapes, no buffers) ---- */
 
-typedef struct plan {
-    int n;
-    layer_t l[MAX_LAYERS];
-    int c, h, w;     /* running output shape */
-} plan_t;
-
-static int plan_push(plan_t *p, layer_kind_t kind, int out_c, int k, int stride, int pad,
-                     char *err, size_t errlen)
+void plan_from(plan_t *p, int src)
 {
-    if (p->n >= MAX_LAYERS) { snprintf(err, errlen, "model has more than %d layers", MAX_LAYERS); return -1; }
+    p->next_src = src;
+    if (src < 0) { p->c = p->in_c; p->h = p->in_h; p->w = p->in_w; }
+    else { p->c = p->l[src].out_c; p->h = p->l[src].out_h; p->w = p->l[src].out_w; }
+}
+
+int plan_push(plan_t *p, layer_kind_t kind, int out_c, int k, int stride, int pad,
+              char *err, size_t errlen)
+{
+    if (p->n >= PLAN_MAX) { snprintf(err, errlen, "model has more than %d layers", PLAN_MAX); return -1; }
     layer_t *l = &p->l[p->n];
     memset(l, 0, sizeof *l);
     l->kind = kind;
+    l->src = p->next_src != PLAN_PREV ? p->next_src : p->n - 1;
+    l->src2 = -1;
+    p->next_src = PLAN_PREV;
     l->in_c = p->c; l->in_h = p->h; l->in_w = p->w;
     l->k = k; l->stride = stride; l->pad = pad;
     switch (kind) {
@@ -66,6 +74,14 @@ static int plan_push(plan_t *p, layer_kind_t kind, int out_c, int k, int stride,
     case LAYER_FLATTEN:
         l->out_c = p->c * p->h * p->w; l->out_h = l->out_w = 1;
         break;
+    case LAYER_BN:
+        l->out_c = p->c; l->out_h = p->h; l->out_w = p->w;
+        l->w_len = l->b_len = (size_t)p->c;
+        l->s_len = 2 * (size_t)p->c;
+        break;
+    case LAYER_GAP:
+        l->out_c = p->c; l->out_h = l->out_w = 1;
+        break;
     default:
         l->out_c = p->c; l->out_h = p->h; l->out_w = p->w;
     }
@@ -79,6 +95,8 @@ static int plan_build(plan_t *p, const char *spec, int c, int h, int w, int clas
 {
     memset(p, 0, sizeof *p);
     p->c = c; p->h = h; p->w = w;
+    p->in_c = c; p->in_h = h; p->in_w = w;
+    p->next_src = PLAN_PREV;
     if (c < 1 || h < 1 || w < 1 || classes < 2) {
         snprintf(err, errlen, "invalid input shape %dx%dx%d with %d classes", c, h, w, classes);
         return -1;
@@ -97,6 +115,7 @@ static int plan_build(plan_t *p, const char *spec, int c, int h, int w, int clas
     for (int i = 1; i < nf; i++) {
         if (!strcmp(fields[i], "tanh")) act = LAYER_TANH;
         else if (!strcmp(fields[i], "relu")) act = LAYER_RELU;
+        else if (!strcmp(fields[0], "resnet")) continue;   /* plan_resnet parses its fields */
         else if (!strcmp(fields[0], "mlp") && nh < 0 && isdigit((unsigned char)fields[i][0])) {
             nh = 0;
             for (char *s = fields[i], *tok; (tok = strsep(&s, ",")) != NULL;) {
@@ -108,12 +127,13 @@ static int plan_build(plan_t *p, const char *spec, int c, int h, int w, int clas
                 hidden[nh++] = (int)v;
             }
         } else {
-            snprintf(err, errlen, "unknown option '%s' in model spec '%s'; models: logreg, mlp[:H1,H2,...][:tanh], lenet[:tanh]", fields[i], spec);
+            snprintf(err, errlen, "unknown option '%s' in model spec '%s'; models: logreg, mlp[:H1,H2,...][:tanh], lenet[:tanh], resnet[:D,W]", fields[i], spec);
             return -1;
         }
     }
     const char *name = fields[0];
     int rc = 0;
+    if (!strcmp(name, "resnet")) return plan_resnet(p, spec, nf > 1 ? fields[1] : NULL, nf, classes, err, errlen);
     if (!strcmp(name, "logreg")) {
         if (nf > 1) { snprintf(err, errlen, "model logreg takes no options (got '%s')", spec); return -1; }
         rc |= plan_push(p, LAYER_FLATTEN, 0, 0, 0, 0, err, errlen);
@@ -143,7 +163,7 @@ static int plan_build(plan_t *p, const char *spec, int c, int h, int w, int clas
             rc = plan_push(p, kind, oc, lenet[i].k, lenet[i].stride, lenet[i].pad, err, errlen);
         }
     } else {
-        snprintf(err, errlen, "unknown model '%s'; models: logreg, mlp[:H1,H2,...][:tanh], lenet[:tanh]", name);
+        snprintf(err, errlen, "unknown model '%s'; models: logreg, mlp[:H1,H2,...][:tanh], lenet[:tanh], resnet[:D,W]", name);
         return -1;
     }
     return rc ? -1 : 0;
@@ -151,8 +171,31 @@ static int plan_build(plan_t *p, const char *spec, int c, int h, int w, int clas
 
 int model_spec_check(const char *spec, int c, int h, int w, int classes, char *err, size_t errlen)
 {
-    plan_t p;
-    return plan_build(&p, spec, c, h, w, classes, err, errlen);
+    plan_t *p = xcalloc(1, sizeof *p);
+    int rc = plan_build(p, spec, c, h, w, classes, err, errlen);
+    free(p);
+    return rc;
+}
+
+int model_spec_graph(const char *spec)
+{
+    char err[256];
+    plan_t *p = xcalloc(1, sizeof *p);
+    /* the shape only matters to errors: any valid one tells whether it branches */
+    int g = plan_build(p, spec, 3, 32, 32, 10, err, sizeof err) == 0 && p->graph;
+    free(p);
+    return g;
+}
+
+int model_nodecay_spans(const model_t *m, size_t *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < m->nlayers && n < max; i++) {
+        const layer_t *l = &m->layers[i];
+        if (l->kind == LAYER_BN) { out[2 * n] = l->w_off; out[2 * n + 1] = l->w_len + l->b_len; n++; }
+        else if (l->b_len) { out[2 * n] = l->b_off; out[2 * n + 1] = l->b_len; n++; }
+    }
+    return n;
 }
 
 static long layer_out_size(const layer_t *l) { return (long)l->out_c * l->out_h * l->out_w; }
@@ -170,22 +213,28 @@ static int layer_split(const layer_t *l) { return l->kind == LAYER_DENSE || l->k
 
 int model_part_check(const char *spec, int c, int h, int w, int classes, int M, char *err, size_t errlen)
 {
-    plan_t p;
-    if (plan_build(&p, spec, c, h, w, classes, err, errlen) != 0) return -1;
-    for (int i = 0; i < p.n; i++)
-        if (layer_split(&p.l[i]) && p.l[i].out_c < M) {
+    plan_t *p = xcalloc(1, sizeof *p);
+    int rc = plan_build(p, spec, c, h, w, classes, err, errlen);
+    if (rc == 0 && M > 1 && p->graph) {
+        snprintf(err, errlen, "--model-parallel %d: model '%s' has residual branches and batch normalization, which model parallelism does not split; use --model-parallel 1 (data parallelism) or an mlp or lenet model",
+                 M, spec);
+        rc = -1;
+    }
+    for (int i = 0; i < p->n && rc == 0; i++)
+        if (layer_split(&p->l[i]) && p->l[i].out_c < M) {
             snprintf(err, errlen, "--model-parallel %d splits every layer by output units, but layer %d (%s) of '%s' has only %d; use at most %d partitions",
-                     M, i + 1, layer_kind_name(p.l[i].kind), spec, p.l[i].out_c, p.l[i].out_c);
-            return -1;
+                     M, i + 1, layer_kind_name(p->l[i].kind), spec, p->l[i].out_c, p->l[i].out_c);
+            rc = -1;
         }
-    return 0;
+    free(p);
+    return rc;
 }
 
 /* Layer i is a ReLU that the max pooling after it applies (fused: the ReLU
  * layer then neither computes nor stores anything). */
 static int relu_into_pool(const model_t *m, int i)
 {
-    return i + 1 < m->nlayers && m->layers[i].kind == LAYER_RELU && m->layers[i + 1].kind == LAYER_MAXPOOL;
+    return !m->graph && i + 1 < m->nlayers && m->layers[i].kind == LAYER_RELU && m->layers[i + 1].kind == LAYER_MAXPOOL;
 }
 
 model_t *model_create(const char *spec, int c, int h, int w, int classes, int max_batch)
@@ -201,7 +250,7 @@ static void layer_cut(layer_t *l, int P, int M)
     l->u_lo = (int)((long)l->out_c * P / M);
     l->u_hi = (int)((long)l->out_c * (P + 1) / M);
     l->w_len = per_unit * (size_t)(l->u_hi - l->u_lo);
-    l->b_len = (size_t)(l->u_hi - l->u_lo);
+    l->b_len = l->b_len ? (size_t)(l->u_hi - l->u_lo) : 0;
     l->pb = xcalloc((size_t)M + 1, sizeof(int));
     for (int q = 0; q <= M; q++) l->pb[q] = (int)((long)l->out_c * q / M) * plane;
 }
@@ -209,25 +258,30 @@ static void layer_cut(layer_t *l, int P, int M)
 model_t *model_create_part(const char *spec, int c, int h, int w, int classes, int max_batch,
                            const model_part_t *part)
 {
-    plan_t p;
+    plan_t *pl = xcalloc(1, sizeof *pl);
     char err[256];
-    if (plan_build(&p, spec, c, h, w, classes, err, sizeof err) != 0) die("%s", err);
+    if (plan_build(pl, spec, c, h, w, classes, err, sizeof err) != 0) die("%s", err);
     if (max_batch < 1) die("model_create: max_batch %d < 1", max_batch);
     const int M = part && part->count > 1 ? part->count : 1;
     if (M > 1 && model_part_check(spec, c, h, w, classes, M, err, sizeof err) != 0) die("%s", err);
+    const int n = pl->n;
     model_t *m = xcalloc(1, sizeof *m);
     snprintf(m->spec, sizeof m->spec, "%s", spec);
     m->in_c = c; m->in_h = h; m->in_w = w; m->classes = classes;
-    m->nlayers = p.n;
+    m->nlayers = n;
     m->max_batch = max_batch;
-    m->layers = xcalloc((size_t)p.n, sizeof(layer_t));
-    memcpy(m->layers, p.l, sizeof(layer_t) * (size_t)p.n);
-    m->col_off = xcalloc((size_t)p.n, sizeof(long));
+    m->graph = pl->graph;
+    m->training = 1;
+    m->layers = xcalloc((size_t)n, sizeof(layer_t));
+    memcpy(m->layers, pl->l, sizeof(layer_t) * (size_t)n);
+    free(pl);
+    m->col_off = xcalloc((size_t)n, sizeof(long));
     if (M > 1) m->part = *part; else m->part = (model_part_t){ .index = 0, .count = 1 };
 
-    size_t off = 0, full = 0;
-    long col_total = 0;
-    for (int i = 0; i < p.n; i++) {
+    size_t off = 0, full = 0, soff = 0;
+    long col_total = 0, max_out = 0;
+    int max_oc = 0;
+    for (int i = 0; i < n; i++) {
         layer_t *l = &m->layers[i];
         l->gw_off = full; full += l->w_len;
         l->gb_off = full; full += l->b_len;
@@ -235,25 +289,40 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
         if (M > 1 && layer_split(l)) layer_cut(l, part->index, M);
         l->w_off = off; off += l->w_len;
         l->b_off = off; off += l->b_len;
+        l->s_off = soff; soff += l->s_len;
         if (l->kind == LAYER_CONV) {
             conv_geom_t g = layer_geom(l, max_batch, l->u_hi - l->u_lo);
             m->col_off[i] = col_total;
             col_total += conv_col_size(&g);
+            if (l->out_c > max_oc) max_oc = l->out_c;
+        }
+        if (layer_out_size(l) > max_out) max_out = layer_out_size(l);
+        if (m->graph) {
+            if (l->src >= 0) m->layers[l->src].nuse++;
+            if (l->src2 >= 0) m->layers[l->src2].nuse++;
         }
     }
     m->nparams = off;
     m->full_nparams = full;
-    m->params = xalloc_floats(off);
+    m->nstate = soff;
+    /* the state rides right after the parameters: one allocation */
+    m->params = xalloc_floats(off + soff);
+    m->state = m->params + off;
     m->grads = xalloc_floats(off);
     m->col = col_total ? xalloc_floats((size_t)col_total) : NULL;
     m->probs = xalloc_floats((size_t)max_batch * classes);
     m->dlogits = xalloc_floats((size_t)max_batch * classes);
+    model_init_state(m);
+    if (m->graph) {
+        m->dscratch = xalloc_floats((size_t)max_batch * (size_t)max_out);
+        m->zbias = xalloc_floats((size_t)(max_oc > 0 ? max_oc : 1));
+    }
 
     /* A layer's input gradient is needed only if some layer below has
      * parameters; flatten aliases its neighbour's buffers. */
-    for (int i = 0; i < p.n; i++) {
+    for (int i = 0; i < n; i++) {
         layer_t *l = &m->layers[i];
-        long n = (long)max_batch * layer_out_size(l);
+        long nl = (long)max_batch * layer_out_size(l);
         if (l->kind == LAYER_FLATTEN) {
             l->out = NULL;  /* set to the input at forward time */
             l->dout = i > 0 ? m->layers[i - 1].dout : NULL;
@@ -263,16 +332,29 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
             l->out = l->dout = NULL;
             continue;
         }
-        l->out = xalloc_floats((size_t)n);
-        l->dout = (i == p.n - 1) ? m->dlogits : xalloc_floats((size_t)n);
+        l->out = xalloc_floats((size_t)nl);
+        l->dout = (i == n - 1) ? m->dlogits : xalloc_floats((size_t)nl);
         if (l->pb) {
-            long nl = (long)max_batch * (l->pb[part->index + 1] - l->pb[part->index]);
-            l->lout = xalloc_floats((size_t)nl);
-            l->ldout = xalloc_floats((size_t)nl);
+            long np = (long)max_batch * (l->pb[part->index + 1] - l->pb[part->index]);
+            l->lout = xalloc_floats((size_t)np);
+            l->ldout = xalloc_floats((size_t)np);
         }
-        if (l->kind == LAYER_MAXPOOL) l->argmax = xcalloc((size_t)n, sizeof(int32_t));
+        if (l->kind == LAYER_MAXPOOL) l->argmax = xcalloc((size_t)nl, sizeof(int32_t));
+        if (l->kind == LAYER_BN) l->aux = xalloc_floats(2 * (size_t)l->out_c);
     }
     return m;
+}
+
+void model_init_state(model_t *m)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (l->kind != LAYER_BN) continue;
+        for (int c = 0; c < l->out_c; c++) {
+            m->state[l->s_off + (size_t)c] = 0.0f;
+            m->state[l->s_off + (size_t)l->out_c + (size_t)c] = 1.0f;
+        }
+    }
 }
 
 void model_free(model_t *m)
@@ -285,10 +367,12 @@ void model_free(model_t *m)
         if (i != m->nlayers - 1) free(l->dout);
         free(l->argmax);
         free(l->pb); free(l->lout); free(l->ldout);
+        free(l->aux);
     }
     free(m->layers); free(m->col_off);
     free(m->params); free(m->grads); free(m->col);
     free(m->probs); free(m->dlogits);
+    free(m->dscratch); free(m->zbias);
     free(m);
 }
 
@@ -300,14 +384,18 @@ void model_init_params(model_t *m, uint64_t seed)
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
         if (!l->w_len) continue;
+        if (l->kind == LAYER_BN) {   /* γ = 1, β = 0 */
+            for (size_t j = 0; j < l->w_len; j++) m->params[l->w_off + j] = 1.0f;
+            continue;
+        }
         /* the whole layer's values are drawn in order; a partition keeps
          * the rows of its units [u_lo, u_hi) */
-        long fan_in = (long)(l->w_len / l->b_len);
+        long fan_in = (long)(l->w_len / (size_t)(l->u_hi - l->u_lo));
         long fan_out = (long)l->out_c;
         if (l->kind == LAYER_CONV) fan_out *= (long)l->k * l->k;
         const size_t all = (size_t)l->out_c * (size_t)fan_in;
         const size_t lo = (size_t)l->u_lo * (size_t)fan_in, hi = lo + l->w_len;
-        const int relu_next = i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_RELU;
+        const int relu_next = l->he || (i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_RELU);
         const float sd = sqrtf(2.0f / (float)fan_in), a = sqrtf(6.0f / (float)(fan_in + fan_out));
         float *w = m->params + l->w_off;
         for (size_t j = 0; j < all; j++) {
@@ -320,6 +408,7 @@ void model_init_params(model_t *m, uint64_t seed)
 const float *model_forward(model_t *m, const float *x, int B)
 {
     if (B > m->max_batch) die("model_forward: batch %d exceeds the model's max batch %d", B, m->max_batch);
+    if (m->graph) return graph_forward(m, x, B);
     m->input = x;
     const float *inp = x;
     for (int i = 0; i < m->nlayers; i++) {
@@ -347,6 +436,7 @@ const float *model_forward(model_t *m, const float *x, int B)
             break;
         case LAYER_TANH: tanh_forward(l->out, inp, n); break;
         case LAYER_FLATTEN: l->out = (float *)inp; break;
+        case LAYER_BN: case LAYER_ADD: case LAYER_GAP: break;   /* graph models only */
         }
         if (l->pb) m->part.gather(m->part.ctx, l->out, l->lout, B, (int)layer_out_size(l), l->pb);
         inp = l->out;
@@ -381,6 +471,7 @@ static int first_param_layer(const model_t *m)
 void model_backward(model_t *m, const int32_t *labels, int B)
 {
     softmax_xent_backward(m->dlogits, m->probs, labels, B, m->classes);
+    if (m->graph) { graph_backward(m, B); return; }
     const int first_param = first_param_layer(m);
     for (int i = m->nlayers - 1; i >= 0; i--) {
         layer_t *l = &m->layers[i];
@@ -415,6 +506,7 @@ void model_backward(model_t *m, const int32_t *labels, int B)
             break;
         case LAYER_TANH: if (dinp) tanh_backward(dinp, l->dout, l->out, n); break;
         case LAYER_FLATTEN: break;  /* dout aliases the layer below */
+        case LAYER_BN: case LAYER_ADD: case LAYER_GAP: break;   /* graph models only */
         }
         /* each partition's contribution to the input gradient, summed */
         if (l->pb && dinp) m->part.sum(m->part.ctx, dinp, (long)B * l->in_c * l->in_h * l->in_w);
@@ -456,7 +548,8 @@ double model_train_flops(const model_t *m)
                     : l->kind == LAYER_CONV ? (double)l->w_len * l->out_h * l->out_w : 0;
         /* forward and weight gradient always; the input gradient only where
          * model_backward computes one */
-        flops += 2.0 * macs * (i > first_param ? 3 : 2);
+        const int dinp = m->graph ? l->src >= 0 : i > first_param;
+        flops += 2.0 * macs * (dinp ? 3 : 2);
     }
     return flops;
 }
@@ -468,7 +561,7 @@ int model_spans(const model_t *m, model_span_t *out, int max)
         const layer_t *l = &m->layers[i];
         if (!l->w_len) continue;
         if (n + 2 > max) die("model_spans: more than %d spans", max);
-        size_t per_unit = l->w_len / l->b_len;
+        size_t per_unit = l->w_len / (size_t)(l->u_hi - l->u_lo);
         out[n++] = (model_span_t){ l->w_off, l->gw_off + (size_t)l->u_lo * per_unit, l->w_len };
         out[n++] = (model_span_t){ l->b_off, l->gb_off + (size_t)l->u_lo, l->b_len };
     }
@@ -484,7 +577,7 @@ size_t model_part_nparams(const model_t *m, int q)
         const layer_t *l = &m->layers[i];
         if (!l->w_len) continue;
         size_t units = (size_t)((long)l->out_c * (q + 1) / M - (long)l->out_c * q / M);
-        n += (l->w_len / l->b_len + 1) * units;
+        n += (l->w_len / (size_t)(l->u_hi - l->u_lo) + (l->b_len ? 1 : 0)) * units;
     }
     return n;
 }

@@ -7,7 +7,15 @@
  *   logreg                       one dense layer
  *   mlp[:H1,H2,...][:tanh]       dense+act per hidden size (default 256,128, relu)
  *   lenet[:tanh]                 conv5x5x6 pad2 → pool2 → conv5x5x16 → pool2 → 120 → 84 → K
+ *   resnet[:D,W]                 He et al.'s CIFAR residual network, depth D = 6n+2, base width W
+ *                                (default resnet:20,16; resnet.c)
  * The input shape and the number of classes come from the dataset.
+ *
+ * Models with branches (resnet) are graphs: each layer names the layer whose
+ * output it reads (src; a residual add also src2), and the backward pass
+ * adds the gradients of an output that feeds two layers. Their batch
+ * normalization layers keep running statistics in the state vector, one
+ * flat vector beside the parameters (not trained, never in the gradient).
  *
  * The model owns every buffer it uses for batches up to max_batch, so the
  * training step never allocates.
@@ -21,7 +29,10 @@
 #include "layers.h"
 
 typedef enum layer_kind {
-    LAYER_DENSE, LAYER_CONV, LAYER_MAXPOOL, LAYER_RELU, LAYER_TANH, LAYER_FLATTEN
+    LAYER_DENSE, LAYER_CONV, LAYER_MAXPOOL, LAYER_RELU, LAYER_TANH, LAYER_FLATTEN,
+    LAYER_BN,      /* batch normalization: weight γ, bias β; running mean and variance in the state vector */
+    LAYER_ADD,     /* residual add of src and src2 */
+    LAYER_GAP      /* global average pooling */
 } layer_kind_t;
 
 typedef struct layer {
@@ -41,6 +52,14 @@ typedef struct layer {
     int *pb;                    /* (M+1) partition bounds in floats of one sample's output, or NULL: not split */
     float *lout, *ldout;        /* (max_batch, (u_hi-u_lo)·OH·OW) this partition's outputs and their gradient */
     size_t gw_off, gb_off;      /* the whole layer's weight/bias offsets in the unpartitioned vector */
+    /* graph models (model_t.graph) */
+    int src, src2;              /* layers whose outputs are the input (and the add's second input); -1: the model input */
+    int relu;                   /* bn, add: a ReLU fused after */
+    int he;                     /* conv: He-normal init whatever follows */
+    size_t s_off, s_len;        /* bn: running mean then running variance, a span of the state vector */
+    float *aux;                 /* bn: (2, C) batch mean and 1/σ kept for backward */
+    int nuse;                   /* layers that read this output */
+    int dwrites;                /* backward: input gradients written into dout so far */
 } layer_t;
 
 /* Model parallelism within a replica (DistBelief; ALGORITHMS §11): M ranks
@@ -86,11 +105,23 @@ typedef struct model {
     void *grad_ctx;
     model_part_t part;          /* count = 1: not partitioned */
     size_t full_nparams;        /* parameters of the unpartitioned model */
+    int graph;                  /* layers read src/src2 (resnet), not simply the layer below */
+    int training;               /* 1: batch statistics (and running ones updated); 0: running statistics */
+    size_t nstate;              /* floats of non-trained state (batch-norm running statistics) */
+    float *state;               /* (nstate) in the same allocation as params, right after them */
+    float *dscratch;            /* graph: input gradient of a second reader, before it is added */
+    float *zbias;               /* graph: gradients of the absent conv biases (discarded) */
 } model_t;
 
 /* Check a spec against an input shape without building; on error writes a
  * one-line reason to err and returns -1. */
 int model_spec_check(const char *spec, int c, int h, int w, int classes, char *err, size_t errlen);
+/* 1 if the spec is a graph model (resnet); 0 otherwise or if it is bad. */
+int model_spec_graph(const char *spec);
+/* The spans weight decay skips with --weight-decay-bn 0: every batch-norm
+ * layer's weight and bias and every other layer's bias, as (off, len)
+ * pairs in ascending order (local offsets); returns how many (at most max). */
+int model_nodecay_spans(const model_t *m, size_t *out, int max);
 /* Build (dies with a clear message on a bad spec). Parameters are zero until
  * model_init_params. */
 model_t *model_create(const char *spec, int c, int h, int w, int classes, int max_batch);
@@ -127,6 +158,11 @@ double model_forward_macs(const model_t *m);
  * gradient of every layer above the first one with parameters (the first
  * computes none). Bias, activation and loss work is not counted. */
 double model_train_flops(const model_t *m);
+
+/* Training or evaluation mode (batch normalization); a new model trains. */
+static inline void model_set_training(model_t *m, int on) { m->training = on; }
+/* The state vector's initial values: running means 0, variances 1. */
+void model_init_state(model_t *m);
 
 /* Human-readable layer name for checkpoint tensor names ("dense", "conv"). */
 const char *layer_kind_name(layer_kind_t k);

@@ -54,9 +54,9 @@ void optim_step(optim_t *o, float *w, const float *g, size_t off, size_t count, 
  * checks in its vector loops); the arithmetic, and so the bits, are the
  * same either way. */
 static inline __attribute__((always_inline)) void step_span(optim_t *o, float *dst, const float *w, const float *g,
-                                                             float gscale, size_t off, size_t count, float lr)
+                                                             float gscale, size_t off, size_t count, float lr, float wd)
 {
-    const float wd = o->cfg.weight_decay, mu = o->cfg.momentum;
+    const float mu = o->cfg.momentum;
     switch (o->cfg.kind) {
     case OPT_ADAGRAD: {
         float *G = o->accum + off;
@@ -102,22 +102,50 @@ static inline __attribute__((always_inline)) void step_span(optim_t *o, float *d
 #define STEP_CLONES
 #endif
 
+/* The next piece of [off, end) with one weight decay: up to the next
+ * boundary of a nodecay span (in the optimizer's own coordinates). */
+static size_t next_piece(const optim_t *o, size_t off, size_t end, float *wd)
+{
+    *wd = o->cfg.weight_decay;
+    if (*wd == 0.0f || !o->cfg.nodecay) return end;
+    for (int i = 0; i < o->cfg.nnodecay; i++) {
+        size_t lo = o->cfg.nodecay[2 * i], hi = lo + o->cfg.nodecay[2 * i + 1];
+        lo = lo > o->base ? lo - o->base : 0;
+        hi = hi > o->base ? hi - o->base : 0;
+        if (hi <= off) continue;
+        if (lo <= off) { *wd = 0.0f; return hi < end ? hi : end; }
+        return lo < end ? lo : end;
+    }
+    return end;
+}
+
 STEP_CLONES void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count,
                                    float lr)
 {
-    step_span(o, w + off, w + off, g + off, gscale, off, count, lr);
+    for (size_t at = off, end = off + count; at < end;) {
+        float wd;
+        size_t to = next_piece(o, at, end, &wd);
+        step_span(o, w + at, w + at, g + at, gscale, at, to - at, lr, wd);
+        at = to;
+    }
 }
 
 STEP_CLONES void optim_step_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
                                  size_t count, float lr)
 {
-    step_span(o, dst + off, w + off, g + off, gscale, off, count, lr);
+    for (size_t at = off, end = off + count; at < end;) {
+        float wd;
+        size_t to = next_piece(o, at, end, &wd);
+        step_span(o, dst + at, w + at, g + at, gscale, at, to - at, lr, wd);
+        at = to;
+    }
 }
 
 int lr_sched_parse(const char *s, lr_sched_kind_t *out)
 {
     if (!strcmp(s, "constant")) *out = LR_CONSTANT;
     else if (!strcmp(s, "step")) *out = LR_STEP;
+    else if (!strcmp(s, "cosine")) *out = LR_COSINE;
     else return -1;
     return 0;
 }
@@ -127,6 +155,8 @@ float lr_at(const lr_sched_t *s, long step)
     float lr = s->base;
     if (s->kind == LR_STEP && s->step_every > 0)
         lr *= powf(s->gamma, (float)(step / s->step_every));
+    if (s->kind == LR_COSINE && step >= s->warmup && s->total > s->warmup)
+        lr *= (float)(0.5 * (1.0 + cos(M_PI * (double)(step - s->warmup) / (double)(s->total - s->warmup))));
     if (step < s->warmup)
         lr *= (float)(step + 1) / (float)s->warmup;
     return lr;

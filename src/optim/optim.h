@@ -5,7 +5,7 @@
  * checkpoint saves the state as two more flat tensors.
  *
  * Conventions (those of PyTorch's SGD, so results compare directly):
- *   g  += wd·w                          (weight decay, if wd > 0)
+ *   g  += wd·w                          (weight decay, if wd > 0, except on cfg.nodecay spans)
  *   sgd:       v = μ·v + g;  w -= η·v   (μ = 0: plain SGD, v unused)
  *   nesterov:  v = μ·v + g;  w -= η·(g + μ·v)
  *   adagrad:   G += g²;      w -= η·g / (√G + ε)
@@ -22,6 +22,11 @@ typedef struct optim_cfg {
     float momentum;       /* μ */
     float weight_decay;   /* wd */
     float eps;            /* Adagrad ε */
+    /* spans (off, len pairs, ascending, in the whole parameter vector) that
+     * weight decay skips: batch-normalization parameters and biases with
+     * --weight-decay-bn 0; NULL: decay everything. Not owned. */
+    const size_t *nodecay;
+    int nnodecay;
 } optim_cfg_t;
 
 typedef struct optim {
@@ -29,6 +34,7 @@ typedef struct optim {
     size_t n;
     float *velocity;      /* (n) or NULL when unused */
     float *accum;         /* (n) Adagrad Σg², or NULL */
+    size_t base;          /* offset of this optimizer's vector in the whole one (a shard's slice: its first key) */
 } optim_t;
 
 /* Parse "sgd" | "nesterov" | "adagrad"; -1 if unknown. */
@@ -49,15 +55,18 @@ void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_
 void optim_step_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off, size_t count,
                      float lr);
 
-/* Learning-rate schedule: linear warm-up over `warmup` steps, then constant
- * or step decay (×gamma every `step_every` steps). */
-typedef enum lr_sched_kind { LR_CONSTANT, LR_STEP } lr_sched_kind_t;
+/* Learning-rate schedule: linear warm-up over `warmup` steps, then constant,
+ * step decay (×gamma every `step_every` steps), or cosine: after warm-up,
+ * base·(1 + cos(π·t/T))/2 with t the steps since warm-up and T = total −
+ * warmup (PyTorch's CosineAnnealingLR with η_min = 0, stepped every step). */
+typedef enum lr_sched_kind { LR_CONSTANT, LR_STEP, LR_COSINE } lr_sched_kind_t;
 typedef struct lr_sched {
     lr_sched_kind_t kind;
     float base;
     long warmup;
     long step_every;
     float gamma;
+    long total;           /* cosine: the run's steps */
 } lr_sched_t;
 
 int lr_sched_parse(const char *s, lr_sched_kind_t *out);

@@ -73,6 +73,19 @@ static int bsp_step(run_t *r)
     return 0;
 }
 
+/* The replicas' batch-norm statistics differ (each normalizes its own
+ * batches); before an evaluation or a checkpoint they become their mean on
+ * every replica, so that the model evaluated and saved is the one every
+ * replica holds. Training never reads them, so the trajectory is the same. */
+static void bsp_sync_bn(run_t *r)
+{
+    model_t *m = r->model;
+    if (!m->nstate || r->replicas < 2) return;
+    comm_allreduce_sum(r->dp, m->state, m->nstate, "the batch-norm statistics average");
+    const float inv = 1.0f / (float)r->replicas;
+    for (size_t i = 0; i < m->nstate; i++) m->state[i] *= inv;
+}
+
 static void bsp_destroy(run_t *r)
 {
     r->model->grad_ready = NULL;
@@ -87,5 +100,6 @@ const sync_ops_t sync_bsp = {
     .init = bsp_init,
     .step = bsp_step,
     .destroy = bsp_destroy,
+    .sync_bn = bsp_sync_bn,
     .model_parallel = 1,
 };

@@ -23,8 +23,8 @@ int sync_bcast_params(run_t *r)
 
 void sync_average_params(run_t *r, float weight, const char *what)
 {
-    float *w = r->model->params;
-    const size_t n = r->model->nparams;
+    float *w = r->model->params;   /* the state follows in the same allocation */
+    const size_t n = r->model->nparams + r->model->nstate;
     for (size_t i = 0; i < n; i++) w[i] *= weight;
     comm_allreduce_sum(r->dp, w, n, what);
 }

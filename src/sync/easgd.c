@@ -64,7 +64,7 @@ static int easgd_init(run_t *r)
     const size_t n = r->model->nparams;
     if (r->is_worker) {
         e->center = xalloc_floats(n);
-        e->diff = xalloc_floats(n);
+        e->diff = xalloc_floats(n + r->model->nstate);
         memcpy(e->center, r->model->params, n * sizeof(float));
         if (cfg->momentum_nesterov > 0) {   /* EAMSGD: Nesterov momentum δ as the local step */
             optim_cfg_t oc = r->opt->cfg;
@@ -85,10 +85,14 @@ static int easgd_step(run_t *r)
     float *x = m->params;
     if (r->step % r->cfg->tau == 0) {
         if (e->sync_mode) {
-            /* x̄ = mean x_i (before the elastic move), into diff */
-            memcpy(e->diff, x, n * sizeof(float));
-            comm_allreduce_sum(r->comm, e->diff, n, "the EASGD average");
+            /* x̄ = mean x_i (before the elastic move), into diff; the
+             * workers' batch-norm statistics (the state after x) become
+             * their mean, the centre's statistics */
+            const size_t ns = m->nstate;
+            memcpy(e->diff, x, (n + ns) * sizeof(float));
+            comm_allreduce_sum(r->comm, e->diff, n + ns, "the EASGD average");
             const float inv = 1.0f / (float)r->nworkers, beta = e->alpha * (float)r->nworkers;
+            for (size_t i = 0; i < ns; i++) m->state[i] = e->diff[n + i] * inv;
             for (size_t i = 0; i < n; i++) {
                 float xbar = e->diff[i] * inv;
                 x[i] -= e->alpha * (x[i] - e->center[i]);
@@ -149,6 +153,7 @@ static int easgd_ckpt_state(run_t *r, ckpt_meta_t *meta)
     const char *names[3];
     int nv = sync_worker_vectors(r, v, names);
     for (int i = 0; i < nv; i++) sync_rows_add(r, &e->rows, names[i], v[i], r->model->nparams);
+    if (r->model->nstate) sync_rows_add(r, &e->rows, "sync.worker_state", r->model->state, r->model->nstate);
     sync_rows_meta(r, &e->rows, meta);
     meta->params = e->center;
     snprintf(meta->sync_state, sizeof meta->sync_state, "workers=%d", r->nworkers);
@@ -180,6 +185,7 @@ static int easgd_resume(run_t *r, const ckpt_t *ck)
     int nv = sync_worker_vectors(r, v, names);
     for (int i = 0; i < nv; i++)
         if (sync_rows_read(r, ck, names[i], v[i], r->model->nparams) != 0) return -1;
+    if (r->model->nstate && sync_rows_read(r, ck, "sync.worker_state", r->model->state, r->model->nstate) != 0) return -1;
     return 0;
 }
 

@@ -50,7 +50,7 @@ typedef struct gossip {
     int mode;                /* 0 pull, 1 push, 2 round */
     float beta;
     rng_t rng;               /* peer choice, per rank */
-    size_t n, bytes;
+    size_t n, np, bytes;    /* floats of a replica (parameters + state), of its parameters; window bytes */
     unsigned char *pub;      /* window memory: published_t + n floats */
     MPI_Win win;
     unsigned char *peer;     /* a peer's published copy */
@@ -215,7 +215,10 @@ static int gossip_init(run_t *r)
     int N = r->comm->size;
     g->beta = (float)r->cfg->beta;
     rng_seed(&g->rng, (uint64_t)r->cfg->seed, 0x6055000ULL + (uint64_t)r->comm->rank);
-    g->n = r->model->nparams;
+    /* a replica is its parameters and its batch-norm statistics (the state
+     * vector, right after them): both are published and mixed */
+    g->np = r->model->nparams;
+    g->n = r->model->nparams + r->model->nstate;
     g->bytes = sizeof(published_t) + g->n * sizeof(float);
     g->peer = xmalloc(g->bytes);
     g->seq_a = xmalloc(sizeof(published_t));
@@ -380,7 +383,7 @@ static void step_round(run_t *r, gossip_t *g)
 static int gossip_step(run_t *r)
 {
     gossip_t *g = r->sync_state;
-    optim_step(r->opt, r->model->params, r->model->grads, 0, g->n, r->lr);   /* θ' */
+    optim_step(r->opt, r->model->params, r->model->grads, 0, g->np, r->lr);   /* θ' */
     if (g->mode == 0) step_pull(r, g);
     else if (g->mode == 1) step_push(r, g);
     else step_round(r, g);
@@ -423,7 +426,7 @@ static float *gossip_average(run_t *r)
             t = (const float *)(g->peer + sizeof(published_t));
         }
         double ss = 0;
-        for (size_t i = 0; i < g->n; i++) { double d = (double)t[i] - g->avg[i]; ss += d * d; }
+        for (size_t i = 0; i < g->np; i++) { double d = (double)t[i] - g->avg[i]; ss += d * d; }
         dist += sqrt(ss);
         counted++;
     }
@@ -549,8 +552,8 @@ static int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
     if (g->mode == 2) {
         float *v[3];
         const char *names[3];
-        int nv = sync_worker_vectors(r, v, names);
-        for (int i = 0; i < nv; i++) sync_rows_add(r, &g->rows, names[i], v[i], n);
+        int nv = sync_worker_vectors(r, v, names);   /* the replica (with its statistics), then the optimizer's */
+        for (int i = 0; i < nv; i++) sync_rows_add(r, &g->rows, names[i], v[i], i ? g->np : n);
         sync_rows_meta(r, &g->rows, meta);
         if (r->lead && r->step < r->total_steps) {
             if (!g->saved_avg) g->saved_avg = xalloc_floats(n);
@@ -560,6 +563,7 @@ static int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
                 for (size_t i = 0; i < n; i++) g->saved_avg[i] += rows[(size_t)j * n + i];
             for (size_t i = 0; i < n; i++) g->saved_avg[i] /= (float)N;
             meta->params = g->saved_avg;
+            meta->state = g->saved_avg + g->np;
         }
         snprintf(meta->sync_state, sizeof meta->sync_state, "workers=%d", N);
         return 0;
@@ -603,7 +607,7 @@ static int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
     g->tensor = (ckpt_tensor_t){ .name = "sync.worker_params", .data = g->saved, .rows = N, .cols = (long)n };
     meta->extra = &g->tensor;
     meta->nextra = 1;
-    if (r->step < r->total_steps) meta->params = g->saved_avg;
+    if (r->step < r->total_steps) { meta->params = g->saved_avg; meta->state = g->saved_avg + g->np; }
     snprintf(meta->sync_state, sizeof meta->sync_state, "workers=%d", N);
     return 0;
 }
@@ -633,8 +637,8 @@ static int gossip_resume(run_t *r, const ckpt_t *ck)
     const char *names[3];
     int nv = sync_worker_vectors(r, v, names);
     for (int i = 0; i < nv; i++) {
-        if (i > 0 && ckpt_rows(ck, names[i]) == 0) { memset(v[i], 0, g->n * sizeof(float)); continue; }   /* pull/push: local */
-        if (sync_rows_read(r, ck, names[i], v[i], g->n) != 0) return -1;
+        if (i > 0 && ckpt_rows(ck, names[i]) == 0) { memset(v[i], 0, g->np * sizeof(float)); continue; }   /* pull/push: local */
+        if (sync_rows_read(r, ck, names[i], v[i], i ? g->np : g->n) != 0) return -1;
     }
     publish(r, g, r->step);
     return 0;
@@ -699,6 +703,7 @@ const sync_ops_t sync_gossip = {
     .destroy = gossip_destroy,
     .stats = gossip_stats,
     .eval_params = gossip_average,
+    .eval_has_state = 1,
     .ckpt_state = gossip_ckpt_state,
     .resume = gossip_resume,
     .stop_mode = gossip_stop_mode,

@@ -25,7 +25,7 @@ typedef struct localsgd {
     double *n_k;           /* (nworkers) sample counts */
     int *chosen;           /* (nworkers) this round's sample */
     float *saved;          /* lead, at a checkpoint: (vectors, nworkers, nparams) every worker's state */
-    ckpt_tensor_t tensors[3];
+    ckpt_tensor_t tensors[4];
 } localsgd_t;
 
 static int localsgd_init(run_t *r)
@@ -85,13 +85,16 @@ static void localsgd_finish(run_t *r)
     if (r->step % r->cfg->period != 0) localsgd_average(r);
 }
 
-/* A worker's state: its parameters and its optimizer's vectors. */
-static int state_vectors(run_t *r, float **v, const char **names)
+/* A worker's state: its parameters, its optimizer's vectors and its
+ * batch-norm statistics (len: each one's floats). */
+static int state_vectors(run_t *r, float **v, const char **names, size_t *len)
 {
     int n = 0;
-    v[n] = r->model->params; names[n++] = "sync.worker_params";
-    if (r->opt->velocity) { v[n] = r->opt->velocity; names[n++] = "sync.worker_velocity"; }
-    if (r->opt->accum) { v[n] = r->opt->accum; names[n++] = "sync.worker_accum"; }
+    const size_t np = r->model->nparams;
+    v[n] = r->model->params; len[n] = np; names[n++] = "sync.worker_params";
+    if (r->opt->velocity) { v[n] = r->opt->velocity; len[n] = np; names[n++] = "sync.worker_velocity"; }
+    if (r->opt->accum) { v[n] = r->opt->accum; len[n] = np; names[n++] = "sync.worker_accum"; }
+    if (r->model->nstate) { v[n] = r->model->state; len[n] = r->model->nstate; names[n++] = "sync.worker_state"; }
     return n;
 }
 
@@ -103,17 +106,19 @@ static int localsgd_ckpt_state(run_t *r, ckpt_meta_t *meta)
     localsgd_t *s = r->sync_state;
     const size_t np = r->model->nparams, N = (size_t)r->nworkers;
     if (np > (size_t)INT32_MAX) { snprintf(r->err, sizeof r->err, "a model of %zu parameters is too large to checkpoint per worker", np); return -1; }
-    float *v[3];
-    const char *names[3];
-    int nv = state_vectors(r, v, names);
-    if (r->lead && !s->saved) s->saved = xalloc_floats((size_t)nv * N * np);
-    MPI_Request req[3];
+    float *v[4];
+    const char *names[4];
+    size_t len[4], at[4], total = 0;
+    int nv = state_vectors(r, v, names, len);
+    for (int i = 0; i < nv; i++) { at[i] = total; total += N * len[i]; }
+    if (r->lead && !s->saved) s->saved = xalloc_floats(total);
+    MPI_Request req[4];
     for (int i = 0; i < nv; i++)
-        MPI_CHECK(r->comm, MPI_Igather(v[i], (int)np, MPI_FLOAT, r->lead ? s->saved + (size_t)i * N * np : NULL, (int)np,
+        MPI_CHECK(r->comm, MPI_Igather(v[i], (int)len[i], MPI_FLOAT, r->lead ? s->saved + at[i] : NULL, (int)len[i],
                                        MPI_FLOAT, 0, r->comm->world, &req[i]));
     comm_waitall(r->comm, nv, req, "the checkpoint's gather of the workers' state");
     if (!r->lead) return 0;
-    for (int i = 0; i < nv; i++) s->tensors[i] = (ckpt_tensor_t){ .name = names[i], .data = s->saved + (size_t)i * N * np, .rows = (long)N, .cols = (long)np };
+    for (int i = 0; i < nv; i++) s->tensors[i] = (ckpt_tensor_t){ .name = names[i], .data = s->saved + at[i], .rows = (long)N, .cols = (long)len[i] };
     meta->extra = s->tensors;
     meta->nextra = nv;
     snprintf(meta->sync_state, sizeof meta->sync_state, "rounds=%ld,workers=%d", s->rounds, r->nworkers);
@@ -134,11 +139,12 @@ static int localsgd_resume(run_t *r, const ckpt_t *ck)
         return -1;
     }
     if (sync_same_workers(r, workers, "the local models") != 0) return -1;
-    float *v[3];
-    const char *names[3];
-    int nv = state_vectors(r, v, names);
+    float *v[4];
+    const char *names[4];
+    size_t len[4];
+    int nv = state_vectors(r, v, names, len);
     for (int i = 0; i < nv; i++)
-        if (ckpt_read_row(ck, names[i], r->wrank, v[i], r->model->nparams) != 0) {
+        if (ckpt_read_row(ck, names[i], r->wrank, v[i], len[i]) != 0) {
             snprintf(r->err, sizeof r->err, "checkpoint has no %s for %d workers of %zu parameters (another optimizer?)",
                      names[i], workers, r->model->nparams);
             return -1;

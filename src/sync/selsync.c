@@ -104,8 +104,9 @@ static int selsync_step(run_t *r)
             comm_allreduce_sum(r->comm, m->grads, m->nparams, "the selsync gradient all-reduce");
             for (size_t i = 0; i < m->nparams; i++) m->grads[i] *= inv;
         } else {
-            comm_allreduce_sum(r->comm, m->params, m->nparams, "the selsync parameter all-reduce");
-            for (size_t i = 0; i < m->nparams; i++) m->params[i] *= inv;
+            /* the batch-norm statistics (the state after the parameters) too */
+            comm_allreduce_sum(r->comm, m->params, m->nparams + m->nstate, "the selsync parameter all-reduce");
+            for (size_t i = 0; i < m->nparams + m->nstate; i++) m->params[i] *= inv;
         }
     }
     optim_step(r->opt, m->params, m->grads, 0, m->nparams, r->lr);
@@ -116,7 +117,7 @@ static void selsync_finish(run_t *r)
 {
     selsync_t *s = r->sync_state;
     /* the run ends on one model: the replicas' average */
-    if (!s->grad_agg || s->syncs < s->steps)
+    if (!s->grad_agg || s->syncs < s->steps || r->model->nstate)   /* batch-norm statistics always differ */
         sync_average_params(r, 1.0f / (float)r->nworkers, "the final parameter average");
 }
 
@@ -133,6 +134,7 @@ static int selsync_ckpt_state(run_t *r, ckpt_meta_t *meta)
     const char *names[3];
     int nv = sync_worker_vectors(r, v, names);
     for (int i = 0; i < nv; i++) sync_rows_add(r, &s->rows, names[i], v[i], r->model->nparams);
+    if (r->model->nstate) sync_rows_add(r, &s->rows, "sync.worker_state", r->model->state, r->model->nstate);
     memcpy(s->mine, s->norms.v, W * sizeof(double));
     memcpy(s->mine + W, s->deltas.v, W * sizeof(double));
     s->mine[2 * W] = s->prev;
@@ -169,6 +171,7 @@ static int selsync_resume(run_t *r, const ckpt_t *ck)
     int nv = sync_worker_vectors(r, v, names);
     for (int i = 0; i < nv; i++)
         if (sync_rows_read(r, ck, names[i], v[i], r->model->nparams) != 0) return -1;
+    if (r->model->nstate && sync_rows_read(r, ck, "sync.worker_state", r->model->state, r->model->nstate) != 0) return -1;
     if (sync_rows_read64(r, ck, "sync.worker_ewma", s->mine, (size_t)(2 * W + 2)) != 0) return -1;
     memcpy(s->norms.v, s->mine, (size_t)W * sizeof(double));
     memcpy(s->deltas.v, s->mine + W, (size_t)W * sizeof(double));

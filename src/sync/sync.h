@@ -11,6 +11,7 @@
 #define DSGD_SYNC_H
 
 #include "../comm/comm.h"
+#include "../data/augment.h"
 #include "../data/data.h"
 #include "../nn/model.h"
 #include "../optim/optim.h"
@@ -69,6 +70,9 @@ typedef struct run {
     struct comm_mp *mp;      /* the gather/sum hooks of the model (M > 1) */
     model_t *full;           /* the lead's unpartitioned model for checkpoints (M > 1) */
     optim_t *full_opt;
+    augment_t aug;           /* --augment */
+    size_t *nodecay;         /* (2·nnodecay) spans weight decay skips (--weight-decay-bn 0), or NULL */
+    int nnodecay;
     char err[512];           /* setup error message, for comm_setup_check */
 } run_t;
 
@@ -116,12 +120,21 @@ struct sync_ops {
      * and this worker is next in line to take over the evaluations and the
      * metrics (parameter-server paradigms, whose shards evict dead workers). */
     int  (*lead_lost)(const run_t *r);
+    /* Batch normalization's running statistics (model_t.state), on every
+     * worker before each evaluation and checkpoint and before the final
+     * evaluation, for paradigms whose workers are in lockstep there: bsp
+     * makes every replica's statistics their mean. NULL: nothing. */
+    void (*sync_bn)(run_t *r);
+    /* eval_params' buffer carries the state vector after the parameters
+     * (the average of gossip replicas): it is evaluated with that state. */
+    int eval_has_state;
 };
 
 /* Helpers shared by the collective paradigms (common.c). */
 int  sync_layout_all_workers(run_t *r);      /* every rank is a worker; rank 0 leads */
 int  sync_bcast_params(run_t *r);            /* rank 0's initial parameters to all */
-/* params := Σ_i weight_i · params_i over all ranks (weight 1/N: the mean). */
+/* params := Σ_i weight_i · params_i over all ranks (weight 1/N: the mean),
+ * and the state vector (batch-norm statistics) with them. */
 void sync_average_params(run_t *r, float weight, const char *what);
 
 /* Every worker's state in a checkpoint, for the collective paradigms: each

@@ -19,6 +19,15 @@ static void tensor_name(char *out, size_t len, const model_t *m, int i, const ch
     snprintf(out, len, "layer%d.%s.%s", i, layer_kind_name(m->layers[i].kind), what);
 }
 
+/* "layerI.KIND.weight" or ".bias": a trained parameter (running statistics
+ * are layer tensors too, but not parameters). */
+static int is_param_tensor(const char *name)
+{
+    size_t len = strlen(name);
+    return !strncmp(name, "layer", 5) &&
+           ((len > 7 && !strcmp(name + len - 7, ".weight")) || (len > 5 && !strcmp(name + len - 5, ".bias")));
+}
+
 static cJSON *tensor_entry(const int *shape, int nd, size_t begin, size_t end)
 {
     cJSON *t = cJSON_CreateObject();
@@ -39,6 +48,7 @@ static int weight_shape(const layer_t *l, int *shape)
         return 4;
     }
     shape[0] = l->out_c;
+    if (l->kind == LAYER_BN) return 1;   /* γ per channel */
     shape[1] = l->in_c * l->in_h * l->in_w;
     return 2;
 }
@@ -93,7 +103,7 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
     const size_t np = m->nparams;
     const float *state[2] = { o ? o->velocity : NULL, o ? o->accum : NULL };
     const char *state_name[2] = { "optim.velocity", "optim.accum" };
-    size_t nfloats = np;
+    size_t nfloats = np + m->nstate;
     for (int s = 0; s < 2; s++) if (state[s]) nfloats += np;
     size_t data_len = nfloats * sizeof(float);
     for (int e = 0; e < meta->nextra; e++)
@@ -111,12 +121,27 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
         tensor_name(name, sizeof name, m, i, "weight");
         cJSON_AddItemToObject(root, name, tensor_entry(shape, nd, l->w_off * 4, (l->w_off + l->w_len) * 4));
         int bs = (int)l->b_len;
+        if (!bs) continue;   /* a convolution without bias (resnet) */
         tensor_name(name, sizeof name, m, i, "bias");
         cJSON_AddItemToObject(root, name, tensor_entry(&bs, 1, l->b_off * 4, (l->b_off + l->b_len) * 4));
     }
     unsigned char *data = xmalloc(data_len);
     memcpy(data, meta->params ? meta->params : m->params, np * 4);
     size_t at = np * 4;
+    /* batch normalization's running statistics, named as PyTorch names them */
+    const float *st = meta->state ? meta->state : m->state;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (!l->s_len) continue;
+        int C = l->out_c;
+        for (int k = 0; k < 2; k++) {
+            char name[96];
+            tensor_name(name, sizeof name, m, i, k ? "running_var" : "running_mean");
+            cJSON_AddItemToObject(root, name, tensor_entry(&C, 1, at, at + (size_t)C * 4));
+            memcpy(data + at, st + l->s_off + (size_t)k * C, (size_t)C * 4);
+            at += (size_t)C * 4;
+        }
+    }
     int flat = (int)np;
     for (int s = 0; s < 2; s++)
         if (state[s]) {
@@ -270,7 +295,7 @@ int ckpt_parse(ckpt_t *ck, unsigned char *buf, size_t size, const char *path, ch
         const st_tensor_t *t = &st->tensors[i];
         if (strcmp(t->dtype, "F32") && (strcmp(t->dtype, "F64") || strncmp(t->name, "sync.", 5)))
             FAIL("checkpoint '%s': tensor '%s' is %s; dsgd checkpoints hold F32 (and F64 only in sync.* tensors)", path, t->name, t->dtype);
-        if (!strncmp(t->name, "layer", 5)) layer_floats += t->count;
+        if (is_param_tensor(t->name)) layer_floats += t->count;
     }
     if (layer_floats != (uint64_t)nparams)
         FAIL("checkpoint '%s': metadata 'nparams' says %ld but its layer tensors hold %llu parameters", path,
@@ -364,7 +389,7 @@ int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t err
         tensor_name(bn, sizeof bn, m, i, "bias");
         int shape[4], nd = weight_shape(l, shape), bs = (int)l->b_len;
         if (copy_tensor(ck, wn, m->params + l->w_off, l->w_len, shape, nd) != 0 ||
-            copy_tensor(ck, bn, m->params + l->b_off, l->b_len, &bs, 1) != 0) {
+            (bs && copy_tensor(ck, bn, m->params + l->b_off, l->b_len, &bs, 1) != 0) || (!bs && st_find(&ck->st, bn))) {
             snprintf(err, errlen, "checkpoint holds model '%s', which does not match model '%s' (layer %d differs); pass --model %s",
                      md->model, m->spec, i, md->model);
             return -1;
@@ -372,11 +397,25 @@ int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t err
     }
     long total = 0;
     for (int i = 0; i < ck->st.ntensors; i++)
-        if (!strncmp(ck->st.tensors[i].name, "layer", 5)) total += (long)ck->st.tensors[i].count;
+        if (is_param_tensor(ck->st.tensors[i].name)) total += (long)ck->st.tensors[i].count;
     if ((size_t)total != m->nparams) {
         snprintf(err, errlen, "checkpoint holds model '%s' with %ld parameters, not model '%s' (%zu); pass --model %s",
                  md->model, total, m->spec, m->nparams, md->model);
         return -1;
+    }
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (!l->s_len) continue;
+        for (int k = 0; k < 2; k++) {
+            char name[96];
+            tensor_name(name, sizeof name, m, i, k ? "running_var" : "running_mean");
+            int C = l->out_c;
+            if (copy_tensor(ck, name, m->state + l->s_off + (size_t)k * C, (size_t)C, &C, 1) != 0) {
+                snprintf(err, errlen, "checkpoint has no batch-normalization statistics '%s' of %d channels for model '%s'; it is damaged or of another model",
+                         name, C, m->spec);
+                return -1;
+            }
+        }
     }
     if (!o) return 0;
     if (strcmp(md->optimizer, optim_kind_name(o->cfg.kind))) {

@@ -3,7 +3,9 @@
  * Layout (the safetensors rules): 8-byte little-endian header length N, an
  * N-byte JSON header (padded with spaces to a multiple of 8), then raw
  * little-endian float32 data. One tensor per layer weight/bias (named
- * "layerI.KIND.weight" / ".bias", shaped as PyTorch shapes them), then the
+ * "layerI.KIND.weight" / ".bias", shaped as PyTorch shapes them; no bias
+ * tensor for a convolution without one), batch normalization's running
+ * statistics ("layerI.bn.running_mean" / ".running_var"), then the
  * optimizer state as flat tensors "optim.velocity" / "optim.accum".
  * A paradigm may add tensors "sync.*" and a "sync_state" string.
  * "__metadata__" holds: format "dsgd", version, model spec, input shape,
@@ -45,6 +47,7 @@ typedef struct ckpt_meta {
     char sync_state[256];    /* the paradigm's own state as text it parses itself ("" if none) */
     const ckpt_tensor_t *extra;   /* save only: the paradigm's tensors (nextra of them) */
     int nextra;
+    const float *state;      /* save only: if set, the batch-norm statistics instead of the model's state */
     const float *params;     /* save only: if set, the layer tensors' values instead of the model's
                                 (e.g. EASGD's center, the average of gossip replicas) */
 } ckpt_meta_t;

@@ -13,6 +13,8 @@ typedef struct config {
     const char *slowdown, *fail, *aggregation, *server_opt;
     const char *denormals;             /* flush | keep */
     const char *wait;                  /* backoff | spin: idle polling (comm_idle) */
+    const char *augment;               /* none | crop | flip | crop,flip */
+    long weight_decay_bn;              /* 0: no weight decay on batch-norm parameters and biases */
     long epochs, steps, batch, seed, train_subset, test_subset;
     long eval_every, checkpoint_every, lr_step_every, lr_warmup, threads;
     double lr, momentum, weight_decay, adagrad_eps, lr_gamma;

@@ -31,8 +31,12 @@ typedef struct evaluator {
 static void evaluate(run_t *r, evaluator_t *ev, int global)
 {
     model_t *m = r->model;
-    float *own = m->params;
-    if (global && r->ops->eval_params) m->params = r->ops->eval_params(r);
+    float *own = m->params, *own_state = m->state;
+    if (global && r->ops->eval_params) {
+        m->params = r->ops->eval_params(r);
+        if (r->ops->eval_has_state) m->state = m->params + m->nparams;
+    }
+    model_set_training(m, 0);   /* batch normalization by its running statistics */
     const dataset_t *d = &r->test;
     const long dim = dataset_dim(d);
     long correct = 0;
@@ -48,6 +52,8 @@ static void evaluate(run_t *r, evaluator_t *ev, int global)
     ev->acc = (double)correct / (double)d->n;
     ev->loss = loss / (double)d->n;
     m->params = own;
+    m->state = own_state;
+    model_set_training(m, 1);
 }
 
 static int load_data(run_t *r, const config_t *cfg)
@@ -144,7 +150,7 @@ static int save_checkpoint(run_t *r, const ckpt_meta_t *state)
     if (!r->lead) return 0;
     ckpt_meta_t meta = { .step = r->step, .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
                          .w = r->model->in_w, .classes = r->model->classes, .extra = state->extra, .nextra = state->nextra,
-                         .params = state->params };
+                         .params = state->params, .state = state->state };
     snprintf(meta.sync_state, sizeof meta.sync_state, "%s", state->sync_state);
     snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
     snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
@@ -170,7 +176,12 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
     r->sched = (lr_sched_t){ .base = (float)cfg->lr, .warmup = cfg->lr_warmup,
                              .step_every = cfg->lr_step_every, .gamma = (float)cfg->lr_gamma };
     if (lr_sched_parse(cfg->lr_schedule, &r->sched.kind) != 0)
-        FAIL("unknown --lr-schedule '%s'; choose constant or step", cfg->lr_schedule);
+        FAIL("unknown --lr-schedule '%s'; choose constant, step or cosine", cfg->lr_schedule);
+    if (augment_parse(cfg->augment, &r->aug, r->err, sizeof r->err) != 0) return -1;
+    if (augment_on(&r->aug) && r->ops->step_samples)
+        FAIL("--augment: --sync %s draws its own samples for each iteration and does not augment them; drop --augment", cfg->sync);
+    if (!cfg->weight_decay_bn && cfg->model_parallel > 1)
+        FAIL("--weight-decay-bn 0 is not supported with --model-parallel %ld; drop one of them", cfg->model_parallel);
     if (r->sched.kind == LR_STEP && cfg->lr_step_every < 1)
         FAIL("--lr-schedule step needs --lr-step-every N (steps between decays)");
     if (part_kind_parse(cfg->partition, pk) != 0)
@@ -199,11 +210,20 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
         if (m < 1) FAIL("--inject-beta %g gives no injected samples (floor(beta*B*N/C) = 0); raise it", cfg->inject_beta);
         batch_iter_inject(r->it, k, m);
     }
-    int max_batch = r->it->nb > EVAL_CHUNK ? r->it->nb : EVAL_CHUNK;
+    /* evaluation runs in chunks of max_batch; a graph model's activations
+     * (a residual network's) are large enough that the training batch sets it */
+    int max_batch = r->it->nb > EVAL_CHUNK || model_spec_graph(cfg->model) ? r->it->nb : EVAL_CHUNK;
     if (par_check_model(r) != 0) return -1;
     r->model = par_model_create(r, max_batch);
     model_init_params(r->model, (uint64_t)cfg->seed);
     r->opt = optim_create(oc, r->model->nparams);
+    if (!cfg->weight_decay_bn) {
+        r->nodecay = xmalloc(sizeof(size_t) * 2 * (size_t)(r->model->nlayers + 1));
+        r->nnodecay = model_nodecay_spans(r->model, r->nodecay, r->model->nlayers);
+        r->opt->cfg.nodecay = r->nodecay;
+        r->opt->cfg.nnodecay = r->nnodecay;
+    }
+    augment_setup(&r->aug, r->train.c, r->train.h, r->train.w);
     if (*cfg->resume) {
         char why[400];
         /* with server_ckpt the checkpoint's optimizer state is the servers' (ops->resume) */
@@ -222,6 +242,7 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
     if (cfg->steps > 0) r->total_steps = cfg->steps;
     else if (__builtin_mul_overflow(cfg->epochs, r->steps_per_epoch, &r->total_steps))
         FAIL("--epochs %ld x %ld steps per epoch is too many steps", cfg->epochs, r->steps_per_epoch);
+    r->sched.total = r->total_steps;
     if (*cfg->resume && r->step > r->total_steps)
         FAIL("checkpoint '%s' is at step %ld, past the %ld steps this run would train; raise --epochs or --steps",
              cfg->resume, r->step, r->total_steps);
@@ -259,6 +280,8 @@ static void teardown(run_t *r)
     if (r->ops && r->ops->destroy) r->ops->destroy(r);
     par_free(r);
     batch_iter_free(r->it);
+    augment_free(&r->aug);
+    free(r->nodecay);
     free(r->part);
     optim_free(r->opt);
     model_free(r->model);
@@ -419,6 +442,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         t_carry = -1;
         if (!own_data) {
             batch_iter_next(r->it);
+            augment_batch(&r->aug, r->it->x, r->it->nb, (uint64_t)cfg->seed, (uint64_t)r->replica, r->step);
             model_forward(r->model, r->it->x, r->it->nb);
             r->loss = model_loss(r->model, r->it->y, r->it->nb);
             model_backward(r->model, r->it->y, r->it->nb);
@@ -458,6 +482,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         if ((periodic || eval_due) && !stop) {
             double tl = loss_sum / (double)loss_n, sps = seg_t > 0 ? seg_samples / seg_t : 0, at = bounds_now(&bd);
             beat_last = now_s();
+            if (r->ops->sync_bn) r->ops->sync_bn(r);
             if (r->evaluates) {
                 evaluate(r, &ev, 1);
                 print_progress(r, &ev, tl, sps, now_s() - t0);
@@ -470,6 +495,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && !r->server_ckpt) {
             idle_tail = 0;
             ckpt_meta_t state = { .nextra = 0 };
+            if (r->ops->sync_bn) r->ops->sync_bn(r);
             if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
             if (r->evaluates && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
         }
@@ -487,6 +513,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     double tf = now_s();
     bd.stop_s = (t_stop >= 0 ? t_stop : tf) - bd.t_start;
     if (r->ops->finish) r->ops->finish(r);
+    if (r->ops->sync_bn) r->ops->sync_bn(r);
     if (r->lead && !leading) take_lead(r, &mx, cfg, t0);   /* the paradigm's finish found the lead dead */
     train_s += now_s() - tf;
     bd.sync_done_s = bounds_now(&bd);

@@ -1,0 +1,174 @@
+/* nn/bn — batch normalization, global average pooling and the residual add
+ * (declared in layers.h), over NCHW activations.
+ *
+ * Batch normalization follows PyTorch's BatchNorm2d: in training, each
+ * channel is normalized with its batch mean and biased variance, and the
+ * running statistics move by momentum: rm ← (1−m)·rm + m·mean,
+ * rv ← (1−m)·rv + m·var·n/(n−1) (unbiased), n = B·H·W; in evaluation the
+ * running statistics normalize. A ReLU that follows is fused: the forward
+ * pass clamps as it writes, the backward pass masks by the stored output.
+ *
+ * Sums over a channel run in double: with n up to B·H·W ≈ 10⁵ values a float
+ * sum would lose the variance's low bits, and the cost is one pass that the
+ * memory traffic bounds anyway.
+ */
+#include "layers.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Σ x and Σ x², 4 double lanes each (vectorizes, and fixes the order) */
+static void sums(const float *x, long n, double *s1, double *s2)
+{
+    double a[4] = { 0 }, q[4] = { 0 };
+    long i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; j++) {
+            double v = x[i + j];
+            a[j] += v;
+            q[j] += v * v;
+        }
+    for (; i < n; i++) { a[0] += x[i]; q[0] += (double)x[i] * x[i]; }
+    *s1 += (a[0] + a[1]) + (a[2] + a[3]);
+    *s2 += (q[0] + q[1]) + (q[2] + q[3]);
+}
+
+void bn_forward_train(float *out, float *mean, float *invstd, float *run_mean, float *run_var,
+                      const float *inp, const float *gamma, const float *beta,
+                      int B, int C, int HW, int relu, float momentum, float eps)
+{
+    const double n = (double)B * HW;
+    for (int c = 0; c < C; c++) {
+        /* mean first, then the centred sum of squares: the one-pass
+         * E[x²] − E[x]² cancels badly when |mean| ≫ std */
+        double s1 = 0, unused = 0;
+        for (int b = 0; b < B; b++) sums(inp + ((long)b * C + c) * HW, HW, &s1, &unused);
+        const double mu = s1 / n;
+        double ss = 0;
+        for (int b = 0; b < B; b++) {
+            const float *x = inp + ((long)b * C + c) * HW;
+            double a[4] = { 0 };
+            int i = 0;
+            for (; i + 4 <= HW; i += 4)
+                for (int j = 0; j < 4; j++) { double d = x[i + j] - mu; a[j] += d * d; }
+            for (; i < HW; i++) { double d = x[i] - mu; a[0] += d * d; }
+            ss += (a[0] + a[1]) + (a[2] + a[3]);
+        }
+        const double var = ss / n;
+        const float is = (float)(1.0 / sqrt(var + eps));
+        mean[c] = (float)mu;
+        invstd[c] = is;
+        run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)mu;
+        run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)(n > 1 ? ss / (n - 1) : var);
+        /* y = x·k + (β − μ·k), k = γ/σ */
+        const float k = gamma[c] * is, sh = beta[c] - (float)mu * k;
+        for (int b = 0; b < B; b++) {
+            const float *x = inp + ((long)b * C + c) * HW;
+            float *y = out + ((long)b * C + c) * HW;
+            if (relu)
+                for (int i = 0; i < HW; i++) { float v = x[i] * k + sh; y[i] = v > 0.0f ? v : 0.0f; }
+            else
+                for (int i = 0; i < HW; i++) y[i] = x[i] * k + sh;
+        }
+    }
+}
+
+void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
+                     const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps)
+{
+    for (int c = 0; c < C; c++) {
+        const float k = gamma[c] / sqrtf(run_var[c] + eps), sh = beta[c] - run_mean[c] * k;
+        for (int b = 0; b < B; b++) {
+            const float *x = inp + ((long)b * C + c) * HW;
+            float *y = out + ((long)b * C + c) * HW;
+            if (relu)
+                for (int i = 0; i < HW; i++) { float v = x[i] * k + sh; y[i] = v > 0.0f ? v : 0.0f; }
+            else
+                for (int i = 0; i < HW; i++) y[i] = x[i] * k + sh;
+        }
+    }
+}
+
+/* With g = dout (masked by out > 0 when the ReLU is fused), x̂ = (x − μ)/σ:
+ *   dβ = Σ g,  dγ = Σ g·x̂,  dx = γ/σ · (g − dβ/n − x̂·dγ/n). */
+void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *out,
+                 const float *inp, const float *mean, const float *invstd, const float *gamma,
+                 int B, int C, int HW, int relu)
+{
+    const double n = (double)B * HW;
+    for (int c = 0; c < C; c++) {
+        const float mu = mean[c], is = invstd[c];
+        double sg = 0, sgx = 0;
+        for (int b = 0; b < B; b++) {
+            const long o = ((long)b * C + c) * HW;
+            const float *g = dout + o, *x = inp + o, *y = out + o;
+            float a[8] = { 0 }, q[8] = { 0 };
+            int i = 0;
+            for (; i + 8 <= HW; i += 8)
+                for (int j = 0; j < 8; j++) {
+                    float gv = relu && y[i + j] <= 0.0f ? 0.0f : g[i + j];
+                    a[j] += gv;
+                    q[j] += gv * (x[i + j] - mu);
+                }
+            for (; i < HW; i++) {
+                float gv = relu && y[i] <= 0.0f ? 0.0f : g[i];
+                a[0] += gv;
+                q[0] += gv * (x[i] - mu);
+            }
+            for (int j = 0; j < 8; j++) { sg += a[j]; sgx += q[j]; }
+        }
+        const float db = (float)sg, dg = (float)(sgx * is);
+        dbeta[c] = db;
+        dgamma[c] = dg;
+        if (!dinp) continue;
+        /* dx = k·g − k·dβ/n − k·dγ/n · x̂ = k·g + (c0 + c1·x) */
+        const float k = gamma[c] * is;
+        const float c1 = -k * dg * is / (float)n, c0 = -k * db / (float)n - c1 * mu;
+        for (int b = 0; b < B; b++) {
+            const long o = ((long)b * C + c) * HW;
+            const float *g = dout + o, *x = inp + o, *y = out + o;
+            float *dx = dinp + o;
+            if (relu)
+                for (int i = 0; i < HW; i++) dx[i] = (y[i] > 0.0f ? k * g[i] : 0.0f) + c0 + c1 * x[i];
+            else
+                for (int i = 0; i < HW; i++) dx[i] = k * g[i] + c0 + c1 * x[i];
+        }
+    }
+}
+
+void gap_forward(float *out, const float *inp, int B, int C, int HW)
+{
+    const float inv = 1.0f / (float)HW;
+    for (long bc = 0; bc < (long)B * C; bc++) {
+        const float *x = inp + bc * HW;
+        float s = 0.0f;
+        for (int i = 0; i < HW; i++) s += x[i];
+        out[bc] = s * inv;
+    }
+}
+
+void gap_backward(float *dinp, const float *dout, int B, int C, int HW)
+{
+    const float inv = 1.0f / (float)HW;
+    for (long bc = 0; bc < (long)B * C; bc++) {
+        const float d = dout[bc] * inv;
+        float *dx = dinp + bc * HW;
+        for (int i = 0; i < HW; i++) dx[i] = d;
+    }
+}
+
+void add_forward(float *out, const float *a, const float *b, long n, int relu)
+{
+    if (relu)
+        for (long i = 0; i < n; i++) { float v = a[i] + b[i]; out[i] = v > 0.0f ? v : 0.0f; }
+    else
+        for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void add_backward(float *dsum, const float *dout, const float *out, long n, int relu)
+{
+    if (relu)
+        for (long i = 0; i < n; i++) dsum[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+    else if (dsum != dout)
+        memcpy(dsum, dout, sizeof(float) * (size_t)n);
+}

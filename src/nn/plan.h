@@ -1,0 +1,33 @@
+/* nn/plan — a model spec parsed into layers with shapes but no buffers;
+ * shared by model.c (the simple stacks) and resnet.c (the residual
+ * network). Internal to nn. */
+#ifndef DSGD_PLAN_H
+#define DSGD_PLAN_H
+
+#include <stddef.h>
+
+#include "model.h"
+
+enum { PLAN_MAX = 1024, PLAN_PREV = -2 };
+
+typedef struct plan {
+    int n;
+    int graph;          /* some layer reads another than the one below it */
+    int c, h, w;        /* running output shape: the next layer's input */
+    int in_c, in_h, in_w;
+    int next_src;       /* the next layer's input: PLAN_PREV (the layer below), -1 (the model input) or a layer */
+    layer_t l[PLAN_MAX];
+} plan_t;
+
+/* Append a layer reading the running shape; -1 with err set if it does not fit. */
+int plan_push(plan_t *p, layer_kind_t kind, int out_c, int k, int stride, int pad, char *err, size_t errlen);
+/* The next layer reads layer src's output (-1: the model input). */
+void plan_from(plan_t *p, int src);
+/* resnet[:D,W] (dw is the "D,W" field or NULL; nf the spec's field count). */
+int plan_resnet(plan_t *p, const char *spec, const char *dw, int nf, int classes, char *err, size_t errlen);
+
+/* The forward and backward passes of a graph model (resnet.c). */
+const float *graph_forward(model_t *m, const float *x, int B);
+void graph_backward(model_t *m, int B);
+
+#endif

@@ -1,0 +1,211 @@
+/* Batch normalization, global average pooling, the residual add and a
+ * convolution without bias (the residual network's pieces), against finite
+ * differences and closed-form values.
+ *
+ * Objective: Σ r·out for a fixed random r, so the analytic input gradient
+ * is the backward pass fed dout = r. Finite differences in float with step
+ * 1e-2 on values of order 1: the rounding error of the objective (~1e-6
+ * relative over a few hundred terms) stays far below the tolerance
+ * 2e-3 + 2%; the fused ReLU's kink is avoided by keeping the normalized
+ * values away from 0 (checked, and such inputs skipped). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/layers.h"
+#include "test.h"
+#include "util/util.h"
+
+#define EPS 1e-2f
+#define TOL(g) (2e-3 + 0.02 * fabs(g))
+
+static rng_t R;
+
+static void fill(float *x, long n, float lo, float hi)
+{
+    for (long i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)rng_uniform(&R);
+}
+
+static double dotd(const float *a, const float *b, long n)
+{
+    double s = 0;
+    for (long i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* ---------------- batch normalization ---------------- */
+enum { BB = 3, BC = 2, BHW = 5, BN_N = BB * BC * BHW };
+
+typedef struct bn_ctx {
+    float x[BN_N], g[BC], b[BC], r[BN_N], out[BN_N];
+    float mean[BC], istd[BC], rm[BC], rv[BC];
+    int relu;
+} bn_ctx_t;
+
+static double bn_cb(void *p)
+{
+    bn_ctx_t *c = p;
+    bn_forward_train(c->out, c->mean, c->istd, c->rm, c->rv, c->x, c->g, c->b, BB, BC, BHW, c->relu, 0.1f, 1e-5f);
+    return dotd(c->out, c->r, BN_N);
+}
+
+/* 1 if perturbing v[i] by ±EPS moves some fused-ReLU input across 0 */
+static int crosses_kink(bn_ctx_t *c, float *v, long i)
+{
+    float keep = v[i], lo[BN_N], hi[BN_N];
+    int relu = c->relu;
+    c->relu = 0;
+    v[i] = keep - EPS; bn_cb(c); memcpy(lo, c->out, sizeof lo);
+    v[i] = keep + EPS; bn_cb(c); memcpy(hi, c->out, sizeof hi);
+    v[i] = keep;
+    c->relu = relu;
+    for (int k = 0; k < BN_N; k++)
+        if ((lo[k] > 0) != (hi[k] > 0) || fabsf(lo[k]) < 1e-3f || fabsf(hi[k]) < 1e-3f) return 1;
+    return 0;
+}
+
+static int check_fd(bn_ctx_t *c, float *v, long n, const float *analytic, const char *what)
+{
+    int checked = 0;
+    for (long i = 0; i < n; i++) {
+        if (c->relu && crosses_kink(c, v, i)) continue;
+        float keep = v[i];
+        v[i] = keep + EPS; double fp = bn_cb(c);
+        v[i] = keep - EPS; double fm = bn_cb(c);
+        v[i] = keep;
+        double fd = (fp - fm) / (2.0 * EPS);
+        CHECK(fabs(fd - analytic[i]) <= TOL(fd), "%s[%ld]: analytic %.6g vs finite difference %.6g", what, i, analytic[i], fd);
+        checked++;
+    }
+    return checked;
+}
+
+static void bn_case(int relu)
+{
+    bn_ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.relu = relu;
+    fill(c.x, BN_N, -2, 3);
+    fill(c.g, BC, 0.5f, 1.5f);
+    fill(c.b, BC, -0.5f, 0.5f);
+    fill(c.r, BN_N, -1, 1);
+    bn_cb(&c);
+    float dx[BN_N], dg[BC], db[BC];
+    bn_backward(dx, dg, db, c.r, c.out, c.x, c.mean, c.istd, c.g, BB, BC, BHW, relu);
+    int n = check_fd(&c, c.x, BN_N, dx, relu ? "bn+relu dinp" : "bn dinp");
+    n += check_fd(&c, c.g, BC, dg, relu ? "bn+relu dgamma" : "bn dgamma");
+    n += check_fd(&c, c.b, BC, db, relu ? "bn+relu dbeta" : "bn dbeta");
+    CHECK(n >= BN_N / 2, "only %d of %d values could be checked away from the ReLU's kink", n, BN_N + 2 * BC);
+}
+
+static void test_bn_gradients(void)
+{
+    bn_case(0);
+    bn_case(1);
+}
+
+/* One channel, x = 1, 2, 3, 4 (B = 4, HW = 1): mean 2.5, biased variance
+ * 1.25, unbiased 5/3. Running statistics from 0 and 1 with momentum 0.1:
+ * 0.25 and 0.9 + 0.1·5/3. With γ = 2, β = 1: y = 2(x − 2.5)/√(1.25 + ε) + 1.
+ * dout = (1, 0, 0, 0): dβ = 1, dγ = x̂₀, and
+ * dx = γ/σ·(g − 1/4 − x̂·x̂₀/4). Evaluation mode normalizes by the running
+ * statistics instead. */
+static void test_bn_closed_form(void)
+{
+    const float x[4] = { 1, 2, 3, 4 }, g = 2, b = 1, eps = 1e-5f;
+    float out[4], mean, istd, rm = 0, rv = 1;
+    bn_forward_train(out, &mean, &istd, &rm, &rv, x, &g, &b, 4, 1, 1, 0, 0.1f, eps);
+    const double sd = sqrt(1.25 + 1e-5);
+    CHECK_NEAR(mean, 2.5, 1e-6, "batch mean");
+    CHECK_NEAR(istd, 1 / sd, 1e-6, "1/sigma");
+    CHECK_NEAR(rm, 0.25, 1e-7, "running mean");
+    CHECK_NEAR(rv, 0.9 + 0.1 * 5.0 / 3.0, 1e-6, "running variance (unbiased)");
+    for (int i = 0; i < 4; i++) CHECK_NEAR(out[i], 2 * (x[i] - 2.5) / sd + 1, 1e-5, "normalized output");
+    const float dout[4] = { 1, 0, 0, 0 };
+    float dx[4], dg, db;
+    bn_backward(dx, &dg, &db, dout, out, x, &mean, &istd, &g, 4, 1, 1, 0);
+    double xh[4];
+    for (int i = 0; i < 4; i++) xh[i] = (x[i] - 2.5) / sd;
+    CHECK_NEAR(db, 1, 1e-6, "dbeta");
+    CHECK_NEAR(dg, xh[0], 1e-5, "dgamma");
+    for (int i = 0; i < 4; i++) CHECK_NEAR(dx[i], g / sd * ((i == 0) - 0.25 - xh[i] * xh[0] / 4), 1e-5, "dinp");
+    float ev[4];
+    bn_forward_eval(ev, &rm, &rv, x, &g, &b, 4, 1, 1, 1, eps);
+    for (int i = 0; i < 4; i++) {
+        double want = 2 * (x[i] - 0.25) / sqrt(rv + 1e-5) + 1;
+        CHECK_NEAR(ev[i], want > 0 ? want : 0, 1e-5, "evaluation with running statistics and ReLU");
+    }
+    /* a large mean: the two-pass variance keeps the small spread */
+    const float big[4] = { 1000.001f, 1000.002f, 1000.003f, 1000.004f };
+    bn_forward_train(out, &mean, &istd, &rm, &rv, big, &g, &b, 4, 1, 1, 0, 0.1f, 0.0f);
+    double m4 = 0, v4 = 0;
+    for (int i = 0; i < 4; i++) m4 += big[i] / 4.0;
+    for (int i = 0; i < 4; i++) v4 += (big[i] - m4) * (big[i] - m4) / 4.0;
+    CHECK_NEAR(istd, 1 / sqrt(v4), 0.01 / sqrt(v4), "1/sigma next to a large mean");
+}
+
+/* ---------------- pooling, add, convolution without bias ---------------- */
+static void test_gap_add(void)
+{
+    enum { B = 2, C = 3, HW = 4 };
+    float x[B * C * HW], out[B * C], dout[B * C], dx[B * C * HW];
+    fill(x, B * C * HW, -1, 1);
+    fill(dout, B * C, -1, 1);
+    gap_forward(out, x, B, C, HW);
+    gap_backward(dx, dout, B, C, HW);
+    for (int bc = 0; bc < B * C; bc++) {
+        double s = 0;
+        for (int i = 0; i < HW; i++) s += x[bc * HW + i];
+        CHECK_NEAR(out[bc], s / HW, 1e-6, "average");
+        for (int i = 0; i < HW; i++) CHECK_NEAR(dx[bc * HW + i], dout[bc] / HW, 1e-7, "average's gradient");
+    }
+    float a[6] = { 1, -2, 0.5f, -0.1f, 3, -3 }, b[6] = { 0.5f, 1, -1, 0.2f, -4, 1 }, s[6], ds[6];
+    const float d[6] = { 1, 2, 3, 4, 5, 6 };
+    add_forward(s, a, b, 6, 1);
+    add_backward(ds, d, s, 6, 1);
+    for (int i = 0; i < 6; i++) {
+        float v = a[i] + b[i];
+        CHECK_NEAR(s[i], v > 0 ? v : 0, 0, "add + relu");
+        CHECK_NEAR(ds[i], v > 0 ? d[i] : 0, 0, "add + relu gradient");
+    }
+}
+
+/* A convolution without bias (b = db = NULL) is the one with zero bias,
+ * for the im2col path (C > 1: stride 2, padding 1, as in the residual
+ * network's downsampling) and the direct one (C = 1: its stem). */
+static void nobias_case(int C, int stride)
+{
+    conv_geom_t g = { .B = 2, .C = C, .H = 9, .W = 9, .OC = 4, .KH = 3, .KW = 3, .stride = stride, .pad = 1 };
+    CHECK(conv_geom_init(&g) == 0, "geometry");
+    const long nx = (long)g.B * C * 81, nw = 4L * C * 9, no = (long)g.B * 4 * g.OH * g.OW;
+    float *x = xalloc_floats(nx), *w = xalloc_floats(nw), *zero = xcalloc(4, sizeof(float)), *dout = xalloc_floats(no);
+    float *o1 = xalloc_floats(no), *o2 = xalloc_floats(no), *col = xalloc_floats(conv_col_size(&g));
+    float *dx1 = xalloc_floats(nx), *dx2 = xalloc_floats(nx), *dw1 = xalloc_floats(nw), *dw2 = xalloc_floats(nw), db[4];
+    fill(x, nx, -1, 1); fill(w, nw, -1, 1); fill(dout, no, -1, 1);
+    conv2d_forward(o1, col, x, w, zero, &g);
+    conv2d_backward(dx1, dw1, db, col, dout, w, &g);
+    conv2d_forward(o2, col, x, w, NULL, &g);
+    conv2d_backward(dx2, dw2, NULL, col, dout, w, &g);
+    CHECK(!memcmp(o1, o2, sizeof(float) * (size_t)no), "C=%d stride %d: outputs differ without bias", C, stride);
+    CHECK(!memcmp(dx1, dx2, sizeof(float) * (size_t)nx), "C=%d stride %d: input gradients differ", C, stride);
+    CHECK(!memcmp(dw1, dw2, sizeof(float) * (size_t)nw), "C=%d stride %d: weight gradients differ", C, stride);
+    free(x); free(w); free(zero); free(dout); free(o1); free(o2); free(col); free(dx1); free(dx2); free(dw1); free(dw2);
+}
+
+static void test_conv_without_bias(void)
+{
+    nobias_case(3, 2);
+    nobias_case(3, 1);
+    nobias_case(1, 1);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_BEGIN(argc, argv);
+    rng_seed(&R, 7, 0);
+    RUN(test_bn_gradients);
+    RUN(test_bn_closed_form);
+    RUN(test_gap_add);
+    RUN(test_conv_without_bias);
+    return TEST_END("test_bn");
+}
