@@ -272,6 +272,7 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
     m->max_batch = max_batch;
     m->graph = pl->graph;
     m->training = 1;
+    m->bn_momentum = 0.1f;
     m->layers = xcalloc((size_t)n, sizeof(layer_t));
     memcpy(m->layers, pl->l, sizeof(layer_t) * (size_t)n);
     free(pl);

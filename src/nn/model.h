@@ -107,6 +107,7 @@ typedef struct model {
     size_t full_nparams;        /* parameters of the unpartitioned model */
     int graph;                  /* layers read src/src2 (resnet), not simply the layer below */
     int training;               /* 1: batch statistics (and running ones updated); 0: running statistics */
+    float bn_momentum;          /* running statistics' momentum (PyTorch's 0.1; 1/k averages k batches) */
     size_t nstate;              /* floats of non-trained state (batch-norm running statistics) */
     float *state;               /* (nstate) in the same allocation as params, right after them */
     float *dscratch;            /* graph: input gradient of a second reader, before it is added */

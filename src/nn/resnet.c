@@ -26,7 +26,7 @@
 
 enum { RESNET_DEPTH = 20, RESNET_WIDTH = 16, RESNET_MAX_BLOCKS = 60 };
 
-static const float BN_MOMENTUM = 0.1f, BN_EPS = 1e-5f;
+static const float BN_EPS = 1e-5f;
 
 /* conv without bias, He-normal init (a batch normalization follows) */
 static int push_conv(plan_t *p, int oc, int k, int stride, int pad, char *err, size_t errlen)
@@ -144,7 +144,7 @@ const float *graph_forward(model_t *m, const float *x, int B)
             float *rm = m->state + l->s_off, *rv = rm + l->out_c;
             if (m->training)
                 bn_forward_train(l->out, l->aux, l->aux + l->out_c, rm, rv, in, W, bias, B, l->out_c, HW, l->relu,
-                                 BN_MOMENTUM, BN_EPS);
+                                 m->bn_momentum, BN_EPS);
             else
                 bn_forward_eval(l->out, rm, rv, in, W, bias, B, l->out_c, HW, l->relu, BN_EPS);
             break;

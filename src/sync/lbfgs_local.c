@@ -307,5 +307,6 @@ const sync_ops_t sync_lbfgs = {
     .ckpt_state = local_ckpt_state,
     .resume = local_resume,
     .eval_params = local_eval_params,
+    .recalibrate_bn = 1,
     .step_samples = sb_step_samples,
 };

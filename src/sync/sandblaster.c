@@ -390,6 +390,7 @@ const sync_ops_t sync_sandblaster = {
     .destroy = sb_destroy,
     .stats = sb_stats,
     .eval_params = sb_eval_params,
+    .recalibrate_bn = 1,
     .ckpt_state = sb_ckpt_state,
     .resume = sb_resume,
     .step_samples = sb_step_samples,

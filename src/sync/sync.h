@@ -128,6 +128,12 @@ struct sync_ops {
     /* eval_params' buffer carries the state vector after the parameters
      * (the average of gossip replicas): it is evaluated with that state. */
     int eval_has_state;
+    /* The evaluating rank's running statistics do not describe the model it
+     * evaluates (Sandblaster's coordinator computes no batch; L-BFGS's line
+     * search runs trial points): they are recomputed before each evaluation
+     * and checkpoint, averaged over the first training batches at the
+     * evaluated parameters. */
+    int recalibrate_bn;
 };
 
 /* Helpers shared by the collective paradigms (common.c). */
