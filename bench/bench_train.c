@@ -15,14 +15,17 @@
  *   bench model=M batch=B steps=S seconds=T samples_per_s=X mflop_per_sample=F gflops=G
  *         gemm_shapes_bound_samples_per_s=Y fraction=F peak_bound_samples_per_s=P peak_fraction=Q
  *   profile model=M step_us=U gemm_alone=F gather=F forward=F loss=F backward=F update=F
- * Usage: bench_train [MODEL...]   (one process; no mpirun needed; MODEL is mlp
- *        or lenet, default both)
+ * Usage: bench_train [MODEL...]   (one process; no mpirun needed; MODEL is mlp,
+ *        lenet or resnet (resnet:20,16), default mlp and lenet; the memory
+ *        line's peak resident size is the process's, so it is the model's
+ *        own when one model is asked for)
  */
 #include <cblas.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "data/data.h"
 #include "nn/model.h"
@@ -74,8 +77,9 @@ static int step_gemms(const model_t *m, int B, gemm_call_t *c)
     int n = 0, first = -1;
     for (int i = 0; i < m->nlayers; i++) {
         const layer_t *l = &m->layers[i];
-        if (!l->w_len) continue;
-        const int below = first >= 0;   /* an input gradient is computed */
+        if (l->kind != LAYER_DENSE && l->kind != LAYER_CONV) continue;   /* bn: no GEMM */
+        /* an input gradient is computed (a graph model: unless it reads the input) */
+        const int below = m->graph ? l->src >= 0 : first >= 0;
         if (first < 0) first = i;
         if (n + 3 > MAX_CALLS) break;
         if (l->kind == LAYER_DENSE) {
@@ -189,6 +193,9 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
     printf("bench model=%s batch=%d steps=%ld seconds=%.3f samples_per_s=%.1f mflop_per_sample=%.4f gflops=%.3f"
            " gemm_shapes_bound_samples_per_s=%.1f fraction=%.4f peak_bound_samples_per_s=%.1f peak_fraction=%.4f\n",
            name, BATCH, steps, secs, sps, flops * 1e-6, gflops, bound, sps / bound, peak_bound, sps / peak_bound);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("memory model=%s maxrss_kb=%ld\n", name, ru.ru_maxrss);
     printf("profile model=%s step_us=%.1f gemm_alone=%.4f", name, step_s * 1e6, gemm_s / step_s);
     for (int p = 0; p < NPH; p++) printf(" %s=%.4f", phase_name[p], ph[p] / secs);
     printf("\n");
@@ -229,10 +236,10 @@ int main(int argc, char **argv)
     int32_t *idx = xmalloc(sizeof(int32_t) * (size_t)train.n);   /* (n) every sample */
     for (long i = 0; i < train.n; i++) idx[i] = (int32_t)i;
     static const struct { const char *name, *spec; } models[] = {
-        { "mlp", "mlp:256,128" }, { "lenet", "lenet" },
+        { "mlp", "mlp:256,128" }, { "lenet", "lenet" }, { "resnet", "resnet:20,16" },
     };
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
-        int chosen = argc < 2;
+        int chosen = argc < 2 && strcmp(models[i].name, "resnet");   /* resnet: asked for by name */
         for (int a = 1; a < argc; a++) chosen |= !strcmp(argv[a], models[i].name);
         if (chosen) bench_model(models[i].name, models[i].spec, &train, idx, peak);
     }

@@ -6,11 +6,19 @@ Per model: ~50 warm-up steps, then a loop run until ~3.5 s have passed of
 (index a pre-loaded tensor with a shuffled permutation → forward →
 cross_entropy → zero_grad → backward → step).
 
+The residual network is dsgd's resnet:20,16 layer for layer (3x3 stem to
+16 channels, three stages of three basic blocks at 16, 32, 64 channels with
+stride-2 1x1 projection shortcuts, global average pooling, a dense layer; no
+bias in the convolutions), He-normal convolution weights.
+
 Output:
   torch version=V threads=T interop_threads=I mkldnn_available=A mkldnn_enabled=E blas=B
-  torch model=M batch=B steps=S seconds=T samples_per_s=X
-Usage: /usr/bin/python3 bench/torch_bench.py [DATA_DIR]
+  torch model=M batch=B steps=S seconds=T samples_per_s=X [maxrss_kb=K]
+Usage: /usr/bin/python3 bench/torch_bench.py [DATA_DIR] [MODEL...]
+  (MODEL: mlp, lenet, resnet; default mlp and lenet. maxrss_kb, the peak
+  resident memory of the process, is printed when one model is asked for.)
 """
+import resource
 import gzip
 import os
 import re
@@ -27,6 +35,7 @@ WARMUP = 50
 TARGET_S = 3.5
 LR = 0.05
 DATA_DIR = sys.argv[1] if len(sys.argv) > 1 else "/usr/share/datasets/fashion-mnist"
+MODELS = sys.argv[2:] or ["mlp", "lenet"]
 
 
 def load_idx(images, labels):
@@ -42,6 +51,8 @@ def load_idx(images, labels):
 
 
 def make_model(name):
+    if name == "resnet":
+        return ResNet()
     if name == "mlp":
         return nn.Sequential(
             nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
@@ -51,6 +62,48 @@ def make_model(name):
         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
         nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
         nn.Linear(84, 10))
+
+
+class Block(nn.Module):
+    """A basic block: two 3x3 convolutions with batch normalization, and an
+    identity shortcut or a stride-2 1x1 projection where the shape changes."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.proj = None
+        if stride != 1 or cin != cout:
+            self.proj = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.b1(self.c1(x)))
+        out = self.b2(self.c2(out))
+        return F.relu(out + (self.proj(x) if self.proj is not None else x))
+
+
+class ResNet(nn.Module):
+    def __init__(self, depth=20, width=16, cin=1, classes=10):
+        super().__init__()
+        n = (depth - 2) // 6
+        self.stem = nn.Sequential(nn.Conv2d(cin, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+        blocks, c = [], width
+        for s in range(3):
+            for j in range(n):
+                cout = width << s
+                blocks.append(Block(c, cout, 2 if s > 0 and j == 0 else 1))
+                c = cout
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(c, classes)
+        for mod in self.modules():
+            if isinstance(mod, nn.Conv2d):
+                nn.init.kaiming_normal_(mod.weight, mode="fan_in", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.blocks(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
 class Batches:
@@ -71,7 +124,7 @@ class Batches:
         return self.x[idx], self.y[idx]
 
 
-def bench(name, x, y):
+def bench(name, x, y, report_rss):
     torch.manual_seed(1)
     model = make_model(name)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
@@ -94,8 +147,9 @@ def bench(name, x, y):
         if secs >= TARGET_S and steps >= 10:
             break
     sps = steps * BATCH / secs
+    rss = f" maxrss_kb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}" if report_rss else ""
     print(f"torch model={name} batch={BATCH} steps={steps} seconds={secs:.3f} "
-          f"samples_per_s={sps:.1f}", flush=True)
+          f"samples_per_s={sps:.1f}{rss}", flush=True)
 
 
 def main():
@@ -108,8 +162,8 @@ def main():
           f"blas={blas.group(1) if blas else 'unknown'}", flush=True)
     x, y = load_idx(os.path.join(DATA_DIR, "train-images-idx3-ubyte.gz"),
                     os.path.join(DATA_DIR, "train-labels-idx1-ubyte.gz"))
-    for name in ("mlp", "lenet"):
-        bench(name, x, y)
+    for name in MODELS:
+        bench(name, x, y, len(MODELS) == 1)
 
 
 if __name__ == "__main__":

@@ -243,6 +243,12 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
             for (int t = 0; t < CKK; t++) dw[(long)oc * CKK + t] = acc[(long)t * g->OC + oc];
 }
 
+void conv2d_repad(float *col, const float *inp, const conv_geom_t *g)
+{
+    const conv_layout_t L = conv_layout(g);
+    pad_input(col, inp, g, &L);
+}
+
 void conv2d_forward(float *out, float *col, const float *inp,
                     const float *w, const float *b, const conv_geom_t *g)
 {

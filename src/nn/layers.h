@@ -50,6 +50,10 @@ void conv2d_forward(float *out,        /* (B, OC, OH, OW) */
                     const float *w,    /* (OC, C·KH·KW) */
                     const float *b,    /* (OC) */
                     const conv_geom_t *g);
+/* Put back into col what conv2d_forward of inp leaves there (the padded
+ * input), so that several convolutions can share one workspace: each
+ * backward pass then repads its own input first. */
+void conv2d_repad(float *col, const float *inp, const conv_geom_t *g);
 /* col must still hold what the forward pass of this input left there. */
 void conv2d_backward(float *dinp,       /* (B, C, H, W) or NULL */
                      float *dw,         /* (OC, C·KH·KW) */

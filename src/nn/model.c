@@ -293,8 +293,11 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
         l->s_off = soff; soff += l->s_len;
         if (l->kind == LAYER_CONV) {
             conv_geom_t g = layer_geom(l, max_batch, l->u_hi - l->u_lo);
-            m->col_off[i] = col_total;
-            col_total += conv_col_size(&g);
+            const long need = conv_col_size(&g);
+            /* a graph model's convolutions share one workspace (each backward
+             * pass repads its input); the others keep theirs from forward */
+            m->col_off[i] = m->graph ? 0 : col_total;
+            col_total = m->graph ? (need > col_total ? need : col_total) : col_total + need;
             if (l->out_c > max_oc) max_oc = l->out_c;
         }
         if (layer_out_size(l) > max_out) max_out = layer_out_size(l);
@@ -317,6 +320,7 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
     if (m->graph) {
         m->dscratch = xalloc_floats((size_t)max_batch * (size_t)max_out);
         m->zbias = xalloc_floats((size_t)(max_oc > 0 ? max_oc : 1));
+        graph_alloc_douts(m, (size_t)max_batch * (size_t)max_out);
     }
 
     /* A layer's input gradient is needed only if some layer below has
@@ -334,7 +338,7 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
             continue;
         }
         l->out = xalloc_floats((size_t)nl);
-        l->dout = (i == n - 1) ? m->dlogits : xalloc_floats((size_t)nl);
+        if (!m->graph) l->dout = (i == n - 1) ? m->dlogits : xalloc_floats((size_t)nl);
         if (l->pb) {
             long np = (long)max_batch * (l->pb[part->index + 1] - l->pb[part->index]);
             l->lout = xalloc_floats((size_t)np);
@@ -365,7 +369,7 @@ void model_free(model_t *m)
         layer_t *l = &m->layers[i];
         if (l->kind == LAYER_FLATTEN || relu_into_pool(m, i)) continue;
         free(l->out);
-        if (i != m->nlayers - 1) free(l->dout);
+        if (i != m->nlayers - 1 && !m->graph) free(l->dout);
         free(l->argmax);
         free(l->pb); free(l->lout); free(l->ldout);
         free(l->aux);
@@ -374,6 +378,8 @@ void model_free(model_t *m)
     free(m->params); free(m->grads); free(m->col);
     free(m->probs); free(m->dlogits);
     free(m->dscratch); free(m->zbias);
+    for (int i = 0; i < m->ndpool; i++) free(m->dpool[i]);
+    free(m->dpool);
     free(m);
 }
 

@@ -111,6 +111,8 @@ typedef struct model {
     size_t nstate;              /* floats of non-trained state (batch-norm running statistics) */
     float *state;               /* (nstate) in the same allocation as params, right after them */
     float *dscratch;            /* graph: input gradient of a second reader, before it is added */
+    float **dpool;              /* graph: the buffers the layers' douts share (resnet.c) */
+    int ndpool;
     float *zbias;               /* graph: gradients of the absent conv biases (discarded) */
 } model_t;
 

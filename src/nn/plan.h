@@ -26,6 +26,9 @@ void plan_from(plan_t *p, int src);
 /* resnet[:D,W] (dw is the "D,W" field or NULL; nf the spec's field count). */
 int plan_resnet(plan_t *p, const char *spec, const char *dw, int nf, int classes, char *err, size_t errlen);
 
+/* A graph model's output gradients: the layers' douts share as few
+ * buffers of `size` floats as the backward pass can live with (resnet.c). */
+void graph_alloc_douts(model_t *m, size_t size);
 /* The forward and backward passes of a graph model (resnet.c). */
 const float *graph_forward(model_t *m, const float *x, int B);
 void graph_backward(model_t *m, int B);

@@ -18,6 +18,7 @@
  * second's added from a scratch buffer.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../util/util.h"
@@ -111,6 +112,40 @@ int plan_resnet(plan_t *p, const char *spec, const char *dw, int nf, int classes
     return 0;
 }
 
+/* ---- output gradients: a few shared buffers ----
+ * The backward pass visits layers from the top. A layer's dout is needed
+ * from the visit of its first reader (which writes it) until its own
+ * visit; simulating that order assigns buffers that are free again. An
+ * output only a residual add reads gets the add's own dout (the add passes
+ * its gradient through unchanged), so neither a buffer nor a copy. */
+void graph_alloc_douts(model_t *m, size_t size)
+{
+    const int n = m->nlayers;
+    int *buf = xmalloc(sizeof(int) * (size_t)n), *refs = xcalloc((size_t)n + 1, sizeof(int));
+    int *freelist = xmalloc(sizeof(int) * ((size_t)n + 1)), nfree = 0, nbuf = 0;
+    for (int i = 0; i < n; i++) buf[i] = -1;
+    buf[n - 1] = n;            /* the logits' gradient: dlogits, outside the pool */
+    refs[n] = 1;
+    for (int t = n - 1; t >= 0; t--) {
+        const layer_t *l = &m->layers[t];
+        const int src[2] = { l->src, l->kind == LAYER_ADD ? l->src2 : -1 };
+        for (int k = 0; k < 2; k++) {
+            const int s = src[k];
+            if (s < 0 || buf[s] >= 0) continue;
+            if (l->kind == LAYER_ADD && m->layers[s].nuse == 1) buf[s] = buf[t];
+            else buf[s] = nfree ? freelist[--nfree] : nbuf++;
+            refs[buf[s]]++;
+        }
+        if (buf[t] >= 0 && --refs[buf[t]] == 0 && buf[t] != n) freelist[nfree++] = buf[t];
+    }
+    m->ndpool = nbuf;
+    m->dpool = xmalloc(sizeof(float *) * (size_t)(nbuf ? nbuf : 1));
+    for (int b = 0; b < nbuf; b++) m->dpool[b] = xalloc_floats(size);
+    for (int i = 0; i < n; i++)
+        m->layers[i].dout = buf[i] == n ? m->dlogits : buf[i] >= 0 ? m->dpool[buf[i]] : NULL;
+    free(buf); free(refs); free(freelist);
+}
+
 /* ---- passes ---- */
 
 static long out_size(const layer_t *l) { return (long)l->out_c * l->out_h * l->out_w; }
@@ -137,7 +172,7 @@ const float *graph_forward(model_t *m, const float *x, int B)
         switch (l->kind) {
         case LAYER_CONV: {
             conv_geom_t g = geom(l, B);
-            conv2d_forward(l->out, m->col + m->col_off[i], in, W, l->b_len ? bias : NULL, &g);
+            conv2d_forward(l->out, m->col, in, W, l->b_len ? bias : NULL, &g);
             break;
         }
         case LAYER_BN: {
@@ -192,7 +227,8 @@ void graph_backward(model_t *m, int B)
         case LAYER_CONV: {
             conv_geom_t g = geom(l, B);
             d = grad_target(m, l->src);
-            conv2d_backward(d, dW, l->b_len ? db : NULL, m->col + m->col_off[i], l->dout, W, &g);
+            conv2d_repad(m->col, in, &g);   /* the workspace is shared: this input's padded copy */
+            conv2d_backward(d, dW, l->b_len ? db : NULL, m->col, l->dout, W, &g);
             grad_done(m, l->src, d, B);
             break;
         }
@@ -208,7 +244,7 @@ void graph_backward(model_t *m, int B)
             for (int k = 0; k < 2; k++) {
                 d = grad_target(m, srcs[k]);
                 if (!d) continue;
-                memcpy(d, l->dout, sizeof(float) * (size_t)n);
+                if (d != l->dout) memcpy(d, l->dout, sizeof(float) * (size_t)n);   /* else: the same buffer */
                 grad_done(m, srcs[k], d, B);
             }
             break;

@@ -155,6 +155,7 @@ float lr_at(const lr_sched_t *s, long step)
     float lr = s->base;
     if (s->kind == LR_STEP && s->step_every > 0)
         lr *= powf(s->gamma, (float)(step / s->step_every));
+    if (s->kind == LR_COSINE && step >= s->total) return 0.0f;
     if (s->kind == LR_COSINE && step >= s->warmup && s->total > s->warmup)
         lr *= (float)(0.5 * (1.0 + cos(M_PI * (double)(step - s->warmup) / (double)(s->total - s->warmup))));
     if (step < s->warmup)

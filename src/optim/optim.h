@@ -58,7 +58,8 @@ void optim_step_into(optim_t *o, float *dst, const float *w, const float *g, flo
 /* Learning-rate schedule: linear warm-up over `warmup` steps, then constant,
  * step decay (×gamma every `step_every` steps), or cosine: after warm-up,
  * base·(1 + cos(π·t/T))/2 with t the steps since warm-up and T = total −
- * warmup (PyTorch's CosineAnnealingLR with η_min = 0, stepped every step). */
+ * warmup (PyTorch's CosineAnnealingLR with η_min = 0, stepped every step),
+ * and 0 from `total` on. */
 typedef enum lr_sched_kind { LR_CONSTANT, LR_STEP, LR_COSINE } lr_sched_kind_t;
 typedef struct lr_sched {
     lr_sched_kind_t kind;
@@ -66,7 +67,7 @@ typedef struct lr_sched {
     long warmup;
     long step_every;
     float gamma;
-    long total;           /* cosine: the run's steps */
+    long total;           /* cosine: the schedule's length in steps (--epochs' steps; --steps may stop a run before) */
 } lr_sched_t;
 
 int lr_sched_parse(const char *s, lr_sched_kind_t *out);

@@ -10,6 +10,7 @@
  * --model-parallel M, each rank all-reduces the slices it owns among the
  * ranks of the other replicas that own the same slices (r->dp). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../util/util.h"
 #include "sync.h"
@@ -23,6 +24,7 @@ typedef struct bsp {
     size_t off[64], len[64];   /* queued spans, one per parameter layer */
     int queued, started;       /* spans queued / all-reduces started this step */
     MPI_Request req;           /* the one in flight, or MPI_REQUEST_NULL */
+    sync_rows_t rows;          /* checkpoints: every replica's batch-norm statistics */
 } bsp_t;
 
 /* Start the next queued span if nothing is in flight. */
@@ -86,8 +88,30 @@ static void bsp_sync_bn(run_t *r)
     for (size_t i = 0; i < m->nstate; i++) m->state[i] *= inv;
 }
 
+/* Between evaluations each replica's running statistics are its own: a
+ * checkpoint keeps every replica's (the model's are their mean, from
+ * bsp_sync_bn), so that a resumed run continues each one exactly. */
+static int bsp_ckpt_state(run_t *r, ckpt_meta_t *meta)
+{
+    bsp_t *s = r->sync_state;
+    if (!r->model->nstate || r->replicas < 2) return 0;
+    sync_rows_add(r, &s->rows, "sync.worker_state", r->model->state, r->model->nstate);
+    sync_rows_meta(r, &s->rows, meta);
+    return 0;
+}
+
+/* A bsp checkpoint of as many replicas gives each its own statistics back;
+ * any other checkpoint starts them all from the model's. */
+static int bsp_resume(run_t *r, const ckpt_t *ck)
+{
+    if (!r->model->nstate || strcmp(ck->meta.sync, "bsp") || ckpt_rows(ck, "sync.worker_state") != r->replicas) return 0;
+    return sync_rows_read(r, ck, "sync.worker_state", r->model->state, r->model->nstate);
+}
+
 static void bsp_destroy(run_t *r)
 {
+    bsp_t *s = r->sync_state;
+    if (s) sync_rows_free(&s->rows);
     r->model->grad_ready = NULL;
     free(r->sync_state);
     r->sync_state = NULL;
@@ -101,5 +125,7 @@ const sync_ops_t sync_bsp = {
     .step = bsp_step,
     .destroy = bsp_destroy,
     .sync_bn = bsp_sync_bn,
+    .ckpt_state = bsp_ckpt_state,
+    .resume = bsp_resume,
     .model_parallel = 1,
 };

@@ -15,7 +15,7 @@ const opt_def_t config_train_opts[] = {
     { "steps", OT_LONG, S(steps), "0", "stop after this many steps (0: epochs decide)" },
     { "batch", OT_LONG, S(batch), "64", "minibatch size per worker" },
     { "lr", OT_DOUBLE, S(lr), "0.05", "learning rate" },
-    { "lr-schedule", OT_STR, S(lr_schedule), "constant", "constant | step (x lr-gamma every lr-step-every steps) | cosine (half a cosine from lr to 0 over the run's steps after the warm-up)" },
+    { "lr-schedule", OT_STR, S(lr_schedule), "constant", "constant | step (x lr-gamma every lr-step-every steps) | cosine (half a cosine from lr to 0 over --epochs after the warm-up; --steps may stop the run sooner)" },
     { "lr-step-every", OT_LONG, S(lr_step_every), "0", "steps between learning-rate decays (step schedule)" },
     { "lr-gamma", OT_DOUBLE, S(lr_gamma), "0.1", "decay factor of the step schedule" },
     { "lr-warmup", OT_LONG, S(lr_warmup), "0", "linear learning-rate warm-up steps" },

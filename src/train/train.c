@@ -63,7 +63,7 @@ static void evaluate(run_t *r, evaluator_t *ev, int global)
     long correct = 0;
     double loss = 0;
     if (!ev->x) ev->x = xalloc_floats((size_t)m->max_batch * (size_t)dim);
-    if (r->ops->recalibrate_bn && m->nstate) bn_recalibrate(r, ev->x);
+    if (r->ops && r->ops->recalibrate_bn && m->nstate) bn_recalibrate(r, ev->x);   /* (dsgd eval: no paradigm) */
     model_set_training(m, 0);   /* batch normalization by its running statistics */
     for (long at = 0; at < d->n; at += m->max_batch) {
         int B = (int)((d->n - at) < m->max_batch ? d->n - at : m->max_batch);
@@ -270,7 +270,9 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
     if (cfg->steps > 0) r->total_steps = cfg->steps;
     else if (__builtin_mul_overflow(cfg->epochs, r->steps_per_epoch, &r->total_steps))
         FAIL("--epochs %ld x %ld steps per epoch is too many steps", cfg->epochs, r->steps_per_epoch);
-    r->sched.total = r->total_steps;
+    /* the cosine schedule spans --epochs, whatever --steps stops the run at
+     * (so a run stopped early and resumed follows the same schedule) */
+    if (__builtin_mul_overflow(cfg->epochs, r->steps_per_epoch, &r->sched.total)) r->sched.total = r->total_steps;
     if (*cfg->resume && r->step > r->total_steps)
         FAIL("checkpoint '%s' is at step %ld, past the %ld steps this run would train; raise --epochs or --steps",
              cfg->resume, r->step, r->total_steps);
@@ -394,6 +396,21 @@ static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, double t
     int n = r->ops->stats ? r->ops->stats(r, st, 16, 1) : 0;
     for (int i = 0; i < n; i++) metrics_double(mx, st[i].key, st[i].value);
     metrics_end(mx);
+}
+
+/* DSGD_TEST_BN_DUMP=PREFIX: every worker writes its state vector (batch-norm
+ * running statistics) as raw floats to PREFIX.RANK after the final
+ * evaluation, so that a test can compare the replicas' statistics. */
+static void dump_state_for_tests(const run_t *r)
+{
+    const char *prefix = getenv("DSGD_TEST_BN_DUMP");
+    if (!prefix || !r->model->nstate) return;
+    char path[512];
+    snprintf(path, sizeof path, "%s.%d", prefix, r->comm->rank);
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    fwrite(r->model->state, sizeof(float), r->model->nstate, f);
+    fclose(f);
 }
 
 int train_main(const config_t *cfg, comm_t *comm)
@@ -554,6 +571,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         bounds_record_eval(&bd, r, ev.acc, bd.final_eval_s, train_s);
     }
     if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
+    dump_state_for_tests(r);
 
     const long steps = r->step - start_step;
     bounds_gather(&bd, r, steps, steps * (own_data ? samples_per_step : (long)r->it->nb), train_s);
