@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "data/augment.h"
 #include "data/data.h"
 #include "test.h"
 
@@ -415,12 +416,64 @@ static void test_px_values(void)
     }
 }
 
+/* Augmentation: the same (seed, rank, step) draws the same batch; a crop
+ * is a shift with black filling (each image's pixel sum can only drop, its
+ * nonzero pixels keep their values); a flip alone mirrors rows; bad specs
+ * are refused. */
+static void test_augment(void)
+{
+    augment_t a;
+    char err[256];
+    CHECK(augment_parse("crop,flip", &a, err, sizeof err) == 0 && a.crop && a.flip, "crop,flip");
+    CHECK(augment_parse("none", &a, err, sizeof err) == 0 && !augment_on(&a), "none");
+    CHECK(augment_parse("crop,crop", &a, err, sizeof err) != 0 && strstr(err, "--augment"), "repeated part: %s", err);
+    CHECK(augment_parse("rotate", &a, err, sizeof err) != 0, "unknown part");
+    enum { B = 8, H = 28, W = 28, N = B * H * W };
+    static float x[N], y[N], z[N];
+    for (int i = 0; i < N; i++) x[i] = (float)((i * 7919) % 255 + 1) / 255.0f;   /* no zero pixel */
+    CHECK(augment_parse("crop", &a, err, sizeof err) == 0, "crop");
+    augment_setup(&a, 1, H, W);
+    CHECK(a.pad == 2, "28x28 pads by 2 (got %d)", a.pad);
+    memcpy(y, x, sizeof y); memcpy(z, x, sizeof z);
+    augment_batch(&a, y, B, 5, 1, 42);
+    augment_batch(&a, z, B, 5, 1, 42);
+    CHECK(!memcmp(y, z, sizeof y), "same seed, rank and step: same batch");
+    memcpy(z, x, sizeof z);
+    augment_batch(&a, z, B, 5, 1, 43);
+    CHECK(memcmp(y, z, sizeof y) != 0, "another step draws other crops");
+    int moved = 0;
+    for (int b = 0; b < B; b++) {
+        double sx = 0, sy = 0;
+        for (int i = 0; i < H * W; i++) { sx += x[b * H * W + i]; sy += y[b * H * W + i]; }
+        CHECK(sy <= sx + 1e-3, "a crop only adds black: sum %g > %g", sy, sx);
+        moved += sy < sx - 1e-3;
+    }
+    CHECK(moved > 0, "no image was shifted");
+    augment_free(&a);
+    CHECK(augment_parse("flip", &a, err, sizeof err) == 0, "flip");
+    augment_setup(&a, 1, H, W);
+    memcpy(y, x, sizeof y);
+    augment_batch(&a, y, B, 5, 0, 0);
+    int flipped = 0;
+    for (int b = 0; b < B; b++) {
+        const float *s = x + b * H * W, *d = y + b * H * W;
+        int same = !memcmp(s, d, sizeof(float) * H * W), mirror = 1;
+        for (int r = 0; r < H; r++)
+            for (int c = 0; c < W; c++) mirror &= d[r * W + c] == s[r * W + W - 1 - c];
+        CHECK(same || mirror, "image %d is neither itself nor its mirror", b);
+        flipped += mirror;
+    }
+    CHECK(flipped > 0 && flipped < B, "%d of %d flipped (want some, not all)", flipped, B);
+    augment_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
     snprintf(dir, sizeof dir, "/tmp/dsgd-test-data-XXXXXX");
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     RUN(test_idx_good);
+    RUN(test_augment);
     RUN(test_idx_corrupt);
     RUN(test_idx_gzip_trailer);
     RUN(test_dataset_load_dirs);

@@ -102,6 +102,47 @@ static void test_step_into(void)
     }
 }
 
+/* Cosine: base after the warm-up, half of it halfway, 0 from the end on;
+ * the warm-up ramps as for the other schedules. */
+static void test_cosine(void)
+{
+    lr_sched_t s = { .kind = LR_COSINE, .base = 0.4f, .warmup = 10, .total = 110 };
+    CHECK_NEAR(lr_at(&s, 0), 0.04, 1e-7, "warm-up start");
+    CHECK_NEAR(lr_at(&s, 10), 0.4, 1e-7, "after warm-up");
+    CHECK_NEAR(lr_at(&s, 60), 0.2, 1e-6, "halfway");
+    CHECK_NEAR(lr_at(&s, 85), 0.4 * 0.5 * (1 + cos(M_PI * 0.75)), 1e-6, "three quarters");
+    CHECK(lr_at(&s, 110) == 0.0f && lr_at(&s, 500) == 0.0f, "0 from the end on (%g)", (double)lr_at(&s, 500));
+    lr_sched_kind_t k;
+    CHECK(lr_sched_parse("cosine", &k) == 0 && k == LR_COSINE, "cosine parses");
+}
+
+/* --weight-decay-bn 0: the nodecay spans get plain SGD, the rest decays;
+ * a shard's optimizer (base = its first key) reads the spans shifted. */
+static void test_nodecay(void)
+{
+    const size_t spans[4] = { 2, 3, 8, 1 };   /* [2, 5) and [8, 9) */
+    optim_cfg_t c = { .kind = OPT_SGD, .weight_decay = 0.5f, .nodecay = spans, .nnodecay = 2 };
+    optim_t *o = optim_create(&c, 10);
+    float w[10], g[10] = { 0 };
+    for (int i = 0; i < 10; i++) w[i] = 1.0f;
+    optim_step(o, w, g, 0, 10, 0.1f);
+    for (int i = 0; i < 10; i++) {
+        int skip = (i >= 2 && i < 5) || i == 8;
+        CHECK_NEAR(w[i], skip ? 1.0 : 1.0 - 0.1 * 0.5, 1e-7, skip ? "no decay in a span" : "decay outside");
+    }
+    /* a slice [6, 10) of the whole vector: its index 2 is the whole one's 8 */
+    optim_t *sh = optim_create(&c, 4);
+    sh->base = 6;
+    float v[4] = { 1, 1, 1, 1 }, z[4] = { 0 };
+    optim_step(sh, v, z, 1, 3, 0.1f);   /* keys 7, 8, 9 */
+    CHECK_NEAR(v[0], 1.0, 0, "outside the stepped span");
+    CHECK_NEAR(v[1], 0.95, 1e-7, "key 7 decays");
+    CHECK_NEAR(v[2], 1.0, 1e-7, "key 8 is in a nodecay span");
+    CHECK_NEAR(v[3], 0.95, 1e-7, "key 9 decays");
+    optim_free(o);
+    optim_free(sh);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -112,5 +153,7 @@ int main(int argc, char **argv)
     RUN(test_span);
     RUN(test_schedules);
     RUN(test_step_into);
+    RUN(test_cosine);
+    RUN(test_nodecay);
     return TEST_END("test_optim");
 }
