@@ -90,11 +90,20 @@ static void pad_input(float *P, const float *inp, const conv_geom_t *g, const co
         memcpy(P, inp, sizeof(float) * (size_t)(g->B * g->C * HW));
         return;
     }
-    memset(P, 0, sizeof(float) * (size_t)(g->B * g->C * plane));
-    for (long bc = 0; bc < (long)g->B * g->C; bc++)
-        for (int ih = 0; ih < g->H; ih++)
-            memcpy(P + bc * plane + (ih + p) * L->WP + p, inp + bc * HW + (long)ih * W,
-                   sizeof(float) * (size_t)W);
+    /* zeros only where no input lands: the rows above and below, and each
+     * row's margins (a whole-plane memset would write it all twice) */
+    const long WP = L->WP, right = WP - p - W, below = L->HP - p - g->H;
+    for (long bc = 0; bc < (long)g->B * g->C; bc++) {
+        float *pl = P + bc * plane;
+        memset(pl, 0, sizeof(float) * (size_t)(p * WP));
+        for (int ih = 0; ih < g->H; ih++) {
+            float *row = pl + (ih + p) * WP;
+            memset(row, 0, sizeof(float) * (size_t)p);
+            memcpy(row + p, inp + bc * HW + (long)ih * W, sizeof(float) * (size_t)W);
+            memset(row + p + W, 0, sizeof(float) * (size_t)right);
+        }
+        memset(pl + (p + g->H) * WP, 0, sizeof(float) * (size_t)(below * WP));
+    }
 }
 
 /* Σ x[0..n), in 8 lanes so that it vectorizes */
