@@ -127,6 +127,43 @@ bench_single() {
     fi
 }
 
+# ---- 1a. the residual network: dsgd against PyTorch, the GEMM bound, memory ----
+# resnet:20,16 (ResNet-20 at base width 16) on Fashion-MNIST, batch 64, one
+# thread, each in its own process so that the peak resident size is the
+# model's. The bound: the network's true training FLOPs per sample (every
+# convolution and the dense layer, forward, weight gradient and input
+# gradient where computed; printed as mflop_per_sample) at the sgemm peak
+# measured in the same run.
+bench_resnet() {
+    section "resnet:20,16, batch 64, 1 thread ($REPEATS repeats, dsgd and PyTorch interleaved)"
+    local torch=1 i
+    "$PY" -c 'import torch' 2>/dev/null || { torch=0; echo "bench: PyTorch not found; dsgd only"; }
+    local -a frac=() ratio=() mem=() d=() t=()
+    for i in $(seq "$REPEATS"); do
+        if ! run_clean "$logdir/rn$i.log" "$BUILD/bench/bench_train" resnet > /dev/null; then
+            echo "bench: bench_train resnet failed"; cat "$logdir/rn$i.log"; status=1; return
+        fi
+        [ "$torch" = 1 ] && { run_clean "$logdir/rt$i.log" "$PY" bench/torch_bench.py /usr/share/datasets/fashion-mnist resnet > /dev/null || torch=0; }
+        frac+=("$(field "$logdir/rn$i.log" bench resnet peak_fraction)")
+        d+=("$(field "$logdir/rn$i.log" bench resnet samples_per_s)")
+        if [ "$torch" = 1 ]; then
+            t+=("$(field "$logdir/rt$i.log" torch resnet samples_per_s)")
+            ratio+=("$(ratio_of "$logdir/rn$i.log" "$logdir/rt$i.log" resnet)")
+            mem+=("$(awk -v a="$(field "$logdir/rn$i.log" memory resnet maxrss_kb)" -v b="$(field "$logdir/rt$i.log" torch resnet maxrss_kb)" \
+                'BEGIN { if (b == "" || b == 0) print "nan"; else printf "%.3f\n", a / b }')")
+        fi
+    done
+    grep -E '^resnet|^       ' "$logdir/rn$REPEATS.log"
+    echo "training FLOPs per sample: $(field "$logdir/rn$REPEATS.log" bench resnet mflop_per_sample) M (forward, weight and input gradients of every convolution and the dense layer)"
+    echo "peak resident memory (last repeat): dsgd $(field "$logdir/rn$REPEATS.log" memory resnet maxrss_kb) kB$([ "$torch" = 1 ] && echo ", PyTorch $(field "$logdir/rt$REPEATS.log" torch resnet maxrss_kb) kB")"
+    echo "samples/s: dsgd $(spread "${d[@]}")$([ "$torch" = 1 ] && echo "   PyTorch $(spread "${t[@]}")")"
+    report "resnet: fraction of the GEMM bound" ge 0.6 "${frac[@]}"
+    if [ "$torch" = 1 ]; then
+        report "resnet: dsgd / PyTorch" ge 1.2 "${ratio[@]}"
+        report "resnet: peak memory dsgd / PyTorch" le 0.5 "${mem[@]}"
+    fi
+}
+
 # ---- 1b. noisy training: subnormals must not slow the step down ----
 # Batch 16 at lr 0.05 with momentum 0.9 drives units dead and activations
 # and gradients towards subnormal values; the quiet run (lr 0.005, no
@@ -239,6 +276,7 @@ bench_mp() {
 }
 
 bench_single
+bench_resnet
 bench_denormals
 bench_dist
 bench_ps
