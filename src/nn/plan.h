@@ -1,6 +1,6 @@
-/* nn/plan — a model spec parsed into layers with shapes but no buffers;
- * shared by model.c (the simple stacks) and resnet.c (the residual
- * network). Internal to nn. */
+/* nn/plan — a model spec parsed into layers with shapes but no buffers
+ * (plan.c: the simple stacks; resnet.c: the residual network); model.c
+ * builds a model from it. Internal to nn. */
 #ifndef DSGD_PLAN_H
 #define DSGD_PLAN_H
 
@@ -19,6 +19,9 @@ typedef struct plan {
     layer_t l[PLAN_MAX];
 } plan_t;
 
+/* Parse spec for inputs c×h×w and `classes` classes into p; -1 with a
+ * one-line reason in err. */
+int plan_build(plan_t *p, const char *spec, int c, int h, int w, int classes, char *err, size_t errlen);
 /* Append a layer reading the running shape; -1 with err set if it does not fit. */
 int plan_push(plan_t *p, layer_kind_t kind, int out_c, int k, int stride, int pad, char *err, size_t errlen);
 /* The next layer reads layer src's output (-1: the model input). */
