@@ -53,6 +53,20 @@ static inline __attribute__((always_inline)) double row_centred_squares(const fl
     return t;
 }
 
+/* channel c of y = x·k + sh (then ReLU) */
+static inline __attribute__((always_inline)) void affine_channel(float *out, const float *inp, float k, float sh,
+                                                                  int B, int C, int HW, int c, int relu)
+{
+    for (int b = 0; b < B; b++) {
+        const float *x = inp + ((long)b * C + c) * HW;
+        float *y = out + ((long)b * C + c) * HW;
+        if (relu)
+            for (int i = 0; i < HW; i++) { float v = x[i] * k + sh; y[i] = v > 0.0f ? v : 0.0f; }
+        else
+            for (int i = 0; i < HW; i++) y[i] = x[i] * k + sh;
+    }
+}
+
 BN_CLONES void bn_forward_train(float *out, float *mean, float *invstd, float *run_mean, float *run_var,
                       const float *inp, const float *gamma, const float *beta,
                       int B, int C, int HW, int relu, float momentum, float eps)
@@ -74,14 +88,7 @@ BN_CLONES void bn_forward_train(float *out, float *mean, float *invstd, float *r
         run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)(n > 1 ? ss / (n - 1) : var);
         /* y = x·k + (β − μ·k), k = γ/σ */
         const float k = gamma[c] * is, sh = beta[c] - (float)mu * k;
-        for (int b = 0; b < B; b++) {
-            const float *x = inp + ((long)b * C + c) * HW;
-            float *y = out + ((long)b * C + c) * HW;
-            if (relu)
-                for (int i = 0; i < HW; i++) { float v = x[i] * k + sh; y[i] = v > 0.0f ? v : 0.0f; }
-            else
-                for (int i = 0; i < HW; i++) y[i] = x[i] * k + sh;
-        }
+        affine_channel(out, inp, k, sh, B, C, HW, c, relu);
     }
 }
 
@@ -90,14 +97,7 @@ BN_CLONES void bn_forward_eval(float *out, const float *run_mean, const float *r
 {
     for (int c = 0; c < C; c++) {
         const float k = gamma[c] / sqrtf(run_var[c] + eps), sh = beta[c] - run_mean[c] * k;
-        for (int b = 0; b < B; b++) {
-            const float *x = inp + ((long)b * C + c) * HW;
-            float *y = out + ((long)b * C + c) * HW;
-            if (relu)
-                for (int i = 0; i < HW; i++) { float v = x[i] * k + sh; y[i] = v > 0.0f ? v : 0.0f; }
-            else
-                for (int i = 0; i < HW; i++) y[i] = x[i] * k + sh;
-        }
+        affine_channel(out, inp, k, sh, B, C, HW, c, relu);
     }
 }
 
