@@ -1,6 +1,6 @@
 /* nn/model — a model is an ordered list of layers over one flat parameter
- * vector and one flat gradient vector of the same length (ARCHITECTURE
- * principle 2). Layers hold offsets into them; every communication and the
+ * vector and one flat gradient vector of the same length (docs/design.md,
+ * "Principles"). Layers hold offsets into them; every communication and the
  * checkpoint operate on spans of these two buffers.
  *
  * Model specs (stored in metrics and checkpoints):
@@ -62,8 +62,9 @@ typedef struct layer {
     int dwrites;                /* backward: input gradients written into dout so far */
 } layer_t;
 
-/* Model parallelism within a replica (DistBelief; ALGORITHMS §11): M ranks
- * each hold a slice of the output units of every dense and conv layer.
+/* Model parallelism within a replica (DistBelief; docs/algorithms.md §11):
+ * M ranks each hold a slice of the output units of every dense and conv
+ * layer.
  * Forward: each computes its slice, gather() assembles the whole output on
  * every rank. Backward: each computes its input-gradient contribution, sum()
  * adds them. Weights never move. The hooks come from the layer above (nn

@@ -16,7 +16,8 @@
  *   asp       always                     (staleness unbounded)
  *   ssp s     t − min_t ≤ s              (0 ≤ c − m ≤ s; s = 0 is BSP)
  *   dssp      SSP(s_L) plus extra iterations granted at push time by the
- *             synchronization controller (ALGORITHMS §6), bounded by s_U
+ *             synchronization controller, bounded by s_U
+ * (each gate's exact rule: docs/algorithms.md §4–§6)
  *
  * Key ranges. A worker may own only part of the vector (a rank of a
  * model-parallel replica pushes and pulls only the slices it holds): it

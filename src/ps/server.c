@@ -285,7 +285,7 @@ static void send_params(shard_t *s, int p, int tag, int64_t stamp)
 
 /* DSSP's synchronization controller: how many more iterations r* in
  * [0, rmax] the fastest worker may run so that it stops closest to the
- * slowest worker's next push (ALGORITHMS §6, J = 1). */
+ * slowest worker's next push (docs/algorithms.md §6, J = 1). */
 static int64_t dssp_controller(const shard_t *s, int fast, int slow, int64_t rmax)
 {
     const worker_state_t *F = &s->ws[fast], *L = &s->ws[slow];

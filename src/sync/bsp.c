@@ -1,4 +1,4 @@
-/* --sync bsp: bulk-synchronous SGD over all-reduce (ALGORITHMS §1).
+/* --sync bsp: bulk-synchronous SGD over all-reduce (docs/algorithms.md §1).
  *
  *   g_i = ∇ on the local batch B;  g = (Σ_i g_i) / N;  every replica applies
  *   the same optimizer step, so the replicas stay identical (global batch N·B).

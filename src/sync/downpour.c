@@ -1,4 +1,4 @@
-/* --sync downpour: Downpour SGD (DistBelief; ALGORITHMS §3).
+/* --sync downpour: Downpour SGD (DistBelief; docs/algorithms.md §3).
  *
  *   step = 0; acc = 0
  *   loop:
@@ -16,7 +16,7 @@
  * workers spend their first step on a fetch that the shards hold until then,
  * so they start from its parameters.
  *
- * Model parallel (--model-parallel M, ALGORITHMS §11): a replica is M
+ * Model parallel (--model-parallel M, docs/algorithms.md §11): a replica is M
  * ranks, and each pushes and pulls only the slices of the layers it holds,
  * as a client of its own; worker 0's whole replica warms up together. */
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* --sync easgd: elastic averaging SGD (Zhang, Choromanska, LeCun 2015;
- * ALGORITHMS §7). α = ηρ (--alpha, default 0.9/N so that β = Nα = 0.9).
+ * docs/algorithms.md §7). α = ηρ (--alpha, default 0.9/N so that
+ * β = Nα = 0.9).
  *
  * Asynchronous (--easgd-mode async, default): the center variable x̃ lives on
  * the parameter-server shards (--servers S). Worker i, every step t:

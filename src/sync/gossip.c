@@ -1,6 +1,6 @@
 /* --sync gossip: gossiping SGD (Jin, Yuan, Iandola, Keutzer 2016;
- * ALGORITHMS §8). No server and no barrier in the step loop. Each step every
- * rank takes its local optimizer step, θ_i' = θ_i − η g_i, then:
+ * docs/algorithms.md §8). No server and no barrier in the step loop. Each
+ * step every rank takes its local optimizer step, θ_i' = θ_i − η g_i, then:
  *
  *   pull   pick a peer j uniformly among the live others (a per-rank seeded
  *          generator, fresh each step); read θ_j' with a one-sided MPI_Get

@@ -1,4 +1,5 @@
-/* --sync localsgd / fedavg: local SGD and federated averaging (ALGORITHMS §2).
+/* --sync localsgd / fedavg: local SGD and federated averaging
+ * (docs/algorithms.md §2).
  *
  *   every worker takes H (--period) local optimizer steps, then
  *   θ ← Σ_k w_k θ_k   with w_k = 1/N (localsgd) or n_k / Σ_{j∈S} n_j (fedavg,

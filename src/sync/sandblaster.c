@@ -1,4 +1,4 @@
-/* --sync sandblaster: Sandblaster L-BFGS (DistBelief; ALGORITHMS §10).
+/* --sync sandblaster: Sandblaster L-BFGS (DistBelief; docs/algorithms.md §10).
  *
  * Ranks: 0 is the coordinator (it runs the training loop and leads: one
  * step is one L-BFGS iteration); 1..S are shards; the rest are replicas.

@@ -1,6 +1,6 @@
 /* What --sync lbfgs (one process) and --sync sandblaster share: the large
  * batch of L-BFGS iteration k and its portions, the gradient sum of one
- * portion, and Sandblaster's messages (ALGORITHMS §10).
+ * portion, and Sandblaster's messages (docs/algorithms.md §10).
  *
  * Batch k is positions [k·BT, (k+1)·BT) (mod n) of one seeded permutation
  * of the training set; portion p of it is the PS positions from p·PS (the

@@ -1,5 +1,5 @@
 /* --sync selsync: selective synchronization (Tyagi & Swany, CLUSTER 2023;
- * ALGORITHMS §9). Each step, on every worker, after backward:
+ * docs/algorithms.md §9). Each step, on every worker, after backward:
  *
  *   n_t = Σ_tensors ‖g_tensor‖₂           (each weight and bias tensor)
  *   cur = EWMA_W(n);  Δ_t = |cur − prev| / prev  (0 while prev = 0);  prev = cur

@@ -1,4 +1,5 @@
-/* train/metrics — JSON-lines metrics (ARCHITECTURE.md, "Metrics").
+/* train/metrics — JSON-lines metrics (the records: README.md, "Files dsgd
+ * writes" and "Analysing results").
  * Written to FILE.part while the run goes on and renamed to FILE when the
  * run ends normally, so a failed run never leaves a file that looks whole. */
 #ifndef DSGD_METRICS_H

@@ -1,7 +1,8 @@
-/* train/parallel — model parallelism's plumbing in the run (ALGORITHMS §11):
- * which replica and partition a worker rank is, the replica and
- * data-parallel groups, the partitioned model with its gather/sum hooks,
- * and assembling or splitting the whole model for checkpoints and resume.
+/* train/parallel — model parallelism's plumbing in the run
+ * (docs/algorithms.md §11): which replica and partition a worker rank is,
+ * the replica and data-parallel groups, the partitioned model with its
+ * gather/sum hooks, and assembling or splitting the whole model for
+ * checkpoints and resume.
  * With --model-parallel 1 every function is a no-op (replica = wrank). */
 #ifndef DSGD_PARALLEL_H
 #define DSGD_PARALLEL_H

@@ -1,8 +1,9 @@
 /* util — checked allocation and I/O, fatal errors, seeded RNG, time.
  *
- * Two error regimes (STYLE.md): setup and programmer errors go through die()
- * which prints one line naming the rank, host and what to check, then exits
- * non-zero; run-time faults are returned as status codes by the layers above.
+ * Two error regimes (docs/design.md, "Code style"): setup and programmer
+ * errors go through die(), which prints one line naming the rank, host and
+ * what to check, then exits non-zero; run-time faults are returned as status
+ * codes by the layers above.
  */
 #ifndef DSGD_UTIL_H
 #define DSGD_UTIL_H
