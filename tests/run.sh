@@ -52,6 +52,8 @@ run_part() {
     echo "  ($name: $((SECONDS - t0)) s)"
 }
 
+# the sources alone: no include of a higher layer's header (docs/design.md)
+run_part layers tests/layers.sh "$BUILD"
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     run_part "$(basename "$t")" "$t"

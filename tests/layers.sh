@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Arrows point down (docs/design.md, "Arrows"): a file of src/ includes
+# headers of its own layer and of lower ones only. Lists every include of
+# one folder's header from another and fails on
+#   - an upward include that is not one of the known exceptions below,
+#   - a known exception that is gone (delete its line here and in the design),
+#   - a folder of src/ that has no place in the order (give it one).
+# Reads the sources only; the build is not needed.
+# Usage: tests/layers.sh [BUILD_DIR]   (prints "layers: N passed, M failed")
+set -u
+cd "$(dirname "$0")/.."
+
+# From the bottom.
+ORDER=(util nn optim data comm ps sync train cli)
+
+# The upward includes that exist today, "FILE HEADER" (HEADER as written
+# after ../), each to be removed by moving what it needs below src/sync.
+ALLOW=(
+    # run_t's ckpt_state and resume hooks take checkpoint types, and
+    # paradigms write and read their rows with ckpt_*
+    "src/sync/sync.h train/checkpoint.h"
+    # run_t carries the run's configuration (config_t)
+    "src/sync/sync.h train/config.h"
+    # Sandblaster applies --fail and --slowdown to its replicas itself
+    "src/sync/sandblaster.c train/faults.h"
+)
+
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+
+rank_of() {   # the layer's index in ORDER, or -1
+    local i
+    for i in "${!ORDER[@]}"; do
+        [ "${ORDER[$i]}" = "$1" ] && { echo "$i"; return; }
+    done
+    echo -1
+}
+
+declare -A seen=()
+for dir in src/*/; do
+    layer=$(basename "$dir")
+    lr=$(rank_of "$layer")
+    if [ "$lr" -lt 0 ]; then
+        bad "src/$layer" "not in the layer order; place it in ORDER in tests/layers.sh and in docs/design.md"
+        continue
+    fi
+    down=0 allowed=0 up=0
+    for f in "$dir"*.c "$dir"*.h; do
+        [ -e "$f" ] || continue
+        f=${f#./}
+        # every quoted include naming a folder: "../X/h.h" (or "X/h.h")
+        while IFS=: read -r line path; do
+            path=${path#../}
+            case $path in */*) ;; *) continue ;; esac   # same folder
+            target=${path%%/*}
+            [ "$target" = "$layer" ] && continue
+            tr=$(rank_of "$target")
+            if [ "$tr" -lt 0 ]; then
+                bad "$f:$line" "includes $path from '$target', which is not a layer of src/"
+            elif [ "$tr" -lt "$lr" ]; then
+                down=$((down + 1))
+            else
+                entry="$f $path"
+                known=0
+                for a in "${ALLOW[@]}"; do [ "$a" = "$entry" ] && known=1; done
+                if [ $known = 1 ]; then
+                    allowed=$((allowed + 1))
+                    seen[$entry]=1
+                else
+                    up=$((up + 1))
+                    bad "$f:$line" "includes $path: $layer is below $target (arrows point down; docs/design.md, \"Arrows\")"
+                fi
+            fi
+        done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' "$f" |
+                 sed -E 's/^([0-9]+):[^"]*"([^"]*)".*/\1:\2/')
+    done
+    if [ $up = 0 ]; then
+        note=""
+        [ $allowed -gt 0 ] && note=" ($allowed known exception(s))"
+        ok "$layer: $down include(s) of lower layers, none of a higher one$note"
+    fi
+done
+
+for a in "${ALLOW[@]}"; do
+    if [ -n "${seen[$a]:-}" ]; then
+        ok "known upward include, still to remove: ${a/ / -> }"
+    else
+        bad "${a%% *}" "no longer includes ${a#* }: delete that exception from ALLOW in tests/layers.sh and from docs/design.md"
+    fi
+done
+
+echo "layers: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
