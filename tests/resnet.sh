@@ -106,6 +106,16 @@ if [ -n "$got" ] && awk -v a="$got" -v b="$want" 'BEGIN{exit !(a - b < 1e-4 && b
     ok "dsgd eval of the resnet checkpoint gives the run's final test accuracy ($got), by its running statistics"
 else bad "resnet checkpoint evaluation" "eval $got, run $want"; fi
 
+# ---- a parameter server's checkpoint holds statistics of its global model ----
+# The shards compute no batch: shard 0 recomputes the statistics at the
+# global parameters before it writes (without that the file held the
+# initial ones, and evaluated at 0.14).
+launch 2 "${R[@]}" --sync asp --checkpoint "$WORK/asp.st" > "$WORK/asp.out" 2>&1
+got=$("$DSGD" eval --checkpoint "$WORK/asp.st" --data "$DATA" --test-subset 500 2>&1 | sed -nE 's/.*test accuracy ([0-9.]+).*/\1/p')
+if [ -n "$got" ] && awk -v a="$got" 'BEGIN{exit !(a >= 0.40)}'; then
+    ok "asp's shard-written checkpoint evaluates at $got (its statistics recomputed at the global parameters)"
+else bad "asp checkpoint evaluation" "test accuracy '$got' (want >= 0.40): $(tail -c 300 "$WORK/asp.out")"; fi
+
 # ---- refused in one line ----
 S=(--data "$DATA" --train-subset 256 --test-subset 64 --steps 2 --quiet)
 refused "resnet depth not 6n+2" "6n+2" "$DSGD" train "${S[@]}" --model resnet:21,16

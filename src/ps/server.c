@@ -461,6 +461,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     s->wb[s->nwb++] = s->w = xalloc_floats(s->n ? s->n : 1);
     memcpy(s->w, params + s->lo, s->n * sizeof(float));
     s->opt = optim_create(&cfg->opt, s->n);
+    s->opt->base = s->lo;   /* its nodecay spans are in whole-vector keys */
     s->ws = xcalloc((size_t)cfg->workers, sizeof(worker_state_t));
     s->nparams = nparams;
     double t0 = now_s();

@@ -94,3 +94,30 @@ int sync_same_workers(run_t *r, int workers, const char *what)
              what, workers, r->nworkers, workers);
     return -1;
 }
+
+/* ---- batch-norm statistics recomputed at given parameters ---- */
+
+enum { RECALIBRATE_SAMPLES = 2048 };
+
+void sync_bn_recalibrate(run_t *r, const float *params)
+{
+    model_t *m = r->model;
+    const dataset_t *d = &r->train;
+    if (!m->nstate || d->n < 2) return;
+    float *own = m->params, *x = xalloc_floats((size_t)m->max_batch * (size_t)dataset_dim(d));
+    m->params = (float *)params;
+    const long n = d->n < RECALIBRATE_SAMPLES ? d->n : RECALIBRATE_SAMPLES;
+    int k = 0, training = m->training;
+    model_set_training(m, 1);
+    for (long at = 0; at < n; at += m->max_batch) {
+        int B = (int)(n - at < m->max_batch ? n - at : m->max_batch);
+        if (B < 2) break;   /* a batch of one has no variance */
+        dataset_rows(d, at, B, x);
+        m->bn_momentum = 1.0f / (float)++k;   /* the mean over the batches so far */
+        model_forward(m, x, B);
+    }
+    m->bn_momentum = 0.1f;
+    model_set_training(m, training);
+    m->params = own;
+    free(x);
+}

@@ -72,6 +72,9 @@ static void ps_sync_write(void *ctx, const ps_snapshot_t *snap)
     snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
     snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
     snprintf(meta.optimizer, sizeof meta.optimizer, "%s", optim_kind_name(s->pcfg.opt.kind));
+    /* the shard computes no batch: the statistics saved are recomputed at
+     * the global parameters (a worker's own follow its last pull) */
+    sync_bn_recalibrate(r, snap->params);
     char err[512];
     if (ckpt_save(cfg->checkpoint, r->model, &o, &meta, err, sizeof err) != 0) die("server shard 0: %s", err);
 }
@@ -92,6 +95,8 @@ int ps_sync_init(run_t *r, ps_gate_kind_t gate, long warmup_steps)
     pc->timeout_s = cfg->timeout;
     pc->fixed_lr = cfg->adagrad_lr > 0 ? (float)cfg->adagrad_lr : 0.0f;
     if (server_opt(cfg, &pc->opt, r->err, sizeof r->err) != 0) return -1;
+    pc->opt.nodecay = r->nodecay;   /* --weight-decay-bn 0: the shards skip the same spans */
+    pc->opt.nnodecay = r->nnodecay;
     s->run = r;
     if (r->server_ckpt && *cfg->checkpoint) {
         pc->snap_every = cfg->checkpoint_every;

@@ -169,6 +169,14 @@ int  sync_rows_read(run_t *r, const ckpt_t *ck, const char *name, float *dst, si
 int  sync_same_workers(run_t *r, int workers, const char *what);
 int  sync_rows_read64(run_t *r, const ckpt_t *ck, const char *name, double *dst, size_t n);
 
+/* Batch normalization's running statistics (model state) recomputed at
+ * params (the model's own or another vector of nparams): the mean of the
+ * batch means and unbiased variances over the first 2048 training samples,
+ * in batches of the model's max_batch. For evaluators that compute no batch
+ * of their own (Sandblaster's coordinator, a parameter-server shard writing
+ * the checkpoint) or whose batches ran trial points (L-BFGS). */
+void sync_bn_recalibrate(run_t *r, const float *params);
+
 const sync_ops_t *sync_find(const char *name);
 /* "none | bsp | ..." for --help and error messages. */
 void sync_names(char *buf, size_t len);

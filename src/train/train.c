@@ -26,28 +26,6 @@ typedef struct evaluator {
     double acc, loss;
 } evaluator_t;
 
-enum { RECALIBRATE_SAMPLES = 2048 };
-
-/* Batch normalization's running statistics recomputed at the model's
- * current parameters: the mean of the batch means and unbiased variances
- * over the first RECALIBRATE_SAMPLES training samples, in batches of the
- * model's max_batch (x: a (max_batch, dim) buffer). */
-static void bn_recalibrate(run_t *r, float *x)
-{
-    model_t *m = r->model;
-    const dataset_t *d = &r->train;
-    const long n = d->n < RECALIBRATE_SAMPLES ? d->n : RECALIBRATE_SAMPLES;
-    int k = 0;
-    for (long at = 0; at < n; at += m->max_batch) {
-        int B = (int)(n - at < m->max_batch ? n - at : m->max_batch);
-        if (B < 2) break;   /* a batch of one has no variance */
-        dataset_rows(d, at, B, x);
-        m->bn_momentum = 1.0f / (float)++k;
-        model_forward(m, x, B);
-    }
-    m->bn_momentum = 0.1f;
-}
-
 /* Test accuracy and loss of the paradigm's model to evaluate (during the
  * run, global = 1: e.g. the parameter server's), or of the local replica. */
 static void evaluate(run_t *r, evaluator_t *ev, int global)
@@ -63,7 +41,7 @@ static void evaluate(run_t *r, evaluator_t *ev, int global)
     long correct = 0;
     double loss = 0;
     if (!ev->x) ev->x = xalloc_floats((size_t)m->max_batch * (size_t)dim);
-    if (r->ops && r->ops->recalibrate_bn && m->nstate) bn_recalibrate(r, ev->x);   /* (dsgd eval: no paradigm) */
+    if (r->ops && r->ops->recalibrate_bn && m->nstate) sync_bn_recalibrate(r, m->params);   /* (dsgd eval: no paradigm) */
     model_set_training(m, 0);   /* batch normalization by its running statistics */
     for (long at = 0; at < d->n; at += m->max_batch) {
         int B = (int)((d->n - at) < m->max_batch ? d->n - at : m->max_batch);
@@ -171,11 +149,7 @@ static int save_checkpoint(run_t *r, const ckpt_meta_t *state)
     const optim_t *o;
     par_assemble(r, &m, &o);
     if (!r->lead) return 0;
-    if (r->ops->recalibrate_bn && r->model->nstate) {
-        float *x = xalloc_floats((size_t)r->model->max_batch * (size_t)dataset_dim(&r->train));
-        bn_recalibrate(r, x);
-        free(x);
-    }
+    if (r->ops->recalibrate_bn && r->model->nstate) sync_bn_recalibrate(r, r->model->params);
     ckpt_meta_t meta = { .step = r->step, .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
                          .w = r->model->in_w, .classes = r->model->classes, .extra = state->extra, .nextra = state->nextra,
                          .params = state->params, .state = state->state };
