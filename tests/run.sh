@@ -73,10 +73,11 @@ run_part plot tests/plot.sh "$BUILD"
 # Open MPI build.
 once=0
 [ "${SANITIZE:-0}" = 1 ] || [ "$MPI_IMPL" = mpich ] || once=1
-[ $once = 1 ] || echo "skip sim, bounds_sim, experiments, fuzz: they run with the plain Open MPI build (make test)"
+[ $once = 1 ] || echo "skip sim, bounds_sim, experiments, figures, fuzz: they run with the plain Open MPI build (make test)"
 [ $once = 0 ] || run_part sim tests/sim.sh build-sim "$BUILD"
 [ $once = 0 ] || run_part bounds_sim tests/bounds_sim.sh build-sim
 [ $once = 0 ] || run_part experiments tests/experiments.sh build-sim "$BUILD"
+[ $once = 0 ] || run_part figures tests/figures.sh
 # a short libFuzzer run of every harness (make fuzz runs long)
 [ $once = 0 ] || run_part fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" tests/fuzz.sh build-fuzz
 
