@@ -310,6 +310,9 @@ static int help_group(const opt_def_t *t)
     for (int g = 0; g < N_HELP_GROUPS; g++)
         for (int i = 1; help_groups[g][i]; i++)
             if (!strcmp(help_groups[g][i], t->name)) return g;
+    /* a flag whose owner is about the data ("training-data augmentation: ...") is a data flag */
+    size_t n = strspn(t->help, "abcdefghijklmnopqrstuvwxyz/- ");
+    if (t->help[n] == ':' && memmem(t->help, n, "data", 4)) return 1;
     return -1;
 }
 
