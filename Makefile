@@ -9,6 +9,8 @@
 #                      make test runs each for 20 s
 #   make sim           build-sim/dsgd for SimGrid (scripts/dsgd-sim runs it)
 #   make sim-check     the simulator's calibration checks (also part of make test)
+#   make install       dsgd, dsgd-plot, dsgd-sim (with build-sim/dsgd when built) and the man page
+#                      under PREFIX (default /usr/local), staged under DESTDIR if given
 
 SANITIZE ?= 0
 SIM ?= 0
@@ -54,7 +56,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test bench demo sim sim-check sim-extras check-deps clean fuzz fuzz-build
+.PHONY: all test bench demo sim sim-check sim-extras check-deps clean fuzz fuzz-build install
 all: check-deps $(BUILD)/dsgd
 
 # ---- dependency detection: one line per missing piece, with the fix ----
@@ -144,6 +146,26 @@ fuzz-build: $(FUZZ_BIN)
 
 fuzz: fuzz-build
 	@FUZZ_RUNS=$(FUZZ_RUNS) tests/fuzz.sh build-fuzz
+
+# ---- install: the programs, the simulated build beside them, the man page ----
+PREFIX ?= /usr/local
+BINDIR := $(DESTDIR)$(PREFIX)/bin
+LIBDIR := $(DESTDIR)$(PREFIX)/lib/dsgd
+MANDIR := $(DESTDIR)$(PREFIX)/share/man/man1
+install: $(BUILD)/dsgd
+	install -d $(BINDIR) $(MANDIR)
+	install -m 755 $(BUILD)/dsgd $(BINDIR)/dsgd
+	install -m 755 scripts/dsgd-plot $(BINDIR)/dsgd-plot
+	install -m 644 docs/dsgd.1 $(MANDIR)/dsgd.1
+	@if [ -x build-sim/dsgd ]; then \
+	    install -d $(LIBDIR)/sim && install -m 755 build-sim/dsgd $(LIBDIR)/sim/dsgd && \
+	    sed 's|build=build-sim |build=$(PREFIX)/lib/dsgd/sim |' scripts/dsgd-sim > $(BINDIR)/dsgd-sim.tmp; \
+	else \
+	    echo "install: no build-sim/dsgd (make sim): dsgd-sim installed without it, pass it --build DIR"; \
+	    cp scripts/dsgd-sim $(BINDIR)/dsgd-sim.tmp; \
+	fi
+	chmod 755 $(BINDIR)/dsgd-sim.tmp && mv $(BINDIR)/dsgd-sim.tmp $(BINDIR)/dsgd-sim
+	@echo "installed dsgd, dsgd-plot, dsgd-sim in $(BINDIR) and dsgd(1) in $(MANDIR)"
 
 clean:
 	rm -rf build build-san build-sim build-fuzz build-mpich build-mpich-san

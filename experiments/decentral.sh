@@ -3,10 +3,11 @@
 # gossip) on Fashion-MNIST (mlp, 3 epochs): time to a target accuracy with
 # 2, 4 and 8 workers, then each method's step rate on a fast worker when
 # one of 4 workers is 4x slower.
-#   experiments/decentral.sh [BUILD_DIR] [TARGET]     (default build, 0.85)
+# Usage: experiments/decentral.sh [BUILD_DIR] [TARGET]     (default build, 0.85)
 # EASGD adds one parameter-server rank for the center variable. On a 2-core
 # machine 4 and 8 workers are oversubscribed: compare the methods with each
 # other at the same N, not across N.
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 set -euo pipefail
 BUILD=${1:-build}
 TARGET=${2:-0.85}

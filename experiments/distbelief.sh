@@ -5,8 +5,9 @@
 # cluster, Fashion-MNIST mlp, every run bounded by the same simulated time:
 # time to target, and whether many replicas stay stable (final accuracy,
 # diverged runs) with and without Adagrad.
-#   experiments/distbelief.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
+# Usage: experiments/distbelief.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md, DIR/figures/, DIR/metrics/ (default experiments/results/distbelief).
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 . "$(dirname "$0")/lib.sh"
 exp_args distbelief "$@"
 need_sim

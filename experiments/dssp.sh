@@ -8,9 +8,10 @@
 # time to target, final accuracy, staleness distributions. Plain SGD at the
 # shard, lr 0.4/N (0.05 at 8 workers): with momentum 0.9 at the shard (lr 0.0125) the stale
 # gradients of 8 workers spiked dssp's loss to 33 and it ended at 0.71.
-#   experiments/dssp.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
+# Usage: experiments/dssp.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md (tables, with dssp's time to target against ssp's
 # and bsp-ps's), DIR/figures/, DIR/metrics/ (default experiments/results/dssp).
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 . "$(dirname "$0")/lib.sh"
 exp_args dssp "$@"
 need_sim

@@ -5,9 +5,10 @@
 # compute 50x faster than this machine's core (a GPU-like compute scale),
 # Fashion-MNIST mlp: time to a target accuracy and accuracy at a fixed
 # (simulated) time, to see where the asynchronous methods stop winning.
-#   experiments/jin.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
+# Usage: experiments/jin.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md (tables, the crossover N), DIR/figures/ (with the
 # scaling curve), DIR/metrics/ (default experiments/results/jin).
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 . "$(dirname "$0")/lib.sh"
 exp_args jin "$@"
 need_sim

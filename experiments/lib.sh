@@ -25,7 +25,7 @@ exp_args() {   # NAME "$@"
             --out) OUT=$2; shift 2 ;;
             --build) BUILD=$2; shift 2 ;;
             --sim-build) SIMBUILD=$2; shift 2 ;;
-            -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+            -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
             *) echo "$name: unknown option '$1' (--quick, --keep, --out DIR, --build DIR, --sim-build DIR)" >&2; exit 2 ;;
         esac
     done

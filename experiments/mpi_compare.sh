@@ -2,7 +2,7 @@
 # Every paradigm under Open MPI and under MPICH with the same small flags:
 # final test accuracy and loss, and whether the final parameters are the
 # same bits. Prints a markdown table.
-#   experiments/mpi_compare.sh [--openmpi BUILD] [--mpich BUILD] [--out DIR]
+# Usage: experiments/mpi_compare.sh [--openmpi BUILD] [--mpich BUILD] [--out DIR]
 # (defaults build, build-mpich, experiments/out/mpi_compare). Both builds
 # must exist: make && make MPI=mpich.
 #
@@ -14,6 +14,7 @@
 # depends on timing: each runs REPEATS times (default 3) under each MPI, and
 # the MPIs agree "within noise" when their mean accuracies differ by no more
 # than the two ranges (max - min) together, or 0.02 if that is larger.
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 set -uo pipefail
 OMPI=build MPICH=build-mpich OUT=experiments/out/mpi_compare
 while [ $# -gt 0 ]; do

@@ -3,8 +3,9 @@
 # 1 shard, 3 epochs; server-side momentum SGD at lr 0.05/4, since the shard
 # applies each of the 4 workers' gradients separately): final accuracy on a homogeneous cluster, then time to
 # a target accuracy with one worker 4x slower, each against bsp-ps.
-#   experiments/ps_hetero.sh [BUILD_DIR] [TARGET]     (default build, 0.85)
+# Usage: experiments/ps_hetero.sh [BUILD_DIR] [TARGET]     (default build, 0.85)
 # Writes the metrics of every run to experiments/out/ps-*.jsonl.
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 set -euo pipefail
 BUILD=${1:-build}
 TARGET=${2:-0.85}

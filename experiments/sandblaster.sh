@@ -12,8 +12,9 @@
 #      cores than ranks the replicas share cores and a sleeping straggler
 #      only hands its core to the others; then on this machine with
 #      --slowdown for comparison.
-#   experiments/sandblaster.sh [BUILD_DIR] [TARGET]     (default build, 0.84)
+# Usage: experiments/sandblaster.sh [BUILD_DIR] [TARGET]     (default build, 0.84)
 # Writes the metrics of every run to experiments/out/sb-*.jsonl.
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 set -euo pipefail
 BUILD=${1:-build}
 TARGET=${2:-0.84}

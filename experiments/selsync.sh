@@ -4,8 +4,9 @@
 # without data injection, 8 and 16 workers on simulated 1 GbE and 10 GbE
 # networks, Fashion-MNIST mlp, every run bounded by the same simulated time:
 # final accuracy, sync fraction, time to target, speed-up over bsp.
-#   experiments/selsync.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
+# Usage: experiments/selsync.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md, DIR/figures/, DIR/metrics/ (default experiments/results/selsync).
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 . "$(dirname "$0")/lib.sh"
 exp_args selsync "$@"
 need_sim

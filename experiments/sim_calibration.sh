@@ -17,6 +17,7 @@
 #   (default: ABCDE, 3 repeats for the timed comparisons). Needs make, make sim,
 #   dataset-fashion-mnist and GNU time (/usr/bin/time). The machine's load
 #   shows in A and B: they report the median and the spread of the repeats.
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 set -euo pipefail
 PARTS=${1:-ABCDE}
 REPS=${2:-3}

@@ -3,6 +3,7 @@
 # with the settings of the reference comparison (constant rate, then the same
 # with the rate cut x0.1 after 2 epochs), and LeNet-5. Prints one line each.
 # Usage: experiments/single.sh [BUILD_DIR] [SEEDS...]   (default seeds: 1 2)
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 set -euo pipefail
 BUILD=${1:-build}
 shift || true

@@ -8,10 +8,11 @@
 # checkpoint's step and update count before and after, and the test
 # accuracy of the checkpoint; then the totals: cycles, hangs, cycles whose
 # work was lost (the checkpoint did not advance), and the final accuracy.
-#   experiments/soak.sh [--minutes M] [--cycle S] [--only asp|gossip] [--quick] [--out DIR] [--build DIR] [--seed N]
+# Usage: experiments/soak.sh [--minutes M] [--cycle S] [--only asp|gossip] [--quick] [--out DIR] [--build DIR] [--seed N]
 # --quick: 2 cycles of 10 s per paradigm on synthetic data (about a minute).
 # Exit status 1 if any cycle hung or lost its work, or a killed run left the
 # checkpoint unreadable. Open MPI (mpirun --enable-recovery).
+case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 set -euo pipefail
 MINUTES=10
 CYCLE=40

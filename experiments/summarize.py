@@ -43,6 +43,9 @@ def fmt(v, f="%.3f"):
 
 
 def main(argv):
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        sys.exit(0 if argv else 2)
     out, target = argv[0], float(argv[1])
     rest = argv[2:]
     base, title = None, None

@@ -70,15 +70,17 @@ run_part bounds tests/bounds.sh "$BUILD"
 run_part resume tests/resume.sh "$BUILD"
 run_part resnet tests/resnet.sh "$BUILD"
 run_part plot tests/plot.sh "$BUILD"
+run_part usage tests/usage.sh "$BUILD"
 # The simulated build (SimGrid) and the fuzz harnesses (clang) are built
 # with Open MPI's tools whatever MPI=: they are tested once, with the plain
 # Open MPI build.
 once=0
 [ "${SANITIZE:-0}" = 1 ] || [ "$MPI_IMPL" = mpich ] || once=1
-[ $once = 1 ] || echo "skip sim, bounds_sim, experiments, fuzz: they run with the plain Open MPI build (make test)"
+[ $once = 1 ] || echo "skip sim, bounds_sim, experiments, figures, fuzz: they run with the plain Open MPI build (make test)"
 [ $once = 0 ] || run_part sim tests/sim.sh build-sim "$BUILD"
 [ $once = 0 ] || run_part bounds_sim tests/bounds_sim.sh build-sim
 [ $once = 0 ] || run_part experiments tests/experiments.sh build-sim "$BUILD"
+[ $once = 0 ] || run_part figures tests/figures.sh
 # a short libFuzzer run of every harness (make fuzz runs long)
 [ $once = 0 ] || run_part fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" tests/fuzz.sh build-fuzz
 

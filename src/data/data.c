@@ -173,6 +173,13 @@ static int dataset_load_own(const char *spec, dataset_t *train, dataset_t *test,
     char dir[4096];
     if (!strcmp(spec, "fashion-mnist") || !strcmp(spec, "mnist")) {
         snprintf(dir, sizeof dir, "%s/%s", DEBIAN_DATASETS, spec);
+        if (!is_dir(dir) && !strcmp(spec, "mnist")) {
+            /* Debian packages Fashion-MNIST but not MNIST */
+            snprintf(err, errlen, "dataset 'mnist' not found in %s (no Debian package has it); put MNIST's four IDX files "
+                     "(train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, "
+                     "t10k-labels-idx1-ubyte.gz) in a directory and pass --data DIR", dir);
+            return -1;
+        }
         if (!is_dir(dir)) {
             snprintf(err, errlen, "dataset '%s' not found in %s; install it (apt-get install dataset-%s) or pass --data DIR",
                      spec, dir, spec);

@@ -281,16 +281,77 @@ int config_validate(const config_t *c, char *err, size_t errlen)
 #undef BAD
 }
 
+static void help_line(FILE *f, const opt_def_t *t, const char *help)
+{
+    char head[64];
+    snprintf(head, sizeof head, "--%s%s", t->name,
+             t->type == OT_FLAG ? "" : t->type == OT_STR ? " S" : t->type == OT_LONG ? " N" : " X");
+    if (t->type == OT_FLAG || !*t->def)
+        fprintf(f, "  %-22s %s\n", head, help);
+    else
+        fprintf(f, "  %-22s %s (default: %s)\n", head, help, t->def);
+}
+
+/* dsgd train --help lists the flags by group. A paradigm's flags are those
+ * whose help names an owner before ':' ("localsgd/fedavg: ..."), listed
+ * under that owner in table order; the other groups are named here. A flag
+ * named in no group is a general one. */
+static const char *const help_groups[][12] = {
+    { "general", "model", "sync", NULL },
+    { "data", "data", "partition", "train-subset", "test-subset", "inject-alpha", "inject-beta", NULL },
+    { "how long, and when to evaluate", "epochs", "steps", "time-limit", "target-acc", "eval-every", "eval-every-s", NULL },
+    { "stragglers and faults", "slowdown", "fail", "timeout", "wait", NULL },
+    { "output", "metrics", "checkpoint", "checkpoint-every", "resume", "progress-every", "quiet", NULL },
+};
+#define N_HELP_GROUPS (int)(sizeof help_groups / sizeof help_groups[0])
+
+static int help_group(const opt_def_t *t)
+{
+    for (int g = 0; g < N_HELP_GROUPS; g++)
+        for (int i = 1; help_groups[g][i]; i++)
+            if (!strcmp(help_groups[g][i], t->name)) return g;
+    /* a flag whose owner is about the data ("training-data augmentation: ...") is a data flag */
+    size_t n = strspn(t->help, "abcdefghijklmnopqrstuvwxyz/- ");
+    if (t->help[n] == ':' && memmem(t->help, n, "data", 4)) return 1;
+    return -1;
+}
+
+/* the owner of a paradigm's flag: the help text before ':' (length), or 0 */
+static size_t help_owner(const opt_def_t *t)
+{
+    size_t n = strspn(t->help, "abcdefghijklmnopqrstuvwxyz/- ");
+    return t->help[n] == ':' && help_group(t) < 0 ? n : 0;
+}
+
 void config_help(FILE *f, const opt_def_t *t)
 {
-    for (; t->name; t++) {
-        char head[64];
-        snprintf(head, sizeof head, "--%s%s", t->name,
-                 t->type == OT_FLAG ? "" : t->type == OT_STR ? " S" : t->type == OT_LONG ? " N" : " X");
-        if (t->type == OT_FLAG || !*t->def)
-            fprintf(f, "  %-22s %s\n", head, t->help);
-        else
-            fprintf(f, "  %-22s %s (default: %s)\n", head, t->help, t->def);
+    if (t != config_train_opts) {
+        for (; t->name; t++) help_line(f, t, t->help);
+        return;
+    }
+    for (int g = 0; g < N_HELP_GROUPS; g++) {
+        fprintf(f, "%s%s:\n", g ? "\n" : "", help_groups[g][0]);
+        for (const opt_def_t *o = t; o->name; o++)
+            if (help_group(o) == g) help_line(f, o, o->help);
+        if (g == 0)
+            for (const opt_def_t *o = t; o->name; o++)
+                if (help_group(o) < 0 && !help_owner(o)) help_line(f, o, o->help);
+        if (g == 1)
+            fputs("  a --data DIR holds train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and\n"
+                  "  t10k-labels-idx1-ubyte (each may end in .gz; MNIST's IDX format), or CIFAR-10's binary version:\n"
+                  "  data_batch_1.bin ... data_batch_5.bin and test_batch.bin\n", f);
+    }
+    /* the paradigms, each owner once, in the order its first flag appears */
+    fputs("\nthe flags below belong to the paradigms named; the others ignore them\n", f);
+    for (const opt_def_t *o = t; o->name; o++) {
+        size_t n = help_owner(o);
+        if (!n) continue;
+        const opt_def_t *p = t;
+        while (p != o && !(help_owner(p) == n && !strncmp(p->help, o->help, n))) p++;
+        if (p != o) continue;
+        fprintf(f, "\n%.*s:\n", (int)n, o->help);
+        for (p = o; p->name; p++)
+            if (help_owner(p) == n && !strncmp(p->help, o->help, n)) help_line(f, p, p->help + n + 1 + (p->help[n + 1] == ' '));
     }
 }
 

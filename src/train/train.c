@@ -434,6 +434,11 @@ int train_main(const config_t *cfg, comm_t *comm)
     metrics_long(&mx, "model_parallel", r->mp_size);
     metrics_long(&mx, "train_samples", r->train.n);
     metrics_long(&mx, "test_samples", r->test.n);
+#ifdef DSGD_SIM
+    metrics_str(&mx, "clock", "simulated");   /* times are simulated seconds (dsgd-plot says so) */
+#else
+    metrics_str(&mx, "clock", "real");
+#endif
     metrics_end(&mx);
 
     evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN };
