@@ -140,10 +140,11 @@ static void test_corrupt(void)
 /* A version-1 dsgd checkpoint (CRC-32 of the data only, which both this
  * reader and the old one check) with the given tensor entries and step,
  * data_len bytes of data: crafted files test the header rules alone. */
-static void craft(const char *tensors, const char *step, long nparams, const char *pad, size_t data_len)
+static void craft_with(const char *tensors, const char *step, long nparams, const char *pad, size_t data_len,
+                       const unsigned char *given)
 {
     unsigned char *data = calloc(data_len + 1, 1);
-    for (size_t i = 0; i < data_len; i++) data[i] = (unsigned char)(i * 7);
+    for (size_t i = 0; i < data_len; i++) data[i] = given ? given[i] : (unsigned char)(i * 7);
     char hdr[4096];
     int n = snprintf(hdr, sizeof hdr,
                      "{\"__metadata__\":{\"format\":\"dsgd\",\"version\":\"1\",\"model\":\"logreg\",\"input\":\"1,1,2\","
@@ -158,6 +159,11 @@ static void craft(const char *tensors, const char *step, long nparams, const cha
     fwrite(data, 1, data_len, f);
     fclose(f);
     free(data);
+}
+
+static void craft(const char *tensors, const char *step, long nparams, const char *pad, size_t data_len)
+{
+    craft_with(tensors, step, nparams, pad, data_len, NULL);
 }
 
 #define W "\"layer1.dense.weight\":{\"dtype\":\"F32\",\"shape\":"
@@ -266,14 +272,11 @@ static void test_f64_sync_tensors(void)
     CHECK(ckpt_read_row64(&ck, "sync.test32", 0, back, 2) != 0, "an F32 tensor was read as F64");
     CHECK(ckpt_read_row64(&ck, "sync.test64", 2, back, 3) != 0, "a row past the end was read");
     ckpt_free(&ck);
-    /* a non-finite value is refused by the reader */
+    /* a non-finite value is not written (test_nonfinite: nor read) */
     const double nan[3] = { 0, NAN, 0 };
     t[0] = (ckpt_tensor_t){ .name = "sync.test64", .rows = 1, .cols = 3, .data64 = nan };
     md.nextra = 1;
-    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) == 0, "save: %s", err);
-    CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "load: %s", err);
-    CHECK(ckpt_read_row64(&ck, "sync.test64", 0, back, 3) != 0, "a NaN was read");
-    ckpt_free(&ck);
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) != 0 && strstr(err, "sync.test64"), "a NaN F64 tensor was written: %s", err);
     model_free(m);
     optim_free(o);
     /* F64 in a layer tensor is refused on load */
@@ -309,6 +312,54 @@ static void test_write_errors(void)
     optim_free(o);
 }
 
+/* A diverged run's state is never written, and a file holding NaN or
+ * infinity (an older dsgd's, or made by hand) is refused on load. */
+static void test_nonfinite(void)
+{
+    optim_t *o;
+    model_t *m = trained("mlp:8", &o, OPT_SGD);
+    ckpt_meta_t md = meta_for(m, "sgd");
+    char err[512] = "";
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) == 0, "save: %s", err);
+    const long good = file_size(path);
+    FILE *f = fopen(path, "rb");
+    unsigned char *before = malloc((size_t)good);
+    CHECK(fread(before, 1, (size_t)good, f) == (size_t)good, "read back");
+    fclose(f);
+    const float bad[2] = { NAN, INFINITY };
+    for (int k = 0; k < 2; k++) {
+        float keep = m->params[3];
+        m->params[3] = bad[k];
+        err[0] = 0;
+        CHECK(ckpt_save(path, m, o, &md, err, sizeof err) != 0 && strstr(err, "diverged") && strstr(err, "parameters"),
+              "a %s parameter was written: %s", k ? "infinite" : "NaN", err);
+        m->params[3] = keep;
+    }
+    o->velocity[5] = NAN;
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) != 0 && strstr(err, "momentum"), "NaN momentum written: %s", err);
+    o->velocity[5] = 0;
+    f = fopen(path, "rb");
+    unsigned char *after = malloc((size_t)good);
+    CHECK(file_size(path) == good && fread(after, 1, (size_t)good, f) == (size_t)good && !memcmp(before, after, (size_t)good),
+          "the previous checkpoint changed");
+    fclose(f);
+    CHECK(dir_entries() == 1, "a refused save left %d files", dir_entries());
+    /* batch-norm statistics too */
+    optim_t *ro;
+    model_t *rn = trained("resnet:8,2", &ro, OPT_SGD);
+    ckpt_meta_t rmd = meta_for(rn, "sgd");
+    rn->state[1] = INFINITY;
+    CHECK(ckpt_save(path, rn, ro, &rmd, err, sizeof err) != 0 && strstr(err, "batch-normalization"), "inf statistics: %s", err);
+    /* on load: a crafted version-1 file whose bias holds a NaN */
+    unsigned char data[24] = { 0 };
+    const float v[6] = { 0.5f, -1, 2, 0.25f, 1, NAN };
+    memcpy(data, v, sizeof v);
+    craft_with(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]}", "5", 6, "", 24, data);
+    expect_load_error("a NaN bias", "NaN or infinite values in 'layer1.dense.bias'");
+    free(before); free(after);
+    model_free(m); optim_free(o); model_free(rn); optim_free(ro);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -321,6 +372,7 @@ int main(int argc, char **argv)
     RUN(test_write_errors);
     RUN(test_header_damage_and_shapes);
     RUN(test_f64_sync_tensors);
+    RUN(test_nonfinite);
     unlink(path);
     rmdir(dir);
     return TEST_END("test_checkpoint");

@@ -97,9 +97,47 @@ static size_t crc_hex_at(const unsigned char *buf, size_t hlen)
     return (size_t)(hit - (const char *)buf) + k;
 }
 
+/* 1 if every value of x[0..n) is finite */
+static int all_finite(const float *x, size_t n)
+{
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= isfinite(x[i]) != 0;
+    return ok;
+}
+
+static int all_finite64(const double *x, size_t n)
+{
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= isfinite(x[i]) != 0;
+    return ok;
+}
+
+/* The name of the first vector of a checkpoint to be that holds a NaN or an
+ * infinity, or NULL. */
+static const char *first_nonfinite(const model_t *m, const optim_t *o, const ckpt_meta_t *meta)
+{
+    if (!all_finite(meta->params ? meta->params : m->params, m->nparams)) return "the parameters";
+    if (!all_finite(meta->state ? meta->state : m->state, m->nstate)) return "the batch-normalization statistics";
+    if (o && o->velocity && !all_finite(o->velocity, m->nparams)) return "the momentum buffer";
+    if (o && o->accum && !all_finite(o->accum, m->nparams)) return "the Adagrad accumulator";
+    for (int e = 0; e < meta->nextra; e++) {
+        const ckpt_tensor_t *t = &meta->extra[e];
+        size_t n = (size_t)(t->rows ? t->rows : 1) * (size_t)t->cols;
+        if (t->data64 ? !all_finite64(t->data64, n) : !all_finite(t->data, n)) return t->name;
+    }
+    return NULL;
+}
+
 int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_meta_t *meta,
               char *err, size_t errlen)
 {
+    /* a diverged model never replaces a checkpoint: the previous file stays */
+    const char *bad = first_nonfinite(m, o, meta);
+    if (bad) {
+        snprintf(err, errlen, "not writing checkpoint '%s' at step %ld: NaN or infinite values in %s (training diverged; lower --lr); the previous checkpoint is kept",
+                 path, meta->step, bad);
+        return -1;
+    }
     const size_t np = m->nparams;
     const float *state[2] = { o ? o->velocity : NULL, o ? o->accum : NULL };
     const char *state_name[2] = { "optim.velocity", "optim.accum" };
@@ -300,6 +338,22 @@ int ckpt_parse(ckpt_t *ck, unsigned char *buf, size_t size, const char *path, ch
     if (layer_floats != (uint64_t)nparams)
         FAIL("checkpoint '%s': metadata 'nparams' says %ld but its layer tensors hold %llu parameters", path,
              nparams, (unsigned long long)layer_floats);
+    /* values are copied out in blocks: tensors need not be aligned */
+    for (int i = 0; i < st->ntensors; i++) {
+        const st_tensor_t *t = &st->tensors[i];
+        const unsigned char *p = buf + st->data_off + t->begin;
+        const size_t w = strcmp(t->dtype, "F64") ? 4 : 8;
+        for (uint64_t at = 0; at < t->count;) {
+            float fb[512];
+            double db[512];
+            size_t k = t->count - at < 512 ? (size_t)(t->count - at) : 512;
+            memcpy(w == 4 ? (void *)fb : (void *)db, p + at * w, k * w);
+            if (w == 4 ? !all_finite(fb, k) : !all_finite64(db, k))
+                FAIL("checkpoint '%s' holds NaN or infinite values in '%s' (written by a run that diverged); use an earlier checkpoint",
+                     path, t->name);
+            at += k;
+        }
+    }
     return 0;
 #undef FAIL
 }
