@@ -49,8 +49,15 @@ run() {
         "$@" > "$WORK/$tag.out" 2> "$WORK/$tag.err" &
     RUN_PID=$!
 }
-# rcs TAG NP: the ranks' exit statuses, x for none
-rcs() { for i in $(seq 0 $(($2 - 1))); do cat "$WORK/$1.rc/rc.$i" 2>/dev/null || echo x; done | tr '\n' ' '; }
+# rcs TAG NP: the ranks' exit statuses, x for none. Under MPICH over UCX's
+# tcp a rank can stay in MPI_Finalize after the run (README, "Multiple
+# machines"); dsgd-cluster then stops it --grace s after the run ended well
+# and says so, and such a rank counts as 0.
+rcs() {
+    local fin=x
+    grep -q "after the run ended well" "$WORK/$1.err" 2>/dev/null && fin=0
+    for i in $(seq 0 $(($2 - 1))); do cat "$WORK/$1.rc/rc.$i" 2>/dev/null || echo $fin; done | tr '\n' ' '
+}
 # wait_eval FILE: until FILE.part (or FILE) has an eval record (at most 60 s)
 wait_eval() {
     local t0=$SECONDS
@@ -65,6 +72,7 @@ secs_until() {
     t0=$(date +%s.%N)
     while ! "$@" 2>/dev/null; do
         awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{exit !(b - a > 120)}' && { echo never; return; }
+        kill -0 "$RUN_PID" 2>/dev/null || { echo ended; return; }
         sleep 0.1
     done
     now=$(date +%s.%N)
@@ -72,6 +80,14 @@ secs_until() {
 }
 within() { awk -v s="$1" -v l="$2" 'BEGIN{exit !(s != "never" && s + 0 <= l + 0)}'; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a != "None" && a + 0 >= b + 0)}'; }
+# hydra_lost TAG ACTION: under MPICH, a killed host takes its Hydra proxy
+# with it, and mpiexec ends the whole job (-disable-auto-cleanup keeps the
+# other ranks of a dead rank running, not those of a dead proxy): no rank
+# gets to act. Today's expected outcome there, reported as XFAIL.
+hydra_lost() {
+    [ "$MPI_IMPL" = mpich ] && [ "$2" = kill ] && ! ls "$WORK/$1.rc" | grep -q rc. &&
+        echo "XFAIL $1: MPICH's mpiexec ended the whole job when host ${3:-2}'s proxy died (no rank reported; $(grep -c . "$WORK/$1.err") stderr lines)"
+}
 have_rcs() { local f; for f in "$@"; do [ -e "$f" ] || return 1; done; }
 
 # --- the cluster -----------------------------------------------------------
@@ -126,6 +142,12 @@ step=$(awk -v p="$np" 'BEGIN{printf "%d", 4 * p}')
 acc=$(json_field "$WORK/pair.jsonl" done test_acc 2>/dev/null)
 if ge "$acc" 0.9 && [ "$eth" -ge $((step * 100)) ] && [ "$lo" -lt $((step * 10)) ] && [ "$(rcs pair 4)" = "0 0 0 0 " ]; then
     ok "2 ranks on each of 2 hosts: $eth bytes over the link, $lo over loopback (shared memory within the host; a step's gradient is $step bytes)"
+elif [ "$MPI_IMPL" = mpich ] && ge "$acc" 0.9 && [ "$lo" -ge $((step * 10)) ]; then
+    # Expected under MPICH over UCX: UCX's shared memory reaches every
+    # process of the machine, across namespaces, so dsgd-cluster allows
+    # UCX only tcp (UCX_TLS=tcp,self); two ranks of one host then talk TCP
+    # over its loopback. Missing: a way to give UCX one machine per host.
+    echo "XFAIL 2 ranks per host under MPICH: $lo bytes over loopback (UCX's tcp within the host), $eth over the link"
 else bad "2 ranks per host" "acc $acc, link $eth bytes, loopback $lo bytes (gradient $step), exit codes [$(rcs pair 4)]: $(tail -2 "$WORK/pair.err")"; fi
 
 # --- faults ------------------------------------------------------------------
@@ -149,6 +171,7 @@ for action in kill cut; do
     r=$(rcs "bsp_$action" 4)
     if within "$s" $((T + MARGIN)) && [[ "$r" =~ ^1\ 1\ .\ 1\ $ ]] && grep -q "rank.* 2\b.*\|2.*did not" "$WORK/bsp_$action.err"; then
         ok "bsp, $action host 2: the survivors stop in ${s} s (--timeout $T), naming rank 2 (exit codes $r)"
+    elif hydra_lost "bsp_$action" "$action"; then :
     else bad "bsp, $action host 2" "after $s s, exit codes [$r]: $(grep -h "dsgd" "$WORK/bsp_$action.err" | head -3)"; fi
     echo "fault-time $MPI_IMPL bsp $action ${s}s"
 done
@@ -166,6 +189,7 @@ for action in kill cut; do
     acc=$(json_field "$WORK/asp_$action.jsonl" done test_acc 2>/dev/null)
     if within "$s" $((T + MARGIN)) && [ "$st" = ok ] && [ "$ev" = 1 ] && ge "$acc" 0.9 && [[ "$r" =~ ^0\ 0\ .\ 0\ $ ]]; then
         ok "asp, $action host 2: worker 1 evicted after ${s} s (--timeout $T), the run finishes (exit codes $r, test_acc $acc)"
+    elif hydra_lost "asp_$action" "$action"; then :
     else bad "asp, $action host 2" "eviction after $s s, status $st, evictions $ev, acc $acc, exit codes [$r]: $(grep -h dsgd "$WORK/asp_$action.err" | head -3)"; fi
     echo "fault-time $MPI_IMPL asp $action ${s}s"
     [ "$action" = cut ] && "$CL" heal 2 > /dev/null
@@ -181,6 +205,7 @@ for action in kill cut; do
     acc=$(json_field "$WORK/gos_$action.jsonl" done test_acc 2>/dev/null)
     if within "$s" $((T + MARGIN)) && [ "$st" = ok ] && ge "$acc" 0.9 && [[ "$r" =~ ^0\ 0\ .\ 0\ $ ]]; then
         ok "gossip, $action host 2: peer 2 dropped after ${s} s (--timeout $T), the others finish (exit codes $r, test_acc $acc)"
+    elif hydra_lost "gos_$action" "$action"; then :
     elif [ "$action" = cut ] && grep -q "rank 0 .*cannot write metrics file" "$WORK/gos_$action.err"; then
         # Expected failure on today's code: the cut-off rank finds every
         # rank below it dead, takes over as lead, and writes the same
@@ -231,6 +256,7 @@ named=$(grep -c "shard 0 (rank 0)\|server shard" "$WORK/shard.err")
 # lead --timeout + 5 s more (src/ps/client.c), so: 3 x --timeout + 15 s
 if within "$s" $((3 * T + 15 + MARGIN)) && [[ "$r" =~ ^.\ 1\ 1\ 1\ $ ]] && [ "$named" -ge 3 ]; then
     ok "asp, kill the shard's host: the 3 workers stop in ${s} s, each with a line naming the shard (exit codes $r)"
+elif hydra_lost shard kill 0; then :
 else bad "asp, kill the shard's host" "after $s s, exit codes [$r], $named lines name the shard: $(grep -h dsgd "$WORK/shard.err" | head -3)"; fi
 echo "fault-time $MPI_IMPL asp kill-shard ${s}s"
 ck=$(python3 -c 'import json,struct,sys
