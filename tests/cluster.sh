@@ -158,6 +158,8 @@ fault() {
     shift 3
     run "$tag" "${MPI_RECOVER[@]}" -- "${S[@]}" --timeout $T --eval-every 100 --metrics "$WORK/$tag.jsonl" "$@"
     if ! wait_eval "$WORK/$tag.jsonl"; then echo "no evaluation within 60 s: $(tail -3 "$WORK/$tag.err")" >&2; fi
+    # and, when asked, until a file (a checkpoint) exists
+    [ -z "${WAIT_FILE:-}" ] || secs_until test -e "$WAIT_FILE" > /dev/null
     "$CL" "$action" "$host" > /dev/null
 }
 
@@ -247,7 +249,7 @@ echo "fault-time $MPI_IMPL asp heal-after-eviction ${s}s exit [$r]"
 
 # the shard's host killed: every worker stops with one line naming the
 # shard, and the last checkpoint (written by the shard) resumes
-fault shard kill 0 --sync asp --servers 1 --steps 100000000 --time-limit 40 --checkpoint "$WORK/ck.st" --checkpoint-every 300
+WAIT_FILE="$WORK/ck.st" fault shard kill 0 --sync asp --servers 1 --steps 100000000 --time-limit 40 --checkpoint "$WORK/ck.st" --checkpoint-every 100
 s=$(secs_until have_rcs "$WORK/shard.rc/rc.1" "$WORK/shard.rc/rc.2" "$WORK/shard.rc/rc.3")
 wait $RUN_PID
 r=$(rcs shard 4)
