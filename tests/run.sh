@@ -71,6 +71,7 @@ run_part resume tests/resume.sh "$BUILD"
 run_part resnet tests/resnet.sh "$BUILD"
 run_part plot tests/plot.sh "$BUILD"
 run_part usage tests/usage.sh "$BUILD"
+run_part cluster tests/cluster.sh "$BUILD"
 # The simulated build (SimGrid) and the fuzz harnesses (clang) are built
 # with Open MPI's tools whatever MPI=: they are tested once, with the plain
 # Open MPI build.

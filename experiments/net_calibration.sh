@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Simulated against real, shaped links: the same runs on a cluster of
+# network namespaces (scripts/dsgd-cluster, one rank per host, links shaped
+# with tc's tbf) and on scripts/dsgd-sim with the same bandwidth, one host
+# per rank. bsp: time per step; asp (shard on host 0) and pull gossip: time
+# per epoch of the training subset. Prints a markdown table: the real
+# median [min, max] of the repeats, the simulated time, and the error of the
+# simulated against the real median; for bsp also the all-reduce's bandwidth
+# cost 2(N-1)/N x gradient bytes / link rate and the measured step over it.
+#
+# Links have bandwidth but no added delay (tc's netem is not available on
+# every kernel): the real latency is the kernel's (veth, bridge: tens of
+# microseconds); the simulated links get --latency 50us.
+#
+# Usage: experiments/net_calibration.sh [--quick] [--repeats R] [--mpi openmpi|mpich]
+#   full: 100mbit and 1gbit, N = 2, 3, 4, bsp/asp/gossip, 3 repeats (about
+#   20 minutes on a quiet 2-core machine). --quick: 1gbit, N = 2 and 4, bsp
+#   and asp, 1 repeat (about 2 minutes). Needs root (network namespaces),
+#   make, make sim, and dataset-fashion-mnist. Timings need a quiet machine:
+#   the load average at the start is printed with the table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+QUICK=0 REPS="" MPI=openmpi
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) QUICK=1; shift ;;
+        --repeats) REPS=$2; shift 2 ;;
+        --mpi) MPI=$2; shift 2 ;;
+        *) echo "net_calibration: unknown option '$1' (--quick, --repeats R, --mpi openmpi|mpich)" >&2; exit 2 ;;
+    esac
+done
+if [ $QUICK = 1 ]; then RATES=(1gbit); NS=(2 4); PARS=(bsp asp); REPS=${REPS:-1}
+else RATES=(100mbit 1gbit); NS=(2 3 4); PARS=(bsp asp gossip); REPS=${REPS:-3}; fi
+BIN=build/dsgd; [ "$MPI" = mpich ] && BIN=build-mpich/dsgd
+for f in "$BIN" build-sim/dsgd; do
+    [ -x "$f" ] || { echo "net_calibration: $f missing (make$([ "$MPI" = mpich ] && echo ' MPI=mpich') && make sim)" >&2; exit 1; }
+done
+[ -d /usr/share/datasets/fashion-mnist ] || { echo "net_calibration: needs dataset-fashion-mnist (scripts/install-deps)" >&2; exit 1; }
+CL=scripts/dsgd-cluster
+export DSGD_CLUSTER_NAME=ncal$$
+why=$("$CL" check 2>&1) || { echo "net_calibration: $why" >&2; exit 1; }
+W=$(mktemp -d /tmp/dsgd-netcal-XXXXXX)
+trap '"$CL" down > /dev/null 2>&1; rm -rf "$W"' EXIT
+
+field() { python3 -c 'import json,sys
+v=None
+for l in open(sys.argv[1]):
+    r=json.loads(l)
+    if r["event"]==sys.argv[2]: v=r.get(sys.argv[3])
+print(v)' "$@"; }
+stats() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.4g %.4g %.4g\n", m, v[1], v[NR] }'; }
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", (a / b - 1) * 100 }'; }
+# sim_rate RATE: SimGrid's spelling of a tc rate (1gbit -> 1Gbps)
+sim_rate() { sed -E 's/gbit$/Gbps/; s/mbit$/Mbps/; s/kbit$/kbps/' <<< "$1"; }
+
+D=(--data fashion-mnist --model mlp --batch 64 --lr 0.05 --test-subset 500 --quiet)
+# args PARADIGM N: the training flags; bsp a fixed number of steps, the
+# others one epoch of a subset whose size grows with the workers
+args() {
+    case "$1" in
+        bsp) echo "--sync bsp --steps 60 --eval-every 1000" ;;
+        asp) echo "--sync asp --servers 1 --train-subset $((1280 * ($2 - 1))) --epochs 1" ;;
+        gossip) echo "--sync gossip --gossip pull --train-subset $((1280 * $2)) --epochs 1" ;;
+    esac
+}
+# per PARADIGM FILE: seconds per step (bsp) or per epoch (train_s)
+per() {
+    local t s
+    t=$(field "$2" done train_s)
+    if [ "$1" = bsp ]; then s=$(field "$2" done steps); awk -v t="$t" -v s="$s" 'BEGIN{printf "%.6g\n", t / s}'
+    else echo "$t"; fi
+}
+
+echo "## Real shaped links against dsgd-sim ($MPI, $(date -u +%Y-%m-%d), load average at start $(cut -d' ' -f1-3 /proc/loadavg))"
+echo
+echo "mlp (Fashion-MNIST), batch 64; bsp: ms per step (60 steps); asp, gossip: s per epoch of 1280 samples per worker."
+echo "Real: median [min, max] of $REPS runs. Error: simulated against the real median."
+echo
+echo "| link | N | paradigm | real | simulated | error | bandwidth cost | real / cost |"
+echo "|---|---|---|---|---|---|---|---|"
+for rate in "${RATES[@]}"; do
+    for n in "${NS[@]}"; do
+        "$CL" up "$n" --bandwidth "$rate" > /dev/null
+        for p in "${PARS[@]}"; do
+            read -r -a A <<< "$(args "$p" "$n")"
+            vals=()
+            for r in $(seq 1 "$REPS"); do
+                rm -f "$W/real.jsonl"
+                "$CL" mpirun --mpi "$MPI" -- train "${D[@]}" "${A[@]}" --metrics "$W/real.jsonl" > "$W/real.out" 2>&1 ||
+                    { echo "net_calibration: real run failed: $(tail -2 "$W/real.out")" >&2; exit 1; }
+                vals+=("$(per "$p" "$W/real.jsonl")")
+            done
+            read -r med lo hi <<< "$(stats "${vals[@]}")"
+            scripts/dsgd-sim --hosts "$n" --bandwidth "$(sim_rate "$rate")" --latency 50us -- \
+                train "${D[@]}" "${A[@]}" --metrics "$W/sim.jsonl" > "$W/sim.out" 2>&1 ||
+                { echo "net_calibration: simulated run failed: $(tail -2 "$W/sim.out")" >&2; exit 1; }
+            sim=$(per "$p" "$W/sim.jsonl")
+            unit=s scale=1 cost="" ratio=""
+            if [ "$p" = bsp ]; then
+                unit=ms scale=1000
+                np=$(field "$W/real.jsonl" config nparams)
+                bps=$(awk -v r="$rate" 'BEGIN{ m = (r ~ /gbit$/) ? 1e9 : (r ~ /mbit$/) ? 1e6 : 1e3; sub(/[kmg]bit$/, "", r); print r * m / 8 }')
+                cost=$(awk -v p="$np" -v n="$n" -v b="$bps" 'BEGIN{printf "%.4g", 2 * (n - 1) / n * 4 * p / b * 1000}')
+                ratio=$(awk -v m="$med" -v c="$cost" 'BEGIN{printf "%.2f", m * 1000 / c}')
+                cost="$cost ms"
+            fi
+            f() { awk -v v="$1" -v s=$scale 'BEGIN{printf "%.4g", v * s}'; }
+            echo "| $rate | $n | $p | $(f "$med") [$(f "$lo"), $(f "$hi")] $unit | $(f "$sim") $unit | $(pct "$sim" "$med") | $cost | $ratio |"
+        done
+        "$CL" down > /dev/null
+    done
+done
