@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -387,6 +388,61 @@ static void dump_state_for_tests(const run_t *r)
     fclose(f);
 }
 
+/* ---- preemption: SIGTERM (a scheduler's notice before SIGKILL) or SIGINT ----
+ * The handler only records the signal; the loop then stops at a step every
+ * worker agrees on, and the run ends as at --time-limit: the paradigm's
+ * final synchronization, the final evaluation and checkpoint, and the
+ * metrics closed with status "preempted"; the process exits with
+ * PREEMPT_EXIT. A second signal ends the process at once. The flag is the
+ * one mutable global of the training path: a handler can reach nothing
+ * else. Lockstep workers agree every PREEMPT_EVERY steps (a one-integer
+ * all-reduce), so a signal is acted on within that many steps. Simulated
+ * runs (SimGrid) take no signals. */
+enum { PREEMPT_EVERY = 16, PREEMPT_EXIT = 143 };
+static volatile sig_atomic_t preempt_signal;
+
+static void on_preempt(int sig)
+{
+    if (preempt_signal) {   /* the second: now */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    preempt_signal = sig;
+}
+
+static void preempt_arm(void)
+{
+#ifndef DSGD_SIM
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_preempt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+#endif
+}
+
+/* After step r->step: 1 if the loop stops for a signal (every worker of a
+ * lockstep paradigm returns the same). */
+static int preempt_due(run_t *r, const bounds_t *b)
+{
+#ifdef DSGD_SIM
+    (void)r; (void)b;
+    return 0;
+#else
+    int f = preempt_signal != 0;
+    if (b->mode == STOP_AGREE && r->comm->size > 1) {
+        if (r->step % PREEMPT_EVERY) return 0;
+        comm_allreduce_int(r->comm, &f, 1, MPI_MAX, "the preemption decision all-reduce");
+    } else if (b->mode == STOP_OWN_CLOCK && r->mp_size > 1) {
+        if (r->step % PREEMPT_EVERY) return 0;
+        comm_allreduce_int(&r->mp_comm, &f, 1, MPI_MAX, "the replica's preemption decision all-reduce");
+    }
+    return f;
+#endif
+}
+
 int train_main(const config_t *cfg, comm_t *comm)
 {
     const double t0 = now_s();
@@ -404,6 +460,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         exit(1);
     }
     ckpt_free(&resume);
+    preempt_arm();
     bounds_t bd;
     bounds_start(&bd, r);
     if (!r->is_worker) {   /* server / coordinator ranks */
@@ -453,6 +510,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     int beat = lead && !cfg->quiet && !tty, leading = lead;
 
     double t_carry = -1, t_stop = -1;
+    int preempted = 0;
     while (r->step < r->total_steps) {
         comm->step = r->step;
         if (r->step == faults.fail_step && !own_data) {
@@ -482,6 +540,12 @@ int train_main(const config_t *cfg, comm_t *comm)
         }
         double te = now_s();
         int eval_due, stop = bounds_after_step(&bd, r, ts, &te, &eval_due);
+        if (!stop && preempt_due(r, &bd)) {
+            stop = preempted = 1;
+            if (r->lead)
+                fprintf(stderr, "dsgd: %s: stopping after step %ld, saving what the run has%s; send it again to stop at once\n",
+                        preempt_signal == SIGINT ? "SIGINT" : "SIGTERM", r->step, *cfg->checkpoint ? " (checkpoint)" : "");
+        }
         double dt = te - ts;
         train_s += dt;
         seg_t += dt;
@@ -557,7 +621,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     comm->on_fault = NULL;   /* from here on a fault is not the run's: it has ended */
     metrics_begin(&mx, "done", now_s());
     metrics_long(&mx, "steps", r->step);
-    metrics_str(&mx, "status", "ok");
+    metrics_str(&mx, "status", preempted ? "preempted" : "ok");
     metrics_long(&mx, "samples", bounds_samples(&bd, r, steps * samples_per_step));
     /* the lead's traffic, its replica and data-parallel groups' included */
     const comm_t *g[3] = { comm, &r->mp_comm, &r->dp_comm };
@@ -596,6 +660,10 @@ int train_main(const config_t *cfg, comm_t *comm)
                (double)r->step / (double)r->steps_per_epoch, now_s() - t0, train_s,
                train_s > 0 ? steps * samples_per_step / train_s : 0.0, extra);
         if (bd.why) printf("stopped early: %s\n", bd.why == BOUNDS_TIME ? "time limit reached" : "target accuracy reached");
+        if (preempted)
+            printf("preempted (%s) at step %ld%s%s%s; exit status %d\n", preempt_signal == SIGINT ? "SIGINT" : "SIGTERM", r->step,
+                   *cfg->checkpoint ? ": resume with --resume " : "", cfg->checkpoint, *cfg->checkpoint ? "" : " (no --checkpoint: nothing to resume from)",
+                   PREEMPT_EXIT);
         if (bd.reached) printf("time to target %.4f: %.2f s training, %.2f s since start (step %ld)\n", cfg->target_acc,
                                bd.ttt_train, bd.ttt_wall, bd.ttt_step);
         fflush(stdout);
@@ -604,7 +672,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     free(ev.labels);
     free(ev.x);
     teardown(r);
-    return 0;
+    return preempted ? PREEMPT_EXIT : 0;
 }
 
 int eval_main(const config_t *cfg, comm_t *comm)

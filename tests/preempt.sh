@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Preemption (README, "Exit status"): SIGTERM to the ranks mid-run, as a
+# scheduler sends it before SIGKILL. Every worker finishes its step, the
+# paradigm's final synchronization runs, the checkpoint is written, the
+# metrics end with a done event of status "preempted", and the ranks exit
+# 143. The checkpoint resumes: for bsp and localsgd the resumed run ends on
+# the uninterrupted run's checkpoint byte for byte. A second signal stops a
+# process at once.
+# Usage: tests/preempt.sh BUILD_DIR   (prints "preempt: N passed, M failed")
+set -u
+BUILD=${1:-build}
+DSGD="$BUILD/dsgd"
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d /tmp/dsgd-preempt-XXXXXX)
+trap 'pkill -KILL -f "^$DSGD train.*$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+. "$(dirname "$0")/lib.sh"
+
+# evals FILE: evaluation records written so far (the .part while running)
+evals() { cat "$1" "$1.part" 2>/dev/null | grep -c '"event":"eval"'; }
+# preempt TAG NP ARGS...: start the run, SIGTERM its ranks after its second
+# evaluation, wait; sets RC (the launcher's status) and the files in $WORK/TAG.*
+preempt() {
+    local tag=$1 np=$2 i
+    shift 2
+    rm -f "$WORK/$tag".*
+    if [ "$np" = 1 ]; then "$DSGD" train "$@" --metrics "$WORK/$tag.jsonl" > "$WORK/$tag.out" 2>&1 &
+    else "${MPIRUN[@]}" -np "$np" "$DSGD" train "$@" --metrics "$WORK/$tag.jsonl" > "$WORK/$tag.out" 2>&1 & fi
+    local pid=$!
+    for i in $(seq 600); do [ "$(evals "$WORK/$tag.jsonl")" -ge 2 ] && break; sleep 0.1; done
+    pkill -TERM -f "^$DSGD train.*$WORK/$tag.jsonl"
+    wait $pid
+    RC=$?
+}
+done_field() { json_field "$WORK/$1.jsonl" done "$2" 2>/dev/null; }
+ckpt_step() { python3 -c 'import json,struct,sys
+raw=open(sys.argv[1],"rb").read(); h=json.loads(raw[8:8+struct.unpack("<Q",raw[:8])[0]]); print(h["__metadata__"]["step"])' "$1" 2>/dev/null; }
+
+A=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --momentum 0.9 --quiet --eval-every 100 --timeout 20)
+N=20000
+
+for p in "bsp 2" "localsgd 2" "asp 3" "gossip 2" "none 1"; do
+    set -- $p
+    s=$1 np=$2
+    extra=()
+    [ $s = gossip ] && extra=(--gossip round)
+    preempt "$s" "$np" "${A[@]}" --sync "$s" "${extra[@]}" --steps $N --checkpoint "$WORK/$s.st"
+    st=$(done_field "$s" status); steps=$(done_field "$s" steps); cs=$(ckpt_step "$WORK/$s.st")
+    if [ "$RC" = 143 ] && [ "$st" = preempted ] && [ -n "$cs" ] && [ "$cs" -gt 0 ] && [ "$cs" -lt $N ] && [ ! -e "$WORK/$s.jsonl.part" ]; then
+        ok "$s: SIGTERM at step $steps of $N: exit 143, done status preempted, checkpoint at step $cs, metrics closed"
+    else bad "$s preempted" "exit $RC, status '$st', checkpoint step '$cs', steps '$steps': $(tail -c 300 "$WORK/$s.out")"; fi
+    # the checkpoint resumes to the end
+    if [ "$np" = 1 ]; then timeout 120 "$DSGD" train "${A[@]}" --sync "$s" "${extra[@]}" --steps $N --resume "$WORK/$s.st" --checkpoint "$WORK/$s.res.st" > "$WORK/$s.res.out" 2>&1
+    else "${MPIRUN[@]}" -np "$np" "$DSGD" train "${A[@]}" --sync "$s" "${extra[@]}" --steps $N --resume "$WORK/$s.st" --checkpoint "$WORK/$s.res.st" > "$WORK/$s.res.out" 2>&1; fi
+    rc=$?
+    if [ $rc = 0 ] && [ "$(ckpt_step "$WORK/$s.res.st")" = $N ]; then ok "$s: the preempted run resumes from step $cs and finishes step $N"
+    else bad "$s resumed after preemption" "exit $rc: $(tail -c 300 "$WORK/$s.res.out")"; fi
+    # lockstep paradigms: exactly the uninterrupted run
+    if [ $s = bsp ] || [ $s = localsgd ]; then
+        "${MPIRUN[@]}" -np "$np" "$DSGD" train "${A[@]}" --sync "$s" --steps $N --checkpoint "$WORK/$s.full.st" > "$WORK/$s.full.out" 2>&1
+        if cmp -s "$WORK/$s.full.st" "$WORK/$s.res.st"; then ok "$s: preempted at step $cs and resumed, the final checkpoint equals the uninterrupted run's byte for byte"
+        else bad "$s: preempted and resumed against uninterrupted" "max |diff| $(python3 "$HERE/ckpt_diff.py" "$WORK/$s.full.st" "$WORK/$s.res.st" 2>&1)"; fi
+    fi
+done
+
+# Sandblaster: the coordinator stops after its iteration, and so do the shards and replicas
+SB=(--data synthetic --model mlp:16 --quiet --batch-total 256 --timeout 20 --steps 100000 --eval-every 5)
+preempt sb 4 "${SB[@]}" --sync sandblaster --servers 2 --checkpoint "$WORK/sb.st"
+st=$(done_field sb status); cs=$(ckpt_step "$WORK/sb.st")
+if [ "$RC" = 143 ] && [ "$st" = preempted ] && [ -n "$cs" ] && [ "$cs" -gt 0 ]; then ok "sandblaster: SIGTERM: exit 143, done status preempted, checkpoint at iteration $cs"
+else bad "sandblaster preempted" "exit $RC, status '$st', checkpoint step '$cs': $(tail -c 300 "$WORK/sb.out")"; fi
+
+# a second signal: at once (SIGTERM's default action: status 143 from the
+# signal itself, and no done event). The final evaluation over 100 000 test
+# samples gives the second signal a few seconds to land in.
+rm -f "$WORK/twice".*
+B=(--data synthetic:400000 --test-subset 100000 --model mlp:1024,1024 --batch 32 --quiet --steps 100000000 --eval-every 100000000)
+"$DSGD" train "${B[@]}" --metrics "$WORK/twice.jsonl" > "$WORK/twice.out" 2> "$WORK/twice.err" &
+pid=$!
+sleep 3
+kill -TERM $pid
+for i in $(seq 100); do grep -q "send it again" "$WORK/twice.err" && break; sleep 0.05; done
+kill -TERM $pid
+wait $pid
+rc=$?
+if [ $rc = 143 ] && grep -q "send it again" "$WORK/twice.err" && ! grep -q '"event":"done"' "$WORK/twice.jsonl" "$WORK/twice.jsonl.part" 2>/dev/null; then
+    ok "a second SIGTERM ends the process at once (status 143, no done event)"
+else bad "second signal" "exit $rc: $(tail -c 200 "$WORK/twice.err")"; fi
+
+summary preempt
