@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Preemption (README, "Exit status"): SIGTERM to the ranks mid-run, as a
+# How runs end (README, "Exit status"). Divergence: a loss above
+# --diverge-loss (or not finite) stops the run with status 3, the metrics
+# closed by a done event of status "diverged", and a good checkpoint is not
+# replaced. Preemption: SIGTERM to the ranks mid-run, as a
 # scheduler sends it before SIGKILL. Every worker finishes its step, the
 # paradigm's final synchronization runs, the checkpoint is written, the
 # metrics end with a done event of status "preempted", and the ranks exit
@@ -85,5 +88,25 @@ rc=$?
 if [ $rc = 143 ] && grep -q "send it again" "$WORK/twice.err" && ! grep -q '"event":"done"' "$WORK/twice.jsonl" "$WORK/twice.jsonl.part" 2>/dev/null; then
     ok "a second SIGTERM ends the process at once (status 143, no done event)"
 else bad "second signal" "exit $rc: $(tail -c 200 "$WORK/twice.err")"; fi
+
+# ---- divergence ----
+# a good checkpoint first, then a run that diverges (lr 3, momentum 0.9:
+# before the bound, a loss of 1e16 finished with status 0 at chance)
+D=(--data synthetic --model mlp:32 --batch 32 --quiet --steps 200 --eval-every 50)
+"$DSGD" train "${D[@]}" --lr 0.05 --checkpoint "$WORK/good.st" > /dev/null 2>&1
+"$DSGD" train "${D[@]}" --lr 3 --momentum 0.9 --checkpoint "$WORK/good.st" --checkpoint-every 1 \
+    --metrics "$WORK/div.jsonl" > "$WORK/div.out" 2> "$WORK/div.err"
+rc=$?
+st=$(json_field "$WORK/div.jsonl" done status 2>/dev/null)
+dstep=$(json_field "$WORK/div.jsonl" done steps 2>/dev/null); cstep=$(ckpt_step "$WORK/good.st")
+if [ $rc = 3 ] && [ "$st" = diverged ] && [ ! -e "$WORK/div.jsonl.part" ] && [ "$(grep -c . "$WORK/div.err")" = 1 ] &&
+   grep -q "diverged" "$WORK/div.err" && [ -n "$cstep" ] && [ "$cstep" -lt "$dstep" ] &&
+   "$DSGD" eval --checkpoint "$WORK/good.st" --data synthetic > /dev/null 2>&1; then
+    ok "a diverging run stops at step $dstep with status 3 and one line, its metrics end with status diverged, the checkpoint holds step $cstep (before the divergence) and evaluates"
+else bad "divergence" "exit $rc, status '$st', checkpoint step '$cstep' (diverged at '$dstep'), stderr: $(head -c 300 "$WORK/div.err")"; fi
+"${MPIRUN[@]}" -np 3 "$DSGD" train "${D[@]}" --sync asp --lr 3 --momentum 0.9 > "$WORK/div3.out" 2>&1
+rc=$?
+if [ $rc = 3 ] && grep -q "training diverged" "$WORK/div3.out"; then ok "asp diverging on 3 ranks: the job exits 3"
+else bad "asp divergence" "exit $rc: $(grep dsgd "$WORK/div3.out" | head -3)"; fi
 
 summary preempt

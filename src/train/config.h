@@ -19,6 +19,7 @@ typedef struct config {
     long eval_every, checkpoint_every, lr_step_every, lr_warmup, threads;
     double lr, momentum, weight_decay, adagrad_eps, lr_gamma;
     double timeout;
+    double diverge_loss;               /* a step's loss above this is divergence */
     double time_limit, target_acc, eval_every_s;   /* bounded runs (bounds.h) */
     long period, window;               /* localsgd H; selsync W */
     double fedavg_fraction, delta, smoothing;

@@ -307,6 +307,39 @@ static void __attribute__((noreturn, format(printf, 2, 3))) run_abort(metrics_t 
     die("%s", msg);
 }
 
+/* Divergence: a loss that is not finite or exceeds --diverge-loss, or
+ * parameters that are not finite when a checkpoint is due. The run stops
+ * with DIVERGED_EXIT on every rank and one line; the lead keeps the record
+ * so far, closed by a done event of status "diverged"; no checkpoint is
+ * written (the previous one stays). */
+enum { DIVERGED_EXIT = 3 };
+
+static void __attribute__((noreturn, format(printf, 3, 4))) run_diverged(const run_t *r, metrics_t *mx, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (mx->f) {
+        metrics_begin(mx, "done", now_s());
+        metrics_long(mx, "steps", r->step);
+        metrics_str(mx, "status", "diverged");
+        metrics_str(mx, "diverged", why);
+        metrics_end(mx);
+        metrics_close(mx, 1);
+    }
+    die_status(DIVERGED_EXIT, "training diverged at step %ld: %s; lower --lr (the last checkpoint, if any, is kept)", r->step, why);
+}
+
+/* 1 if every parameter is finite */
+static int params_finite(const model_t *m)
+{
+    int ok = 1;
+    for (size_t i = 0; i < m->nparams; i++) ok &= isfinite(m->params[i]) != 0;
+    return ok;
+}
+
 /* What the lead's metrics need to close on a peer's fault. */
 typedef struct fault_rec {
     metrics_t *mx;
@@ -552,8 +585,8 @@ int train_main(const config_t *cfg, comm_t *comm)
         seg_samples += samples_per_step;
         loss_sum += r->loss;
         loss_n++;
-        if (!isfinite(r->loss))
-            run_abort(&mx, "training diverged at step %ld (loss is %f); lower --lr", r->step, (double)r->loss);
+        if (!isfinite(r->loss) || r->loss > cfg->diverge_loss)
+            run_diverged(r, &mx, "the loss is %g (--diverge-loss %g)", (double)r->loss, cfg->diverge_loss);
         if (tty && now_s() - tty_last > 0.25) {
             tty_last = now_s();
             printf("\r\033[Kstep %ld/%ld  loss %.4f", r->step, r->total_steps, loss_sum / (double)loss_n);
@@ -583,6 +616,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && !r->server_ckpt) {
             idle_tail = 0;
             ckpt_meta_t state = { .nextra = 0 };
+            if (r->evaluates && !params_finite(r->model)) run_diverged(r, &mx, "the parameters hold NaN or infinite values");
             if (r->ops->sync_bn) r->ops->sync_bn(r);
             if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
             if (r->evaluates && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);

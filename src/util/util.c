@@ -10,13 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-void die(const char *fmt, ...)
+static void __attribute__((noreturn)) die_v(int code, const char *fmt, va_list ap)
 {
     char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     /* rank and size come from MPI itself: no global state */
     int up = 0, down = 0, rank = 0, size = 1;
     MPI_Initialized(&up);
@@ -34,8 +31,22 @@ void die(const char *fmt, ...)
         fprintf(stderr, "dsgd: error: %s\n", msg);
     }
     fflush(stderr);
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    die_v(1, fmt, ap);
+}
+
+void die_status(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    die_v(code, fmt, ap);
 }
 
 void *xmalloc(size_t n)

@@ -16,6 +16,8 @@
  * running on more than one rank). Calls MPI_Abort when MPI is up and the world
  * has more than one rank, so no peer is left hanging. Never returns. */
 void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* die with exit status `code` (every rank's, through MPI_Abort). */
+void die_status(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
