@@ -65,6 +65,27 @@ for p in "bsp 2" "localsgd 2" "asp 3" "gossip 2" "none 1"; do
     fi
 done
 
+# the resumed run continues the preempted run's metrics: its evaluations up
+# to the checkpoint, a resume event, the rest, one done event
+preempt mx 2 "${A[@]}" --sync bsp --steps $N --checkpoint "$WORK/mx.st"
+cs=$(ckpt_step "$WORK/mx.st")
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${A[@]}" --sync bsp --steps $N --resume "$WORK/mx.st" --metrics "$WORK/mx.jsonl" > "$WORK/mx.res.out" 2>&1
+if python3 - "$WORK/mx.jsonl" "$cs" $N <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ev = [r["event"] for r in recs]
+cs, n = int(sys.argv[2]), int(sys.argv[3])
+steps = [r["step"] for r in recs if r["event"] == "eval"]
+res = [i for i, e in enumerate(ev) if e == "resume"]
+assert ev[0] == "config" and ev.count("done") == 1 and ev[-1] == "done", ev[:3] + ev[-3:]
+assert len(res) == 1 and recs[res[0]]["step"] == cs, (res, cs)
+assert steps[0] == 100 and steps == sorted(steps) and steps[-1] == n, steps[:3] + steps[-3:]
+assert recs[-1]["status"] == "ok"
+PY
+then ok "the resumed run's metrics continue the preempted run's record (evaluations from step 100, a resume event at step $cs, one done event)"
+else bad "metrics across a resume" "$(tail -c 300 "$WORK/mx.res.out")"; fi
+grep -q "resumed from step $cs" "$WORK/mx.res.out" && ok "the console says where the run resumed (step $cs)" || bad "resume line" "$(head -c 300 "$WORK/mx.res.out")"
+
 # Sandblaster: the coordinator stops after its iteration, and so do the shards and replicas
 SB=(--data synthetic --model mlp:16 --quiet --batch-total 256 --timeout 20 --steps 100000 --eval-every 5)
 preempt sb 4 "${SB[@]}" --sync sandblaster --servers 2 --checkpoint "$WORK/sb.st"

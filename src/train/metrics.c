@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +35,57 @@ static int open_part(metrics_t *m, const char *path, double t0, const char *mode
 int metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t errlen)
 {
     return open_part(m, path, t0, "w", NULL, err, errlen);
+}
+
+/* The whole of a file, or NULL if it cannot be read. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xmalloc(cap);
+    for (size_t got; (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (n + 1 == cap) {
+            char *more = realloc(buf, cap *= 2);
+            if (!more) die("out of memory reading '%s' (%zu bytes)", path, cap);
+            buf = more;
+        }
+    }
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+int metrics_continue(metrics_t *m, const char *path, double t0, long step, char *err, size_t errlen)
+{
+    if (!path || !*path) return open_part(m, path, t0, "w", NULL, err, errlen);
+    size_t n = strlen(path) + 8;
+    char *part = xmalloc(n);
+    snprintf(part, n, "%s.part", path);
+    char *old = slurp(part);   /* an interrupted run's, else a finished one's */
+    if (!old) old = slurp(path);
+    free(part);
+    if (open_part(m, path, t0, "w", NULL, err, errlen) != 0) { free(old); return -1; }
+    if (!old) return 0;
+    int kept = 0;
+    for (char *line = old, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (!next) break;   /* half a line: a run killed while writing */
+        *next++ = 0;
+        cJSON *r = cJSON_Parse(line);
+        const cJSON *ev = r ? cJSON_GetObjectItemCaseSensitive(r, "event") : NULL;
+        const cJSON *st = r ? cJSON_GetObjectItemCaseSensitive(r, "step") : NULL;
+        int drop = !cJSON_IsString(ev) || !strcmp(ev->valuestring, "done") ||
+                   (cJSON_IsNumber(st) && st->valuedouble > (double)step && strcmp(ev->valuestring, "resume"));
+        cJSON_Delete(r);
+        if (drop) continue;
+        fprintf(m->f, "%s\n", line);
+        kept++;
+    }
+    free(old);
+    m->keep = kept > 0;
+    return kept > 0;
 }
 
 int metrics_takeover(metrics_t *m, const char *path, double t0, char *err, size_t errlen)
@@ -109,7 +161,7 @@ int metrics_close(metrics_t *m, int ok)
         if (fclose(m->f) != 0) ok = 0, rc = -1;
         if (ok) {
             if (rename(m->tmp, m->path) != 0) rc = -1;
-        } else {
+        } else if (!m->keep) {
             unlink(m->tmp);
         }
     }

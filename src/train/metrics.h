@@ -11,9 +11,17 @@ typedef struct metrics {
     FILE *f;                 /* NULL: metrics disabled */
     char *path, *tmp;
     double t0;               /* MPI_Wtime at start */
+    int keep;                /* a continued record: kept as FILE.part even if the run fails */
 } metrics_t;
 
 int  metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t errlen);
+/* A resumed run (--resume) continuing the metrics of the run it resumes:
+ * the closed FILE, or the FILE.part an interrupted run left, is copied to
+ * the new FILE.part without its done event and without records past the
+ * resumed step (they are done again); returns 1 if there was such a record
+ * (then it is never deleted, whatever happens to this run), 0 if a new file
+ * was started, -1 with err set. */
+int  metrics_continue(metrics_t *m, const char *path, double t0, long step, char *err, size_t errlen);
 /* Continue the metrics of a lead that died: its FILE.part, cut after its
  * last whole line, or a new one if it wrote none. */
 int  metrics_takeover(metrics_t *m, const char *path, double t0, char *err, size_t errlen);

@@ -506,7 +506,10 @@ int train_main(const config_t *cfg, comm_t *comm)
     const int lead = r->lead;
     char err[512];
     metrics_t mx;
-    if (metrics_open(&mx, lead ? cfg->metrics : NULL, t0, err, sizeof err) != 0) die("%s", err);
+    /* a resumed run continues the record of the run it resumes */
+    int continued = *cfg->resume ? metrics_continue(&mx, lead ? cfg->metrics : NULL, t0, r->step, err, sizeof err)
+                                 : metrics_open(&mx, lead ? cfg->metrics : NULL, t0, err, sizeof err);
+    if (continued < 0) die("%s", err);
     fault_rec_t fault = { .mx = &mx, .r = r };
     comm->on_fault = record_fault;
     comm->fault_ctx = &fault;
@@ -515,7 +518,16 @@ int train_main(const config_t *cfg, comm_t *comm)
         print_header(r);
         fflush(stdout);
     }
-    metrics_begin(&mx, "config", now_s());
+    if (*cfg->resume && lead)   /* even with --quiet: where the run starts is part of its result */
+        printf("resumed from step %ld of '%s'%s\n", r->step, cfg->resume,
+               continued > 0 ? "; the metrics continue the resumed run's record" : "");
+    if (continued > 0) {   /* a resume event, in place of the record's second config event */
+        metrics_begin(&mx, "resume", now_s());
+        metrics_long(&mx, "step", r->step);
+        metrics_str(&mx, "checkpoint", cfg->resume);
+    } else {
+        metrics_begin(&mx, "config", now_s());
+    }
     if (mx.f) { fputs(",\"config\":{", mx.f); config_json(mx.f, cfg, config_train_opts); fputc('}', mx.f); }
     metrics_long(&mx, "nparams", (long)(r->full ? r->full->nparams : r->model->nparams));
     metrics_long(&mx, "ranks", comm->size);
