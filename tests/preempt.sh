@@ -130,4 +130,17 @@ rc=$?
 if [ $rc = 3 ] && grep -q "training diverged" "$WORK/div3.out"; then ok "asp diverging on 3 ranks: the job exits 3"
 else bad "asp divergence" "exit $rc: $(grep dsgd "$WORK/div3.out" | head -3)"; fi
 
+# ---- one line per job; one final evaluation ----
+REFUSE_LIMIT=60 refused "a bad flag under mpirun -np 3 is one line, not three" "--bogus" "${MPIRUN[@]}" -np 3 "$DSGD" train --bogus 1
+refused "--timeout below 0.5 s" "--timeout" "$DSGD" train --data synthetic --steps 1 --timeout 1e-9
+# a clock schedule due at every step: the last step's evaluation is the final one, written once
+"$DSGD" train --data synthetic --model mlp:16 --steps 60 --quiet --eval-every-s 1e-9 --metrics "$WORK/once.jsonl" > /dev/null 2>&1
+if python3 - "$WORK/once.jsonl" <<'PY'
+import json, sys
+steps = [r["step"] for r in map(json.loads, open(sys.argv[1])) if r["event"] == "eval"]
+assert steps[-1] == 60 and steps.count(60) == 1, steps[-4:]
+assert all(r is not None for r in [r.get("train_loss", 0) for r in map(json.loads, open(sys.argv[1])) if r["event"] == "eval"])
+PY
+then ok "an evaluation schedule due at the last step writes one final record"; else bad "final evaluation record" "see $WORK/once.jsonl"; fi
+
 summary preempt

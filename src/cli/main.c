@@ -76,8 +76,13 @@ int main(int argc, char **argv)
             config_t cfg;
             char err[512];
             config_defaults(&cfg, table);
-            if (config_parse(&cfg, table, argc - 2, argv + 2, err, sizeof err) != 0) die("%s", err);
-            rc = is_train ? train_main(&cfg, &comm) : eval_main(&cfg, &comm);
+            if (config_parse(&cfg, table, argc - 2, argv + 2, err, sizeof err) != 0) {
+                /* every rank parsed the same arguments: one line for the job */
+                if (lead) fprintf(stderr, "dsgd: error: %s\n", err);
+                rc = 1;
+            } else {
+                rc = is_train ? train_main(&cfg, &comm) : eval_main(&cfg, &comm);
+            }
         }
     } else {
         die("unknown command '%s'; commands: train, eval, version (see dsgd --help)", argv[1]);

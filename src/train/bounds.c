@@ -70,8 +70,8 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int 
         comm_allreduce_int(&r->mp_comm, f, 2, MPI_MAX, "the replica's stop decision all-reduce");
     else agreed = 0;
     if (agreed || (!r->lead && b->mode == STOP_OWN_CLOCK)) *t_end = now_s();   /* MPI was called: the step ends later */
-    if (f[1] && r->lead)
-        while (b->next_eval <= t) b->next_eval += b->every_s;
+    if (f[1] && r->lead && b->next_eval <= t)   /* the next slot of the grid k·every_s after t (missed ones skipped) */
+        b->next_eval = (floor(t / b->every_s) + 1) * b->every_s;
     *eval = f[1];
     /* from the previous decision (taken before the limit, or the loop would
      * have stopped there) to this one's end: the agreement is part of the

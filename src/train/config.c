@@ -118,7 +118,7 @@ static const opt_range_t ranges[] = {
     { "target-acc", 0, 1, 0, 0 },
     { "tau", 1, 1e9, 0, 0 },             { "test-subset", 0, 1e9, 0, 0 },
     { "threads", 1, 256, 0, 0 },         { "time-limit", 0, 1e9, 0, 0 },
-    { "timeout", 0, 1e6, 1, 0 },
+    { "timeout", 0.5, 1e6, 0, 0 },       /* below: a busy core's scheduling delay reads as a death */
     { "train-subset", 0, 1e9, 0, 0 },    { "warmup-steps", 0, BIG, 0, 0 },
     { "weight-decay", 0, 1e6, 0, 0 },    { "weight-decay-bn", 0, 1, 0, 0 },
     { "window", 1, 1e9, 0, 0 },
@@ -248,7 +248,7 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (strcmp(c->wait, "backoff") && strcmp(c->wait, "spin"))
         BAD("unknown --wait '%s'; choose backoff or spin", c->wait);
     if (c->checkpoint_every > 0 && !*c->checkpoint) BAD("--checkpoint-every needs --checkpoint FILE");
-    if (!(c->timeout > 0)) BAD("--timeout must be positive (got %g)", c->timeout);
+    if (!(c->timeout >= 0.5)) BAD("--timeout must be at least 0.5 seconds (got %g): shorter, a rank that waits for a core is taken for dead", c->timeout);
     if (!(c->progress_every >= 0)) BAD("--progress-every must be >= 0 seconds (got %g)", c->progress_every);
     if (c->period < 1) BAD("--period must be >= 1 (got %ld)", c->period);
     if (!(c->fedavg_fraction > 0 && c->fedavg_fraction <= 1)) BAD("--fedavg-fraction must be in (0, 1] (got %g)", c->fedavg_fraction);

@@ -606,6 +606,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         }
         /* a run that stops here is evaluated after its final synchronization */
         int periodic = eval_every > 0 && r->step % eval_every == 0 && r->step < r->total_steps;
+        if (r->step >= r->total_steps) eval_due = 0;   /* the final evaluation follows: one record, not two */
         int idle_tail = 1;   /* nothing but bookkeeping after the step's end (te) */
         if (beat && te - beat_last >= cfg->progress_every && !periodic && !eval_due) {
             beat_last = te;
