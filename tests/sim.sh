@@ -147,4 +147,23 @@ selsync sync_fraction,syncs selsync
 localsgd rounds localsgd --period 4
 EOF_P
 
+# dsgd-sim's own errors and exits: a divergence is dsgd's line and status 3
+# (not SimGrid's backtrace and 134), no temporary folder is left, and values
+# it cannot simulate are refused in one line naming the option
+before=$(ls -d /tmp/dsgd-sim-?????? 2>/dev/null | wc -l)
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 -- train --sync asp --data synthetic --model mlp:32 --lr 3 \
+    --momentum 0.9 --steps 200 --quiet > "$WORK/div.out" 2> "$WORK/div.err"
+rc=$?
+after=$(ls -d /tmp/dsgd-sim-?????? 2>/dev/null | wc -l)
+if [ $rc = 3 ] && grep -q "training diverged" "$WORK/div.err" && ! grep -qv "^dsgd: " "$WORK/div.err"; then
+    ok "a simulated divergence exits 3 with dsgd's lines only"
+else bad "simulated divergence" "exit $rc: $(head -c 300 "$WORK/div.err")"; fi
+if [ "$after" -le "$before" ]; then ok "dsgd-sim leaves no temporary folder"; else bad "dsgd-sim temporary folders" "$before before, $after after"; fi
+echo "<platform" > "$WORK/bad.xml"
+refused "--compute-scale inf" "--compute-scale" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --compute-scale inf -- train
+refused "--bandwidth 1e400Gbps" "bandwidth" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --bandwidth 1e400Gbps -- train
+refused "--latency 1e400s" "latency" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --latency 1e400s -- train
+refused "--hosts 70000" "--hosts 70000" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 70000 -- train
+refused "a malformed platform file is named" "$WORK/bad.xml" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --platform "$WORK/bad.xml" -- train
+
 summary sim

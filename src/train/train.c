@@ -434,6 +434,7 @@ static void dump_state_for_tests(const run_t *r)
 enum { PREEMPT_EVERY = 16, PREEMPT_EXIT = 143 };
 static volatile sig_atomic_t preempt_signal;
 
+#ifndef DSGD_SIM
 static void on_preempt(int sig)
 {
     if (preempt_signal) {   /* the second: now */
@@ -443,6 +444,7 @@ static void on_preempt(int sig)
     }
     preempt_signal = sig;
 }
+#endif
 
 static void preempt_arm(void)
 {

@@ -31,6 +31,13 @@ static void __attribute__((noreturn)) die_v(int code, const char *fmt, va_list a
         fprintf(stderr, "dsgd: error: %s\n", msg);
     }
     fflush(stderr);
+#ifdef DSGD_SIM
+    /* SimGrid turns MPI_Abort into a backtrace and status 134; scripts/dsgd-sim
+     * reports this status instead */
+    const char *exit_file = getenv("DSGD_EXIT_FILE");
+    FILE *ef = exit_file ? fopen(exit_file, "w") : NULL;
+    if (ef) { fprintf(ef, "%d\n", code); fclose(ef); }
+#endif
     if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
 }
