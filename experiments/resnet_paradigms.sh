@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Every paradigm trains a residual network with batch normalization:
+# resnet:8,8 on Fashion-MNIST, one epoch, 4 workers (parameter-server shards
+# and Sandblaster's coordinator extra), batch 32 per worker; a table of test
+# accuracy and wall time per paradigm.
+# Usage: experiments/resnet_paradigms.sh [--quick] [OUT_DIR]
+#   --quick   2000 training samples instead of 60000 (a smoke test)
+#   OUT_DIR   metrics and the table (default: a new folder under /tmp)
+# Rates: 0.05 with momentum 0.9 for the collective paradigms; 0.02 for the
+# parameter-server ones, whose shards apply every worker's push; L-BFGS
+# over 2000-sample batches.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
+quick=0
+[ "${1:-}" = --quick ] && { quick=1; shift; }
+OUT=${1:-$(mktemp -d /tmp/dsgd-resnet-paradigms-XXXXXX)}
+mkdir -p "$OUT"
+. scripts/mpi-env.sh
+mpi_env build
+sub=()
+[ $quick = 1 ] && sub=(--train-subset 2000 --test-subset 1000)
+C=(--model resnet:8,8 --data fashion-mnist --epochs 1 --batch 32 --momentum 0.9 --quiet --timeout 120 "${sub[@]}")
+printf '| paradigm | ranks | test accuracy | wall s |\n|---|---|---|---|\n' > "$OUT/table.md"
+for s in bsp localsgd fedavg selsync bsp-ps asp ssp dssp downpour easgd gossip sandblaster lbfgs; do
+    np=4 extra=(--lr 0.05)
+    case $s in
+        bsp-ps|asp|ssp|dssp|downpour) np=5 extra=(--lr 0.02 --servers 1) ;;
+        easgd) np=5 extra=(--lr 0.05 --servers 1) ;;
+        sandblaster) np=6 extra=(--servers 1 --batch-total 2000) ;;
+        lbfgs) np=1 extra=(--batch-total 2000) ;;
+    esac
+    t0=$(date +%s.%N)
+    if [ $np = 1 ]; then build/dsgd train "${C[@]}" --sync $s "${extra[@]}" --metrics "$OUT/$s.jsonl" > "$OUT/$s.out" 2>&1
+    else "${MPIRUN[@]}" -np $np build/dsgd train "${C[@]}" --sync $s "${extra[@]}" --metrics "$OUT/$s.jsonl" > "$OUT/$s.out" 2>&1; fi
+    t1=$(date +%s.%N)
+    acc=$(python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1]) if "\"done\"" in l]; print("%.4f" % r[-1]["test_acc"])' "$OUT/$s.jsonl" 2>/dev/null || echo failed)
+    printf '| %s | %d | %s | %.0f |\n' "$s" "$np" "$acc" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b - a}')" | tee -a "$OUT/table.md"
+done
+echo "table: $OUT/table.md"
