@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
         --quick) QUICK=1; shift ;;
         --repeats) REPS=$2; shift 2 ;;
         --mpi) MPI=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^$/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "net_calibration: unknown option '$1' (--quick, --repeats R, --mpi openmpi|mpich)" >&2; exit 2 ;;
     esac
 done
