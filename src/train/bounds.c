@@ -31,6 +31,15 @@ void bounds_start(bounds_t *b, run_t *r)
         b->workers[j] &= 1;
     }
     b->t_start = now_s();
+#ifdef DSGD_SIM
+    /* One simulated clock: ranks leave the all-gather at different instants,
+     * so each would measure the limit from its own origin, and a rank that
+     * stops on its replica's verdict (--model-parallel) could leave a few
+     * microseconds before the limit by its own. The latest exit is the
+     * origin of every rank. (Real hosts' clocks cannot be compared so.) */
+    double t0 = b->t_start;
+    MPI_CHECK(r->comm, MPI_Allreduce(&t0, &b->t_start, 1, MPI_DOUBLE, MPI_MAX, r->comm->world));
+#endif
     b->next_eval = b->every_s;
 }
 
