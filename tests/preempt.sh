@@ -130,6 +130,23 @@ rc=$?
 if [ $rc = 3 ] && grep -q "training diverged" "$WORK/div3.out"; then ok "asp diverging on 3 ranks: the job exits 3"
 else bad "asp divergence" "exit $rc: $(grep dsgd "$WORK/div3.out" | head -3)"; fi
 
+# a worker other than the lead diverges first (the lead slowed 20x): the
+# lead, told by it, closes the metrics (no .part left behind) and the job
+# exits 3 with one line naming the worker (under heavy load the slowed lead
+# may still diverge first: then it is the lead's own line)
+for s in gossip localsgd; do
+    rm -f "$WORK/divw.jsonl"*
+    lr=3; [ $s = gossip ] && lr=10   # at 3 gossip's mixing sometimes keeps every loss below the bound
+    "${MPIRUN[@]}" -np 4 "$DSGD" train "${D[@]}" --sync $s --lr $lr --momentum 0.9 --slowdown 0=20 \
+        --metrics "$WORK/divw.jsonl" > "$WORK/divw.out" 2>&1
+    rc=$?
+    st=$(json_field "$WORK/divw.jsonl" done status 2>/dev/null); at=$(json_field "$WORK/divw.jsonl" done diverged_at 2>/dev/null)
+    if [ $rc = 3 ] && [ "$st" = diverged ] && [ ! -e "$WORK/divw.jsonl.part" ] && [ "$(grep -c "training diverged" "$WORK/divw.out")" = 1 ] &&
+       { [ -z "$at" ] || [[ "$at" == *"of worker "[1-9]* ]]; }; then
+        ok "$s: a worker other than the lead diverges (${at:-the lead first, under load}): exit 3, one line, the metrics closed with status diverged"
+    else bad "$s: divergence on a worker other than the lead" "exit $rc, status '$st', at '$at', part $(ls "$WORK"/divw.jsonl* 2>/dev/null | tr '\n' ' '): $(grep dsgd "$WORK/divw.out" | head -3)"; fi
+done
+
 # ---- one line per job; one final evaluation ----
 REFUSE_LIMIT=60 refused "a bad flag under mpirun -np 3 is one line, not three" "--bogus" "${MPIRUN[@]}" -np 3 "$DSGD" train --bogus 1
 refused "--timeout below 0.5 s" "--timeout" "$DSGD" train --data synthetic --steps 1 --timeout 1e-9

@@ -16,6 +16,7 @@ typedef enum comm_tag {
     TAG_GOSSIP_BASE = 300,   /* gossip traffic: 300..399 */
     TAG_SB_BASE = 400,       /* Sandblaster coordinator traffic: 400..499 */
     TAG_BOUNDS_STOP = 500,   /* lead → workers: the target accuracy is reached, stop */
+    TAG_DIVERGED = 501,      /* worker → lead: my loss diverged; stop the job */
 } comm_tag_t;
 
 /* Called once on a rank about to stop because a peer failed (a dead rank, an

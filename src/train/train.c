@@ -314,7 +314,8 @@ static void __attribute__((noreturn, format(printf, 2, 3))) run_abort(metrics_t 
  * written (the previous one stays). */
 enum { DIVERGED_EXIT = 3 };
 
-static void __attribute__((noreturn, format(printf, 3, 4))) run_diverged(const run_t *r, metrics_t *mx, const char *fmt, ...)
+static void __attribute__((noreturn, format(printf, 4, 5)))
+run_diverged_at(const run_t *r, metrics_t *mx, const char *where, const char *fmt, ...)
 {
     char why[512];
     va_list ap;
@@ -326,10 +327,67 @@ static void __attribute__((noreturn, format(printf, 3, 4))) run_diverged(const r
         metrics_long(mx, "steps", r->step);
         metrics_str(mx, "status", "diverged");
         metrics_str(mx, "diverged", why);
+        if (*where) metrics_str(mx, "diverged_at", where);
         metrics_end(mx);
         metrics_close(mx, 1);
     }
-    die_status(DIVERGED_EXIT, "training diverged at step %ld: %s; lower --lr (the last checkpoint, if any, is kept)", r->step, why);
+    char here[64];
+    if (!*where) snprintf(here, sizeof here, "step %ld", r->step);
+    die_status(DIVERGED_EXIT, "training diverged at %s: %s; lower --lr (the last checkpoint, if any, is kept)", *where ? where : here, why);
+}
+#define run_diverged(r, mx, ...) run_diverged_at(r, mx, "", __VA_ARGS__)
+
+/* A worker other than the lead whose loss diverges does not stop the job
+ * itself: MPI_Abort would kill the lead before it closed the metrics. It
+ * tells the lead where and why, and goes on stepping, so that no
+ * collective, gate or gossip exchange waits for it; the lead, which looks
+ * for the notice after each of its steps and before its done event, stops
+ * the job as for its own divergence. A notice no lead answers within
+ * --timeout + 5 s (a lead blocked or dead) stops the worker itself. */
+enum { NOTICE_LEN = 256 };
+typedef struct diverge_watch {
+    double since;            /* when this rank diverged and told the lead; < 0: it has not */
+    char note[NOTICE_LEN];   /* "step S of worker W (rank R)", a NUL, then why (sent from here) */
+} diverge_watch_t;
+
+static void diverge_notify(run_t *r, diverge_watch_t *dw, int lead_rank, const char *why)
+{
+    if (dw->since >= 0) return;
+    dw->since = now_s();
+    int n = snprintf(dw->note, NOTICE_LEN / 2, "step %ld of worker %d (rank %d)", r->step, r->wrank, r->comm->rank);
+    if (n >= NOTICE_LEN / 2) n = NOTICE_LEN / 2 - 1;
+    snprintf(dw->note + n + 1, (size_t)(NOTICE_LEN - n - 1), "%s", why);
+    MPI_Request q;
+    /* to a dead lead nothing is delivered: the deadline stops this rank then */
+    if (MPI_Isend(dw->note, NOTICE_LEN, MPI_CHAR, lead_rank, TAG_DIVERGED, r->comm->world, &q) == MPI_SUCCESS) {
+        MPI_Request_free(&q);
+        r->comm->msgs_sent++;
+    }
+}
+
+/* The lead looks after every step; in simulation every 16th, since SimGrid
+ * charges each probe simulated time. */
+static int diverge_check_due(long step)
+{
+#ifdef DSGD_SIM
+    return step % 16 == 0;
+#else
+    (void)step;
+    return 1;
+#endif
+}
+
+/* On the lead: a worker's notice, if one has arrived, ends the run. */
+static void diverge_heard(run_t *r, metrics_t *mx)
+{
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_DIVERGED, r->comm->world, &flag, &st) != MPI_SUCCESS || !flag) return;
+    char note[NOTICE_LEN];
+    MPI_CHECK(r->comm, MPI_Recv(note, NOTICE_LEN, MPI_CHAR, st.MPI_SOURCE, TAG_DIVERGED, r->comm->world, MPI_STATUS_IGNORE));
+    note[NOTICE_LEN - 1] = 0;
+    const size_t n = strlen(note);
+    run_diverged_at(r, mx, note, "%s", n + 1 < NOTICE_LEN ? note + n + 1 : "");
 }
 
 /* 1 if every parameter is finite */
@@ -558,6 +616,7 @@ int train_main(const config_t *cfg, comm_t *comm)
 
     double t_carry = -1, t_stop = -1;
     int preempted = 0;
+    diverge_watch_t dw = { .since = -1 };
     while (r->step < r->total_steps) {
         comm->step = r->step;
         if (r->step == faults.fail_step && !own_data) {
@@ -599,8 +658,15 @@ int train_main(const config_t *cfg, comm_t *comm)
         seg_samples += samples_per_step;
         loss_sum += r->loss;
         loss_n++;
-        if (!isfinite(r->loss) || r->loss > cfg->diverge_loss)
-            run_diverged(r, &mx, "the loss is %g (--diverge-loss %g)", (double)r->loss, cfg->diverge_loss);
+        if (!isfinite(r->loss) || r->loss > cfg->diverge_loss) {
+            char why[160];
+            snprintf(why, sizeof why, "the loss is %g (--diverge-loss %g)", (double)r->loss, cfg->diverge_loss);
+            if (r->lead || bd.lead_rank == comm->rank) run_diverged(r, &mx, "%s", why);
+            diverge_notify(r, &dw, bd.lead_rank, why);
+        }
+        if (dw.since >= 0 && now_s() - dw.since > cfg->timeout + 5)
+            run_diverged_at(r, &mx, dw.note, "%s (the lead did not stop the job within --timeout + 5 s)", dw.note + strlen(dw.note) + 1);
+        if (r->lead && comm->size > 1 && diverge_check_due(r->step)) diverge_heard(r, &mx);
         if (tty && now_s() - tty_last > 0.25) {
             tty_last = now_s();
             printf("\r\033[Kstep %ld/%ld  loss %.4f", r->step, r->total_steps, loss_sum / (double)loss_n);
@@ -652,6 +718,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     if (r->ops->finish) r->ops->finish(r);
     if (r->ops->sync_bn) r->ops->sync_bn(r);
     if (r->lead && !leading) take_lead(r, &mx, cfg, t0);   /* the paradigm's finish found the lead dead */
+    if (r->lead && comm->size > 1) diverge_heard(r, &mx);   /* a worker that diverged near the end */
     train_s += now_s() - tf;
     bd.sync_done_s = bounds_now(&bd);
     if (r->evaluates) {
