@@ -71,6 +71,36 @@ for s in asp "ssp --staleness 3" "downpour --server-opt adagrad --adagrad-lr 0.0
     else bad "$name with a dead worker" "exit codes [$rcs], evictions $ev, acc $acc: $(grep dsgd "$WORK/f.err" | head -3)"; fi
 done
 
+# A worker frozen (SIGSTOP) past --timeout, then continued: the shards evict
+# it and tell it so; it says so in one line and stops training, and the job
+# ends normally under a plain launch: exit 0, status ok, one eviction, no
+# "did not answer" about a live shard. Frozen lead: another worker takes over
+# the metrics, and the old lead leaves its file alone.
+rank_pid() {   # the pid of world rank $1 of the run writing $2
+    local p
+    for p in $(pgrep -f "^$DSGD train.*$2"); do
+        tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qE "^(OMPI_COMM_WORLD_RANK|PMI_RANK)=$1\$" && echo $p
+    done
+}
+for who in "2 worker 1" "1 worker 0 (the lead)"; do
+    rank=${who%% *}
+    rm -f "$WORK"/frz.*
+    "${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --epochs 100000 --quiet \
+        --sync asp --time-limit 8 --timeout 1 --metrics "$WORK/frz.jsonl" > "$WORK/frz.out" 2> "$WORK/frz.err" &
+    pid=$!
+    for i in $(seq 100); do [ -e "$WORK/frz.jsonl.part" ] && break; sleep 0.1; done
+    sleep 1
+    fp=$(rank_pid "$rank" "$WORK/frz.jsonl")
+    [ -n "$fp" ] && kill -STOP "$fp"; sleep 3; [ -n "$fp" ] && kill -CONT "$fp"
+    wait $pid
+    rc=$?
+    st=$(json_field "$WORK/frz.jsonl" done status 2>/dev/null); ev=$(json_field "$WORK/frz.jsonl" done evictions 2>/dev/null)
+    if [ -n "$fp" ] && [ $rc = 0 ] && [ "$st" = ok ] && [ "$ev" = 1 ] && [ ! -e "$WORK/frz.jsonl.part" ] &&
+       grep -q "rank $rank): evicted by the servers at step" "$WORK/frz.err" && ! grep -q "did not answer" "$WORK/frz.err"; then
+        ok "asp: ${who#* } frozen 3 s past --timeout 1 learns it was evicted and leaves; the job exits 0 with status ok and 1 eviction"
+    else bad "asp, ${who#* } frozen" "pid '$fp', exit $rc, status '$st', evictions '$ev': $(grep dsgd "$WORK/frz.err" | head -4)"; fi
+done
+
 # Wrong role counts are refused at start-up.
 "${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync ssp --servers 2 > "$WORK/r.out" 2> "$WORK/r.err"
 if [ $? -ne 0 ] && grep -q "needs --servers S >= 1 server ranks plus at least one worker" "$WORK/r.err"; then ok "2 ranks with --servers 2 is refused"

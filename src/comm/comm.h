@@ -33,6 +33,9 @@ typedef struct comm {
     long step;               /* the caller's step, named in timeout messages */
     int peer_lost;           /* a peer is known dead: MPI_Finalize would wait for it */
     int stop_heard;          /* a bounded run's lead asked this rank to stop (through a server's reply) */
+    int evicted;             /* the servers evicted this rank after a silence (it was frozen): it stops training */
+    long evicted_step;       /* its step count the servers had seen then */
+    double evicted_silent_s; /* the silence that got it evicted */
     /* traffic counters, reported in the done event */
     uint64_t bytes_sent, msgs_sent, collectives;
     double comm_s;           /* seconds spent inside communication calls */

@@ -74,6 +74,38 @@ void ps_client_free(ps_client_t *pc)
  * timeout plus slack covers both. */
 static double shard_limit(const ps_client_t *pc) { return 2 * pc->cfg->timeout_s + 10; }
 
+/* Has a shard said that it evicted this worker? (It was frozen past the
+ * timeout.) Then the receives still posted are cancelled, the sends left
+ * to complete (the shards keep draining them), and the worker stops
+ * training (comm->evicted). */
+static int heard_evicted(ps_client_t *pc, int n, MPI_Request *reqs)
+{
+    comm_t *c = pc->comm;
+    if (!c->evicted) {   /* (each shard sends one notice: the first tells) */
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, PS_EVICTED, c->world, &flag, &st) != MPI_SUCCESS || !flag) return 0;
+        ps_hdr_t h;
+        MPI_CHECK(c, MPI_Recv(&h, (int)sizeof h, MPI_BYTE, st.MPI_SOURCE, PS_EVICTED, c->world, MPI_STATUS_IGNORE));
+        c->evicted = 1;
+        c->evicted_step = (long)h.stamp;
+        c->evicted_silent_s = h.silent_s;
+    }
+    for (int i = 0; i < n; i++) {
+        if (reqs[i] == MPI_REQUEST_NULL) continue;
+        int f = 0;
+        MPI_Test(&reqs[i], &f, MPI_STATUS_IGNORE);
+        if (f) continue;
+        if (reqs == pc->pull_req + 0 && i >= pc->cfg->servers) {   /* a reply that will not come */
+            MPI_Cancel(&reqs[i]);
+            MPI_Wait(&reqs[i], MPI_STATUS_IGNORE);
+        } else {
+            MPI_Request_free(&reqs[i]);   /* a send: the shard receives it and drops it */
+        }
+    }
+    return 1;
+}
+
 /* Wait for n requests; a shard silent past the limit stops the job. The
  * first rank to stop ends the job (MPI_Abort; MPICH's launcher kills every
  * rank at once), so a worker other than the lead waits timeout + 5 s longer:
@@ -111,6 +143,7 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
             die("%s failed: a server shard is unreachable (dead?); stopping", what);
         }
         if (done) break;
+        if (heard_evicted(pc, n, reqs)) break;
         if (now_s() - t0 > limit) {
             int k = 0;
             for (int i = 0; i < n; i++) {
@@ -192,6 +225,7 @@ static void merge_stats(ps_stats_t *into, const ps_stats_t *s, int first)
     into->st_sum += s->st_sum;
     into->updates += s->updates;
     for (int i = 0; i < PS_HIST; i++) into->hist[i] += s->hist[i];
+    if (s->returned > into->returned) into->returned = s->returned;
     if (s->evicted > into->evicted) {   /* every shard evicts the same workers; keep the fullest list */
         into->evicted = s->evicted;
         memcpy(into->evicted_list, s->evicted_list, sizeof s->evicted_list);
@@ -218,9 +252,14 @@ static void take_headers(ps_client_t *pc, int with_stats)
         if (below_evicted(&h->stats, pc->worker)) pc->lead_gone = 1;
         if (!with_stats) pc->stamp[k] = h->stamp;   /* gated replies stamp the next gradient */
         if (h->stop) pc->comm->stop_heard = 1;
-        if (h->stats.evicted > 0) pc->comm->peer_lost = 1;
         if (with_stats) merge_stats(&pc->stats, &h->stats, k == 0);
     }
+    /* a peer is lost while some evicted worker has not come back (then
+     * MPI_Finalize would wait for it) */
+    int lost = 0;
+    for (int k = 0; k < pc->cfg->servers; k++) lost |= pc->rhdr[k].stats.evicted > pc->rhdr[k].stats.returned;
+    if (lost) pc->comm->peer_lost = pc->lost_set = 1;
+    else if (pc->lost_set) pc->comm->peer_lost = pc->lost_set = 0;
 }
 
 void ps_pull_wait(ps_client_t *pc, float *params)
@@ -231,6 +270,7 @@ void ps_pull_wait(ps_client_t *pc, float *params)
         die("ps_pull_wait: the pull was started into another vector (a bug in the caller)");
     wait_shards(pc, 2 * pc->cfg->servers, pc->pull_req, shard_limit(pc), pc->pull_tag == PS_PARAMS ? "a pull" : "an evaluation pull");
     pc->pull_active = 0;
+    if (pc->comm->evicted) return;   /* no reply: the parameters stay as they were */
     take_headers(pc, pc->pull_tag == PS_EVAL_PARAMS);
     if (pc->pull_into == pc->rbuf) memcpy(params, pc->rbuf, pc->kn * sizeof(float));
 }

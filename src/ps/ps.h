@@ -26,8 +26,12 @@
  * liveness stay the same at every shard).
  *
  * Failure: a worker silent for more than the timeout (no message, no pull
- * waiting) is evicted: its clock no longer holds anyone back. A shard that
- * does not answer makes the worker stop the job with a message naming it.
+ * waiting) is evicted: its clock no longer holds anyone back, and the shard
+ * tells it so (PS_EVICTED). A worker that was frozen, not dead, reads that
+ * at its next wait, stops training and says it is done (PS_DONE): it then
+ * ends with the others, who learn from the final statistics that every
+ * evicted worker came back (no peer lost). A shard that does not answer
+ * makes the worker stop the job with a message naming it.
  */
 #ifndef DSGD_PS_H
 #define DSGD_PS_H
@@ -49,6 +53,7 @@ typedef enum ps_tag {
     PS_KEEPALIVE,            /* shard → lead worker: still waiting for others */
     PS_STOP,                 /* lead worker → shard: the run's target is reached; tell every worker */
     PS_SNAP,                 /* shard → shard 0: its slice and optimizer state for a checkpoint */
+    PS_EVICTED,              /* shard → worker: you were evicted (stamp: your step then; silent_s: why) */
 } ps_tag_t;
 
 typedef enum ps_gate_kind { GATE_ASP, GATE_SSP, GATE_DSSP } ps_gate_kind_t;
@@ -63,6 +68,7 @@ typedef struct ps_stats {
     int64_t hist[PS_HIST];
     int32_t evicted;         /* workers evicted so far */
     int32_t evicted_list[8]; /* their worker indices (first 8) */
+    int32_t returned;        /* evicted workers heard from again (frozen, not dead): they finish with the others */
 } ps_stats_t;
 
 /* The fixed header in front of every message's float payload. */
@@ -73,7 +79,7 @@ typedef struct ps_hdr {
     int64_t stamp;           /* push: stamp of the parameters used; reply: min clock m */
     int64_t step;            /* push: the worker's step count after this push */
     float lr;                /* push: learning rate for this update */
-    float pad2;
+    float silent_s;          /* PS_EVICTED: the silence, in seconds, that got the worker evicted */
     int64_t off, cnt;        /* the sender's part of the shard's slice: [off, off + cnt) */
     ps_stats_t stats;        /* eval and final replies */
 } ps_hdr_t;
@@ -164,6 +170,7 @@ typedef struct ps_client {
     int64_t *stamp;              /* (servers) stamp of the last reply from each shard */
     ps_stats_t stats;            /* merged statistics of the last eval/final reply */
     int lead_gone;               /* the shards evicted every worker below this one: it leads now */
+    int lost_set;                /* comm->peer_lost was set from the shards' statistics */
 } ps_client_t;
 
 ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, size_t nparams);

@@ -16,6 +16,7 @@ typedef struct worker_state {
     int granted;             /* DSSP: its next pull is answered regardless of s_L */
     int parked;              /* a pull is waiting for the gate */
     int alive, done;
+    int returned;            /* evicted, then said it is done: it gets the final message */
     size_t off, cnt;         /* its part of this shard's slice (from its messages) */
 } worker_state_t;
 
@@ -40,6 +41,8 @@ typedef struct shard {
      * evaluation): a blocking send to a worker that died after asking would
      * never return (large messages wait for the receiver). */
     ps_hdr_t *out;           /* (2·workers) reply headers */
+    ps_hdr_t *ev_hdr;        /* (workers) eviction notices */
+    MPI_Request *ev_req;     /* (workers) */
     MPI_Request *out_req;    /* (2·workers) */
     const float **out_from;  /* (2·workers) the buffer each reply is sent from */
     ps_stats_t st;
@@ -398,6 +401,25 @@ static void evict(shard_t *s, int p, double silent)
     if (s->k == 0)
         fprintf(stderr, "dsgd: server: evicting worker %d (rank %d): silent for %.1f s (--timeout %g)\n", p,
                 worker_rank(s, p), silent, s->cfg->timeout_s);
+    /* the notice: a dead worker never reads it; a frozen one does when it wakes */
+    ps_hdr_t *h = &s->ev_hdr[p];
+    memset(h, 0, sizeof *h);
+    h->stamp = s->ws[p].step;
+    h->silent_s = (float)silent;
+    if (MPI_Isend(h, (int)sizeof *h, MPI_BYTE, worker_rank(s, p), PS_EVICTED, s->c->world, &s->ev_req[p]) != MPI_SUCCESS)
+        s->ev_req[p] = MPI_REQUEST_NULL;
+    s->c->msgs_sent++;
+}
+
+/* An evicted worker that says it is done was frozen, not dead: it ends
+ * with the others, and once every evicted worker has, no peer is lost. */
+static void on_returned(shard_t *s, int p)
+{
+    worker_state_t *w = &s->ws[p];
+    if (w->returned) return;
+    w->returned = 1;
+    s->st.returned++;
+    s->c->peer_lost = s->st.evicted > s->st.returned;
 }
 
 /* Receive the probed message. A worker that dies while its message is in
@@ -487,6 +509,9 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     s->out_req = xcalloc((size_t)(2 * cfg->workers), sizeof(MPI_Request));
     s->out_from = xcalloc((size_t)(2 * cfg->workers), sizeof(float *));
     for (int j = 0; j < 2 * cfg->workers; j++) s->out_req[j] = MPI_REQUEST_NULL;
+    s->ev_hdr = xcalloc((size_t)cfg->workers, sizeof(ps_hdr_t));
+    s->ev_req = xcalloc((size_t)cfg->workers, sizeof(MPI_Request));
+    for (int p = 0; p < cfg->workers; p++) s->ev_req[p] = MPI_REQUEST_NULL;
 
     comm_idle_t idle = comm_idle_start(s->c);
     while (!all_finished(s)) {
@@ -515,7 +540,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
                 ps_hdr_t h;
                 memset(&h, 0, sizeof h);
                 for (int p = 0; p < cfg->workers; p++)
-                    if (s->ws[p].alive && s->ws[p].done)
+                    if ((s->ws[p].alive && s->ws[p].done) || s->ws[p].returned)
                         MPI_CHECK(c, MPI_Send(&h, (int)sizeof h, MPI_BYTE, worker_rank(s, p), PS_KEEPALIVE, c->world));
                 s->last_keepalive = now;
             }
@@ -531,7 +556,10 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         ps_hdr_t h;
         memcpy(&h, s->in, sizeof h);
         worker_state_t *w = &s->ws[p];
-        if (!w->alive) continue;                     /* an evicted worker stays out */
+        if (!w->alive) {                             /* an evicted worker stays out */
+            if (stt.MPI_TAG == PS_DONE) on_returned(s, p);
+            continue;
+        }
         w->last_seen = now;
         if (h.off < 0 || h.cnt < 0 || (size_t)(h.off + h.cnt) > s->n)
             die("server shard %d: worker %d sent keys [%lld, %lld) outside its slice of %zu; the ranks disagree on the model",
@@ -568,7 +596,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     int slow;
     int64_t m = min_clock(s, &slow);
     for (int p = 0; p < cfg->workers; p++)
-        if (s->ws[p].alive) send_params(s, p, PS_FINAL, m);
+        if (s->ws[p].alive || s->ws[p].returned) send_params(s, p, PS_FINAL, m);
     snap_final(s);
     if (s->snap_out) MPI_CHECK(c, MPI_Wait(&s->snap_req, MPI_STATUS_IGNORE));
     snap_free(s);
@@ -576,14 +604,19 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     for (int p = 0; p < cfg->workers; p++) {
         for (int j = 0; j < 2; j++) {
             MPI_Request *q = &s->out_req[2 * p + j];
-            if (s->ws[p].alive) MPI_CHECK(c, MPI_Wait(q, MPI_STATUS_IGNORE));
+            if (s->ws[p].alive || (s->ws[p].returned && j == 0)) MPI_CHECK(c, MPI_Wait(q, MPI_STATUS_IGNORE));
             else if (*q != MPI_REQUEST_NULL) { MPI_Request_free(q); keep = 1; }   /* to a dead worker: abandon */
         }
+        MPI_Request *e = &s->ev_req[p];
+        if (s->ws[p].returned) MPI_CHECK(c, MPI_Wait(e, MPI_STATUS_IGNORE));   /* it read the notice */
+        else if (*e != MPI_REQUEST_NULL) { MPI_Request_free(e); keep = 1; }
     }
     if (!keep) {
         for (int i = 0; i < s->nwb; i++) free(s->wb[i]);
         free(s->out);
+        free(s->ev_hdr);
     }
+    free(s->ev_req);
     free(s->in); free(s->out_req); free(s->out_from); free(s->wb); free(s->ws);
     optim_free(s->opt);
     return 0;

@@ -645,6 +645,18 @@ int train_main(const config_t *cfg, comm_t *comm)
             leading = 1;
         }
         double te = now_s();
+        if (comm->evicted) {   /* frozen past --timeout: the servers went on without this worker */
+            fprintf(stderr, "dsgd: worker %d (rank %d): evicted by the servers at step %ld after %.1f s of silence (--timeout %g); "
+                    "it stops training, the job goes on without it\n", r->wrank, comm->rank, comm->evicted_step,
+                    comm->evicted_silent_s, cfg->timeout);
+            fflush(stderr);
+            if (r->lead) {   /* another worker has taken over the metrics: leave its file alone */
+                mx.keep = 1;
+                metrics_close(&mx, 0);
+                r->lead = r->evaluates = 0;
+            }
+            break;
+        }
         int eval_due, stop = bounds_after_step(&bd, r, ts, &te, &eval_due);
         if (!stop && preempt_due(r, &bd)) {
             stop = preempted = 1;
