@@ -20,10 +20,12 @@
  * conv2d does) keeps the workspace to B·(2·CKK + OC) floats, whatever the
  * image size.
  *
- * One GEMM per position beats a plain triple loop from a few dozen
- * multiply-adds per output on (measured on a 3×3×8 → 16 layer of 14×14
- * outputs, batch 64: 1.9 ms forward+backward through sgemm against 4.6 ms
- * for the loop compiled with -O3).
+ * Measured against plain loops over the definition (-O3, one core, batch
+ * 64, forward + backward): 3×3 from 1 channel to 8 on 28×28, 5.3 ms
+ * against 18 ms; 3×3 from 8 to 16 on 14×14, 4.4 against 59 ms; 5×5 from 16
+ * to 32 on 14×14, 31 against 528 ms. The small first layer is bound by the
+ * three sgemm calls per position rather than by arithmetic; CBLAS has no
+ * batched call that would let positions share one.
  *
  * Workspace, lc_col_size(g) floats: [ P (B, CKK) | dP (B, CKK) | o (B, OC) ].
  */
