@@ -44,6 +44,17 @@ int model_spec_graph(const char *spec)
     return g;
 }
 
+double model_spec_act_floats(const char *spec, int c, int h, int w, int classes)
+{
+    char err[256];
+    plan_t *p = xcalloc(1, sizeof *p);
+    double n = 0;
+    if (plan_build(p, spec, c, h, w, classes, err, sizeof err) == 0)
+        for (int i = 0; i < p->n; i++) n += (double)p->l[i].out_c * p->l[i].out_h * p->l[i].out_w;
+    free(p);
+    return n;
+}
+
 int model_nodecay_spans(const model_t *m, size_t *out, int max)
 {
     int n = 0;

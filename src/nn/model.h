@@ -128,6 +128,9 @@ typedef struct model {
 int model_spec_check(const char *spec, int c, int h, int w, int classes, char *err, size_t errlen);
 /* 1 if the spec is a graph model (resnet); 0 otherwise or if it is bad. */
 int model_spec_graph(const char *spec);
+/* Floats of activation one sample needs in the forward pass (the layers'
+ * outputs together) on inputs c×h×w; 0 if the spec is bad. */
+double model_spec_act_floats(const char *spec, int c, int h, int w, int classes);
 /* The spans weight decay skips with --weight-decay-bn 0: every batch-norm
  * layer's weight and bias and every other layer's bias, as (off, len)
  * pairs in ascending order (local offsets); returns how many (at most max). */
