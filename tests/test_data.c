@@ -201,6 +201,27 @@ static void test_dataset_load_dirs(void)
     CHECK(dataset_load("synthetic:100", &tr, &te, err, sizeof err) == 0 && tr.n == 100 && tr.h == 8, "synthetic");
     dataset_free(&tr); dataset_free(&te);
     CHECK(dataset_load("synthetic:abc", &tr, &te, err, sizeof err) != 0, "bad synthetic size accepted");
+    /* an image shape of one's choosing; the default shape draws the same data as before */
+    dataset_t t2, e2;
+    CHECK(dataset_load("synthetic:100,1x8x8", &t2, &e2, err, sizeof err) == 0, "synthetic:100,1x8x8: %s", err);
+    CHECK(dataset_load("synthetic:100", &tr, &te, err, sizeof err) == 0, "synthetic:100: %s", err);
+    CHECK(t2.n == tr.n && memcmp(t2.xf, tr.xf, sizeof(float) * 100 * 64) == 0 && memcmp(t2.y, tr.y, 100) == 0,
+          "synthetic:100,1x8x8 differs from synthetic:100");
+    dataset_free(&tr); dataset_free(&te); dataset_free(&t2); dataset_free(&e2);
+    rc = dataset_load("synthetic:32,3x20x12", &tr, &te, err, sizeof err);
+    CHECK(rc == 0 && tr.n == 32 && tr.c == 3 && tr.h == 20 && tr.w == 12 && te.c == 3 && te.h == 20 && te.w == 12 &&
+          tr.classes == 4, "synthetic:32,3x20x12: %s", err);
+    if (rc == 0) {
+        int in01 = 1;
+        for (long i = 0; i < 32 * 720; i++) in01 &= tr.xf[i] >= 0 && tr.xf[i] <= 1;
+        CHECK(in01, "synthetic pixels outside [0, 1]");
+        dataset_free(&tr); dataset_free(&te);
+    }
+    static const char *bad[] = { "synthetic:100,3x20", "synthetic:100,3x20x0", "synthetic:100,3x20x12x2", "synthetic:100,",
+                                 "synthetic:100,axbxc", "synthetic:100,1x5000x8", "synthetic:10000000,3x256x256" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(dataset_load(bad[i], &tr, &te, err, sizeof err) != 0 && strstr(err, "synthetic") && !strchr(err, '\n'),
+              "%s accepted or badly refused: %s", bad[i], err);
 }
 
 static void test_cifar(void)

@@ -125,30 +125,65 @@ static int load_cifar_dir(const char *dir, dataset_t *train, dataset_t *test, ch
     return 0;
 }
 
-void dataset_synthetic(dataset_t *train, dataset_t *test, long n, uint64_t seed)
+void dataset_synthetic(dataset_t *train, dataset_t *test, long n, int c, int h, int w, uint64_t seed)
 {
-    enum { K = 4, S = 8 };
+    enum { K = 4 };
+    const long D = (long)c * h * w;
     rng_t r;
     rng_seed(&r, seed, 0x5e7);
-    float proto[K][S * S];
-    for (int k = 0; k < K; k++)
-        for (int j = 0; j < S * S; j++) proto[k][j] = (float)rng_uniform(&r);
+    float *proto = xalloc_floats((size_t)(K * D));   /* (K, D) */
+    for (long j = 0; j < K * D; j++) proto[j] = (float)rng_uniform(&r);
     dataset_t *sets[2] = { train, test };
     long sizes[2] = { n, n / 4 > 64 ? n / 4 : 64 };
     for (int s = 0; s < 2; s++) {
         dataset_t *d = sets[s];
-        d->n = sizes[s]; d->c = 1; d->h = S; d->w = S; d->classes = K;
-        d->xf = xalloc_floats((size_t)(d->n * S * S));
+        d->n = sizes[s]; d->c = c; d->h = h; d->w = w; d->classes = K;
+        d->xf = xalloc_floats((size_t)(d->n * D));
         d->y = xmalloc((size_t)d->n);
         for (long i = 0; i < d->n; i++) {
             int k = (int)rng_below(&r, K);
             d->y[i] = (uint8_t)k;
-            for (int j = 0; j < S * S; j++) {
-                float v = proto[k][j] + 0.35f * rng_normal(&r);
-                d->xf[i * S * S + j] = v < 0 ? 0 : v > 1 ? 1 : v;
+            for (long j = 0; j < D; j++) {
+                float v = proto[k * D + j] + 0.35f * rng_normal(&r);
+                d->xf[i * D + j] = v < 0 ? 0 : v > 1 ? 1 : v;
             }
         }
     }
+    free(proto);
+}
+
+/* "synthetic", "synthetic:N" or "synthetic:N,CxHxW"; -1 with err set. */
+static int synthetic_parse(const char *spec, long *n, int *c, int *h, int *w, char *err, size_t errlen)
+{
+    static const char WANT[] = "want synthetic[:N[,CxHxW]] with 16 <= N <= 10000000 and each of C, H, W in [1, 4096], e.g. synthetic:1024,3x64x64";
+    *n = 4096; *c = 1; *h = 8; *w = 8;
+    if (spec[9] == 0) return 0;
+    char buf[64];
+    if (strlen(spec + 10) >= sizeof buf) { snprintf(err, errlen, "--data %s: too long; %s", spec, WANT); return -1; }
+    strcpy(buf, spec + 10);
+    char *shape = strchr(buf, ',');
+    if (shape) *shape++ = 0;
+    if (parse_long(buf, n) != 0 || *n < 16 || *n > 10000000) {
+        snprintf(err, errlen, "bad synthetic size in '%s' (%s)", spec, WANT);
+        return -1;
+    }
+    if (!shape) return 0;
+    long dims[3];
+    int nd = 0;
+    for (char *q = shape, *tok; (tok = strsep(&q, "x")) != NULL;) {
+        if (nd == 3 || parse_long(tok, &dims[nd]) != 0 || dims[nd] < 1 || dims[nd] > 4096) nd = 4;
+        if (nd == 4) break;
+        nd++;
+    }
+    if (nd != 3) { snprintf(err, errlen, "bad synthetic image shape in '%s' (%s)", spec, WANT); return -1; }
+    /* the train set and a quarter of it for the test set, as floats */
+    if ((double)(*n + *n / 4 + 64) * (double)(dims[0] * dims[1] * dims[2]) > 2e9) {
+        snprintf(err, errlen, "--data %s: %.3g floats of images are too many (at most 2e9, 8 GB); use fewer or smaller images",
+                 spec, (double)(*n + *n / 4 + 64) * (double)(dims[0] * dims[1] * dims[2]));
+        return -1;
+    }
+    *c = (int)dims[0]; *h = (int)dims[1]; *w = (int)dims[2];
+    return 0;
 }
 
 static int is_dir(const char *p)
@@ -162,12 +197,10 @@ static int dataset_load_own(const char *spec, dataset_t *train, dataset_t *test,
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
     if (!strncmp(spec, "synthetic", 9) && (spec[9] == 0 || spec[9] == ':')) {
-        long n = 4096;
-        if (spec[9] == ':' && (parse_long(spec + 10, &n) != 0 || n < 16 || n > 10000000)) {
-            snprintf(err, errlen, "bad synthetic size in '%s' (want synthetic:N with 16 <= N <= 10000000)", spec);
-            return -1;
-        }
-        dataset_synthetic(train, test, n, 0xda7a);
+        long n;
+        int c, h, w;
+        if (synthetic_parse(spec, &n, &c, &h, &w, err, errlen) != 0) return -1;
+        dataset_synthetic(train, test, n, c, h, w, 0xda7a);
         return 0;
     }
     char dir[4096];

@@ -12,7 +12,9 @@
  * --data accepts:
  *   fashion-mnist   Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist)
  *   mnist           /usr/share/datasets/mnist, if present
- *   synthetic[:N]   N (default 4096) 1x8x8 images of 4 noisy class prototypes, for tests
+ *   synthetic[:N[,CxHxW]]
+ *                   N (default 4096) images of C×H×W (default 1x8x8) pixels, 4 noisy
+ *                   class prototypes, for tests and for models larger than real data allows
  *   DIR             a directory holding MNIST-format IDX files
  *                   (train-images-idx3-ubyte, train-labels-idx1-ubyte,
  *                    t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte; each raw or .gz)
@@ -54,7 +56,7 @@ int idx_load_pair(const char *images, const char *labels, dataset_t *d, char *er
 int idx_parse(const unsigned char *file, size_t len, const char *path, uint32_t magic, int ndims,
               uint32_t *dims, unsigned char **body, char *err, size_t errlen);
 int cifar_load_files(const char *const *paths, int npaths, dataset_t *d, char *err, size_t errlen);
-void dataset_synthetic(dataset_t *train, dataset_t *test, long n, uint64_t seed);
+void dataset_synthetic(dataset_t *train, dataset_t *test, long n, int c, int h, int w, uint64_t seed);
 void dataset_free(dataset_t *d);
 /* Keep the first n samples (no-op if n <= 0 or n >= d->n). */
 void dataset_truncate(dataset_t *d, long n);

@@ -63,6 +63,26 @@ void conv2d_backward(float *dinp,       /* (B, C, H, W) or NULL */
                      const float *w,    /* (OC, C·KH·KW) */
                      const conv_geom_t *g);
 
+/* Locally connected layer (lc.c): conv2d's geometry, but untied weights,
+ * one (OC, C·KH·KW) filter bank per output position, and a bias per
+ * position and channel. col is a workspace of lc_col_size(g) floats; it
+ * carries nothing from forward to backward, which reads the input again. */
+long lc_col_size(const conv_geom_t *g);
+void lc_forward(float *out,        /* (B, OC, OH, OW) */
+                float *col,        /* lc_col_size(g) workspace */
+                const float *inp,  /* (B, C, H, W) */
+                const float *w,    /* (OH·OW, OC, C·KH·KW) */
+                const float *b,    /* (OC, OH·OW) */
+                const conv_geom_t *g);
+void lc_backward(float *dinp,       /* (B, C, H, W) or NULL */
+                 float *dw,         /* (OH·OW, OC, C·KH·KW) */
+                 float *db,         /* (OC, OH·OW) */
+                 float *col,        /* lc_col_size(g) workspace */
+                 const float *dout, /* (B, OC, OH, OW) */
+                 const float *inp,  /* (B, C, H, W) */
+                 const float *w,    /* (OH·OW, OC, C·KH·KW) */
+                 const conv_geom_t *g);
+
 /* Max pooling with window KH×KW; argmax holds the flat input index. */
 void maxpool_forward(float *out, int32_t *argmax, const float *inp, const conv_geom_t *g);
 void maxpool_backward(float *dinp, const float *dout, const int32_t *argmax, const conv_geom_t *g);

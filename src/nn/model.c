@@ -21,6 +21,7 @@ const char *layer_kind_name(layer_kind_t k)
     case LAYER_BN: return "bn";
     case LAYER_ADD: return "add";
     case LAYER_GAP: return "gap";
+    case LAYER_LC: return "lc";
     }
     return "?";
 }
@@ -41,6 +42,17 @@ int model_spec_graph(const char *spec)
     int g = plan_build(p, spec, 3, 32, 32, 10, err, sizeof err) == 0 && p->graph;
     free(p);
     return g;
+}
+
+double model_spec_act_floats(const char *spec, int c, int h, int w, int classes)
+{
+    char err[256];
+    plan_t *p = xcalloc(1, sizeof *p);
+    double n = 0;
+    if (plan_build(p, spec, c, h, w, classes, err, sizeof err) == 0)
+        for (int i = 0; i < p->n; i++) n += (double)p->l[i].out_c * p->l[i].out_h * p->l[i].out_w;
+    free(p);
+    return n;
 }
 
 int model_nodecay_spans(const model_t *m, size_t *out, int max)
@@ -71,6 +83,12 @@ int model_part_check(const char *spec, int c, int h, int w, int classes, int M, 
 {
     plan_t *p = xcalloc(1, sizeof *p);
     int rc = plan_build(p, spec, c, h, w, classes, err, errlen);
+    for (int i = 0; i < p->n && rc == 0 && M > 1; i++)
+        if (p->l[i].kind == LAYER_LC) {
+            snprintf(err, errlen, "--model-parallel %d: model '%s' has locally connected layers, which model parallelism does not split yet; use --model-parallel 1 (data parallelism)",
+                     M, spec);
+            rc = -1;
+        }
     if (rc == 0 && M > 1 && p->graph) {
         snprintf(err, errlen, "--model-parallel %d: model '%s' has residual branches and batch normalization, which model parallelism does not split; use --model-parallel 1 (data parallelism) or an mlp or lenet model",
                  M, spec);
@@ -155,6 +173,10 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
             m->col_off[i] = m->graph ? 0 : col_total;
             col_total = m->graph ? (need > col_total ? need : col_total) : col_total + need;
             if (l->out_c > max_oc) max_oc = l->out_c;
+        } else if (l->kind == LAYER_LC) {
+            conv_geom_t g = layer_geom(l, max_batch, l->out_c);
+            m->col_off[i] = col_total;
+            col_total += lc_col_size(&g);
         }
         if (layer_out_size(l) > max_out) max_out = layer_out_size(l);
         if (m->graph) {
@@ -255,8 +277,10 @@ void model_init_params(model_t *m, uint64_t seed)
          * the rows of its units [u_lo, u_hi) */
         long fan_in = (long)(l->w_len / (size_t)(l->u_hi - l->u_lo));
         long fan_out = (long)l->out_c;
-        if (l->kind == LAYER_CONV) fan_out *= (long)l->k * l->k;
-        const size_t all = (size_t)l->out_c * (size_t)fan_in;
+        if (l->kind == LAYER_CONV || l->kind == LAYER_LC) fan_out *= (long)l->k * l->k;
+        /* a locally connected unit sees one receptive field, as a conv's does */
+        if (l->kind == LAYER_LC) fan_in = (long)l->in_c * l->k * l->k;
+        const size_t all = l->kind == LAYER_LC ? l->w_len : (size_t)l->out_c * (size_t)fan_in;
         const size_t lo = (size_t)l->u_lo * (size_t)fan_in, hi = lo + l->w_len;
         const int relu_next = l->he || (i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_RELU);
         const float sd = sqrtf(2.0f / (float)fan_in), a = sqrtf(6.0f / (float)(fan_in + fan_out));
@@ -285,6 +309,11 @@ const float *model_forward(model_t *m, const float *x, int B)
         case LAYER_CONV: {
             conv_geom_t g = layer_geom(l, B, l->u_hi - l->u_lo);
             conv2d_forward(l->pb ? l->lout : l->out, m->col + m->col_off[i], inp, W, bias, &g);
+            break;
+        }
+        case LAYER_LC: {
+            conv_geom_t g = layer_geom(l, B, l->out_c);
+            lc_forward(l->out, m->col + m->col_off[i], inp, W, bias, &g);
             break;
         }
         case LAYER_MAXPOOL: {
@@ -353,6 +382,12 @@ void model_backward(model_t *m, const int32_t *labels, int B)
                             dout, m->params + l->w_off, &g);
             break;
         }
+        case LAYER_LC: {
+            conv_geom_t g = layer_geom(l, B, l->out_c);
+            lc_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, m->col + m->col_off[i], dout, inp,
+                        m->params + l->w_off, &g);
+            break;
+        }
         case LAYER_MAXPOOL:
             if (i > 0 && relu_into_pool(m, i - 1)) {
                 /* through the fused ReLU into the gradient below it */
@@ -395,7 +430,7 @@ double model_forward_macs(const model_t *m)
     double macs = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const layer_t *l = &m->layers[i];
-        if (l->kind == LAYER_DENSE) macs += (double)l->w_len;
+        if (l->kind == LAYER_DENSE || l->kind == LAYER_LC) macs += (double)l->w_len;
         else if (l->kind == LAYER_CONV) macs += (double)l->w_len * l->out_h * l->out_w;
     }
     return macs;
@@ -407,7 +442,7 @@ double model_train_flops(const model_t *m)
     double flops = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const layer_t *l = &m->layers[i];
-        double macs = l->kind == LAYER_DENSE ? (double)l->w_len
+        double macs = l->kind == LAYER_DENSE || l->kind == LAYER_LC ? (double)l->w_len
                     : l->kind == LAYER_CONV ? (double)l->w_len * l->out_h * l->out_w : 0;
         /* forward and weight gradient always; the input gradient only where
          * model_backward computes one */

@@ -9,6 +9,11 @@
  *   lenet[:tanh]                 conv5x5x6 pad2 → pool2 → conv5x5x16 → pool2 → 120 → 84 → K
  *   resnet[:D,W]                 He et al.'s CIFAR residual network, depth D = 6n+2, base width W
  *                                (default resnet:20,16; resnet.c)
+ *   lc[:C1,C2,...][:k=K][:s=S][:p=P][:pool=Q]
+ *                                DistBelief's image model: locally connected layers of C1, C2, ...
+ *                                channels (K×K fields, stride S, zero padding P; default
+ *                                lc:8,16:k=3:s=1:p=(K-1)/2), each followed by ReLU and Q×Q max
+ *                                pooling (default 2; 1: none), then a dense classifier (plan.c)
  * The input shape and the number of classes come from the dataset.
  *
  * Models with branches (resnet) are graphs: each layer names the layer whose
@@ -32,14 +37,15 @@ typedef enum layer_kind {
     LAYER_DENSE, LAYER_CONV, LAYER_MAXPOOL, LAYER_RELU, LAYER_TANH, LAYER_FLATTEN,
     LAYER_BN,      /* batch normalization: weight γ, bias β; running mean and variance in the state vector */
     LAYER_ADD,     /* residual add of src and src2 */
-    LAYER_GAP      /* global average pooling */
+    LAYER_GAP,     /* global average pooling */
+    LAYER_LC       /* locally connected: untied weights per output position (lc.c) */
 } layer_kind_t;
 
 typedef struct layer {
     layer_kind_t kind;
     int in_c, in_h, in_w;       /* per-sample input shape (dense: in_c = IN, h = w = 1) */
     int out_c, out_h, out_w;    /* per-sample output shape */
-    int k, stride, pad;         /* conv / pool */
+    int k, stride, pad;         /* conv / lc / pool */
     size_t w_off, w_len;        /* weights: span of the flat vector */
     size_t b_off, b_len;        /* bias */
     float *out;                 /* (max_batch, out size) activations */
@@ -122,6 +128,9 @@ typedef struct model {
 int model_spec_check(const char *spec, int c, int h, int w, int classes, char *err, size_t errlen);
 /* 1 if the spec is a graph model (resnet); 0 otherwise or if it is bad. */
 int model_spec_graph(const char *spec);
+/* Floats of activation one sample needs in the forward pass (the layers'
+ * outputs together) on inputs c×h×w; 0 if the spec is bad. */
+double model_spec_act_floats(const char *spec, int c, int h, int w, int classes);
 /* The spans weight decay skips with --weight-decay-bn 0: every batch-norm
  * layer's weight and bias and every other layer's bias, as (off, len)
  * pairs in ascending order (local offsets); returns how many (at most max). */

@@ -8,6 +8,83 @@
 #include "plan.h"
 
 #define MAX_LAYERS 64   /* hidden layers of an mlp, at most half of these */
+#define PLAN_MODELS "logreg, mlp[:H1,H2,...][:tanh], lenet[:tanh], resnet[:D,W], lc[:C1,C2,...][:k=K][:s=S][:p=P][:pool=Q]"
+
+enum { LC_MAX_LAYERS = 16 };
+
+/* lc[:C1,C2,...][:k=K][:s=S][:p=P][:pool=Q]: per channel count, a locally
+ * connected layer (K×K fields over all input channels, stride S, P zeros
+ * of padding on every side), the activation, and Q×Q max pooling of
+ * stride Q (Q = 1: none); then flatten and a dense classifier. Defaults:
+ * lc:8,16:k=3:s=1:p=(K-1)/2:pool=2 — on 28×28 images 28×28×8 → 14×14×8
+ * → 14×14×16 → 7×7×16 → K classes, 0.30 M parameters. */
+static int plan_lc(plan_t *p, const char *spec, char **fields, int nf, layer_kind_t act, int classes,
+                   char *err, size_t errlen)
+{
+    static const char USAGE[] = "want lc[:C1,C2,...][:k=K][:s=S][:p=P][:pool=Q], e.g. lc:8,16:k=3";
+    long ch[LC_MAX_LAYERS] = { 8, 16 }, k = 3, s = 1, pad = -1, pool = 2;
+    int n = 2, have_ch = 0;
+    for (int i = 1; i < nf; i++) {
+        char *f = fields[i], *eq = strchr(f, '=');
+        if (!strcmp(f, "tanh") || !strcmp(f, "relu")) continue;
+        if (!have_ch && isdigit((unsigned char)f[0]) && !eq) {
+            have_ch = 1;
+            n = 0;
+            for (char *q = f, *tok; (tok = strsep(&q, ",")) != NULL;) {
+                if (n == LC_MAX_LAYERS) { snprintf(err, errlen, "--model %s: at most %d locally connected layers", spec, LC_MAX_LAYERS); return -1; }
+                if (parse_long(tok, &ch[n]) != 0 || ch[n] < 1 || ch[n] > 65536) {
+                    snprintf(err, errlen, "--model %s: bad channel count '%s' (1 to 65536); %s", spec, tok, USAGE);
+                    return -1;
+                }
+                n++;
+            }
+            continue;
+        }
+        long *dst = NULL;
+        if (eq) {
+            *eq = 0;
+            dst = !strcmp(f, "k") ? &k : !strcmp(f, "s") ? &s : !strcmp(f, "p") ? &pad : !strcmp(f, "pool") ? &pool : NULL;
+        }
+        if (!dst) { snprintf(err, errlen, "--model %s: unknown field '%s'; %s", spec, f, USAGE); return -1; }
+        if (parse_long(eq + 1, dst) != 0) { snprintf(err, errlen, "--model %s: %s= wants an integer; %s", spec, f, USAGE); return -1; }
+    }
+    if (pad < 0) pad = (k - 1) / 2;
+    if (k < 1 || k > 64 || s < 1 || s > 64 || pad >= k || pad > 64 || pool < 1 || pool > 16) {
+        snprintf(err, errlen, "--model %s: want 1 <= k <= 64, 1 <= s <= 64, 0 <= p < k and 1 <= pool <= 16 (got k=%ld s=%ld p=%ld pool=%ld)",
+                 spec, k, s, pad, pool);
+        return -1;
+    }
+    double params = 0;
+    for (int i = 0; i < n; i++) {
+        conv_geom_t g = { .B = 1, .C = p->c, .H = p->h, .W = p->w, .OC = (int)ch[i], .KH = (int)k, .KW = (int)k,
+                          .stride = (int)s, .pad = (int)pad };
+        if (conv_geom_init(&g) != 0) {
+            snprintf(err, errlen, "--model %s: layer %d's %ldx%ld field does not fit its %dx%d input; use fewer layers, a smaller k or pool=1",
+                     spec, i + 1, k, k, p->h, p->w);
+            return -1;
+        }
+        const double bank = (double)ch[i] * p->c * k * k;   /* one position's weights: a GEMM operand */
+        params += ((double)g.OH * g.OW) * (bank + (double)ch[i]);
+        if (params > 2e9 || bank > 1e8 || (double)ch[i] * g.OH * g.OW > 1e8) {
+            snprintf(err, errlen, "--model %s: too large for these %dx%dx%d inputs (%.3g parameters by layer %d); lower the channels or raise s",
+                     spec, p->in_c, p->in_h, p->in_w, params, i + 1);
+            return -1;
+        }
+        if (plan_push(p, LAYER_LC, (int)ch[i], (int)k, (int)s, (int)pad, err, errlen) != 0 ||
+            plan_push(p, act, 0, 0, 0, 0, err, errlen) != 0)
+            return -1;
+        if (pool == 1) continue;
+        if (p->h < pool || p->w < pool) {
+            snprintf(err, errlen, "--model %s: the %ldx%ld pooling after layer %d does not fit its %dx%d output; use fewer layers or pool=1",
+                     spec, pool, pool, i + 1, p->h, p->w);
+            return -1;
+        }
+        if (plan_push(p, LAYER_MAXPOOL, 0, (int)pool, (int)pool, 0, err, errlen) != 0) return -1;
+    }
+    if (plan_push(p, LAYER_FLATTEN, 0, 0, 0, 0, err, errlen) != 0 || plan_push(p, LAYER_DENSE, classes, 0, 0, 0, err, errlen) != 0)
+        return -1;
+    return 0;
+}
 
 /* ---- spec parsing into a plan (layers with shapes, no buffers) ---- */
 
@@ -37,6 +114,7 @@ int plan_push(plan_t *p, layer_kind_t kind, int out_c, int k, int stride, int pa
         l->b_len = (size_t)out_c;
         break;
     case LAYER_CONV:
+    case LAYER_LC:
     case LAYER_MAXPOOL: {
         conv_geom_t g = { .B = 1, .C = p->c, .H = p->h, .W = p->w, .OC = out_c,
                           .KH = k, .KW = k, .stride = stride, .pad = pad };
@@ -45,11 +123,14 @@ int plan_push(plan_t *p, layer_kind_t kind, int out_c, int k, int stride, int pa
                      layer_kind_name(kind), k, k, p->n + 1, p->h, p->w);
             return -1;
         }
-        l->out_c = kind == LAYER_CONV ? out_c : p->c;
+        l->out_c = kind == LAYER_MAXPOOL ? p->c : out_c;
         l->out_h = g.OH; l->out_w = g.OW;
         if (kind == LAYER_CONV) {
             l->w_len = (size_t)out_c * p->c * k * k;
             l->b_len = (size_t)out_c;
+        } else if (kind == LAYER_LC) {   /* a filter bank and a bias per output position */
+            l->w_len = (size_t)g.OH * g.OW * out_c * p->c * k * k;
+            l->b_len = (size_t)out_c * g.OH * g.OW;
         }
         break;
     }
@@ -97,7 +178,7 @@ int plan_build(plan_t *p, const char *spec, int c, int h, int w, int classes,
     for (int i = 1; i < nf; i++) {
         if (!strcmp(fields[i], "tanh")) act = LAYER_TANH;
         else if (!strcmp(fields[i], "relu")) act = LAYER_RELU;
-        else if (!strcmp(fields[0], "resnet")) continue;   /* plan_resnet parses its fields */
+        else if (!strcmp(fields[0], "resnet") || !strcmp(fields[0], "lc")) continue;   /* parsed by plan_resnet, plan_lc */
         else if (!strcmp(fields[0], "mlp") && nh < 0 && isdigit((unsigned char)fields[i][0])) {
             nh = 0;
             for (char *s = fields[i], *tok; (tok = strsep(&s, ",")) != NULL;) {
@@ -109,13 +190,14 @@ int plan_build(plan_t *p, const char *spec, int c, int h, int w, int classes,
                 hidden[nh++] = (int)v;
             }
         } else {
-            snprintf(err, errlen, "unknown option '%s' in model spec '%s'; models: logreg, mlp[:H1,H2,...][:tanh], lenet[:tanh], resnet[:D,W]", fields[i], spec);
+            snprintf(err, errlen, "unknown option '%s' in model spec '%s'; models: " PLAN_MODELS, fields[i], spec);
             return -1;
         }
     }
     const char *name = fields[0];
     int rc = 0;
     if (!strcmp(name, "resnet")) return plan_resnet(p, spec, nf > 1 ? fields[1] : NULL, nf, classes, err, errlen);
+    if (!strcmp(name, "lc")) return plan_lc(p, spec, fields, nf, act, classes, err, errlen);
     if (!strcmp(name, "logreg")) {
         if (nf > 1) { snprintf(err, errlen, "model logreg takes no options (got '%s')", spec); return -1; }
         rc |= plan_push(p, LAYER_FLATTEN, 0, 0, 0, 0, err, errlen);
@@ -145,7 +227,7 @@ int plan_build(plan_t *p, const char *spec, int c, int h, int w, int classes,
             rc = plan_push(p, kind, oc, lenet[i].k, lenet[i].stride, lenet[i].pad, err, errlen);
         }
     } else {
-        snprintf(err, errlen, "unknown model '%s'; models: logreg, mlp[:H1,H2,...][:tanh], lenet[:tanh], resnet[:D,W]", name);
+        snprintf(err, errlen, "unknown model '%s'; models: " PLAN_MODELS, name);
         return -1;
     }
     return rc ? -1 : 0;

@@ -189,7 +189,7 @@ const float *graph_forward(model_t *m, const float *x, int B)
         case LAYER_DENSE: dense_forward(l->out, in, W, bias, B, l->in_c * l->in_h * l->in_w, l->out_c); break;
         case LAYER_RELU: relu_forward(l->out, in, n); break;
         case LAYER_TANH: tanh_forward(l->out, in, n); break;
-        case LAYER_FLATTEN: case LAYER_MAXPOOL:
+        case LAYER_FLATTEN: case LAYER_MAXPOOL: case LAYER_LC:
             die("graph models have no %s layers", layer_kind_name(l->kind));
         }
     }
@@ -266,7 +266,7 @@ void graph_backward(model_t *m, int B)
             else if (d) tanh_backward(d, l->dout, l->out, n);
             grad_done(m, l->src, d, B);
             break;
-        case LAYER_FLATTEN: case LAYER_MAXPOOL: break;
+        case LAYER_FLATTEN: case LAYER_MAXPOOL: case LAYER_LC: break;
         }
         if (l->w_len && m->grad_ready) m->grad_ready(m->grad_ctx, l->w_off, l->w_len + l->b_len);
     }

@@ -40,9 +40,16 @@ static cJSON *tensor_entry(const int *shape, int nd, size_t begin, size_t end)
     return t;
 }
 
-/* Shape of layer i's weight as PyTorch lays it out. */
+enum { SHAPE_MAX = 6 };
+
+/* Shape of layer i's weight as PyTorch lays it out (a locally connected
+ * layer: a convolution's weight per output position). */
 static int weight_shape(const layer_t *l, int *shape)
 {
+    if (l->kind == LAYER_LC) {
+        shape[0] = l->out_h; shape[1] = l->out_w; shape[2] = l->out_c; shape[3] = l->in_c; shape[4] = l->k; shape[5] = l->k;
+        return 6;
+    }
     if (l->kind == LAYER_CONV) {
         shape[0] = l->out_c; shape[1] = l->in_c; shape[2] = l->k; shape[3] = l->k;
         return 4;
@@ -51,6 +58,15 @@ static int weight_shape(const layer_t *l, int *shape)
     if (l->kind == LAYER_BN) return 1;   /* γ per channel */
     shape[1] = l->in_c * l->in_h * l->in_w;
     return 2;
+}
+
+/* Shape of its bias: one per output unit, (OC, OH, OW) for a locally
+ * connected layer. */
+static int bias_shape(const layer_t *l, int *shape)
+{
+    if (l->kind == LAYER_LC) { shape[0] = l->out_c; shape[1] = l->out_h; shape[2] = l->out_w; return 3; }
+    shape[0] = (int)l->b_len;
+    return 1;
 }
 
 static void add_str(cJSON *o, const char *k, const char *v) { cJSON_AddStringToObject(o, k, v); }
@@ -155,13 +171,13 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
         const layer_t *l = &m->layers[i];
         if (!l->w_len) continue;
         char name[96];
-        int shape[4], nd = weight_shape(l, shape);
+        int shape[SHAPE_MAX], nd = weight_shape(l, shape);
         tensor_name(name, sizeof name, m, i, "weight");
         cJSON_AddItemToObject(root, name, tensor_entry(shape, nd, l->w_off * 4, (l->w_off + l->w_len) * 4));
-        int bs = (int)l->b_len;
-        if (!bs) continue;   /* a convolution without bias (resnet) */
+        if (!l->b_len) continue;   /* a convolution without bias (resnet) */
+        nd = bias_shape(l, shape);
         tensor_name(name, sizeof name, m, i, "bias");
-        cJSON_AddItemToObject(root, name, tensor_entry(&bs, 1, l->b_off * 4, (l->b_off + l->b_len) * 4));
+        cJSON_AddItemToObject(root, name, tensor_entry(shape, nd, l->b_off * 4, (l->b_off + l->b_len) * 4));
     }
     unsigned char *data = xmalloc(data_len);
     memcpy(data, meta->params ? meta->params : m->params, np * 4);
@@ -441,9 +457,10 @@ int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t err
         char wn[96], bn[96];
         tensor_name(wn, sizeof wn, m, i, "weight");
         tensor_name(bn, sizeof bn, m, i, "bias");
-        int shape[4], nd = weight_shape(l, shape), bs = (int)l->b_len;
+        int shape[SHAPE_MAX], nd = weight_shape(l, shape), bshape[SHAPE_MAX], bnd = bias_shape(l, bshape);
+        const int bs = l->b_len != 0;
         if (copy_tensor(ck, wn, m->params + l->w_off, l->w_len, shape, nd) != 0 ||
-            (bs && copy_tensor(ck, bn, m->params + l->b_off, l->b_len, &bs, 1) != 0) || (!bs && st_find(&ck->st, bn))) {
+            (bs && copy_tensor(ck, bn, m->params + l->b_off, l->b_len, bshape, bnd) != 0) || (!bs && st_find(&ck->st, bn))) {
             snprintf(err, errlen, "checkpoint holds model '%s', which does not match model '%s' (layer %d differs); pass --model %s",
                      md->model, m->spec, i, md->model);
             return -1;

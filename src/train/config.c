@@ -8,8 +8,8 @@
 #define S(f) offsetof(config_t, f)
 
 const opt_def_t config_train_opts[] = {
-    { "model", OT_STR, S(model), "mlp", "model spec: logreg | mlp[:H1,H2,...][:tanh] (mlp = mlp:256,128) | lenet[:tanh]" },
-    { "data", OT_STR, S(data), "fashion-mnist", "fashion-mnist | mnist | synthetic[:N] | DIR of IDX or CIFAR-10 binary files" },
+    { "model", OT_STR, S(model), "mlp", "model spec: logreg | mlp[:H1,H2,...][:tanh] (mlp = mlp:256,128) | lenet[:tanh] | resnet[:D,W] (resnet = resnet:20,16) | lc[:C1,C2,...][:k=K][:s=S][:p=P][:pool=Q] (locally connected; lc = lc:8,16:k=3:s=1:p=1:pool=2)" },
+    { "data", OT_STR, S(data), "fashion-mnist", "fashion-mnist | mnist | synthetic[:N[,CxHxW]] (default 4096 images of 1x8x8) | DIR of IDX or CIFAR-10 binary files" },
     { "sync", OT_STR, S(sync), "none", "paradigm: none | bsp | localsgd | fedavg | selsync | bsp-ps | asp | ssp | dssp | downpour | easgd | gossip | lbfgs | sandblaster" },
     { "epochs", OT_LONG, S(epochs), "3", "training epochs (over the whole training set)" },
     { "steps", OT_LONG, S(steps), "0", "stop after this many steps (0: epochs decide)" },

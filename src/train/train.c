@@ -214,8 +214,12 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
         batch_iter_inject(r->it, k, m);
     }
     /* evaluation runs in chunks of max_batch; a graph model's activations
-     * (a residual network's) are large enough that the training batch sets it */
-    int max_batch = r->it->nb > EVAL_CHUNK || model_spec_graph(cfg->model) ? r->it->nb : EVAL_CHUNK;
+     * (a residual network's), or any model's whose activations for
+     * EVAL_CHUNK samples would pass 64 M floats (a locally connected one on
+     * large images), are large enough that the training batch sets it */
+    const int big = model_spec_graph(cfg->model) ||
+                    model_spec_act_floats(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes) * EVAL_CHUNK > 64e6;
+    int max_batch = r->it->nb > EVAL_CHUNK || big ? r->it->nb : EVAL_CHUNK;
     if (par_check_model(r) != 0) return -1;
     r->model = par_model_create(r, max_batch);
     model_init_params(r->model, (uint64_t)cfg->seed);
