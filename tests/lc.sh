@@ -14,18 +14,7 @@ trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
 
 DATA=fashion-mnist
-if ! "$DSGD" train --data "$DATA" --model lc --steps 1 --train-subset 64 --test-subset 16 --quiet > /dev/null 2>&1; then
-    echo "skip: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
-    echo "lc: 0 passed, 0 failed"
-    exit 0
-fi
-
-launch() {
-    local np=$1
-    shift
-    if [ "$np" = 1 ]; then timeout 300 "$DSGD" train "$@"
-    else "${MPIRUN[@]}" -np "$np" "$DSGD" train "$@"; fi
-}
+need_fashion lc lc
 
 # ---- it learns: 2 epochs of 2000 samples (126 steps of 32) ----
 # Measured: 0.81 alone, 0.82 under bsp on 2 workers (63 steps each);

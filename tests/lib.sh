@@ -48,3 +48,19 @@ refused() {
     elif ! grep -q -- "$needle" "$WORK/stderr"; then bad "$name" "error lacks '$needle': $(cat "$WORK/stderr")"
     else ok "$name"; fi
 }
+# launch NP ARGS...: dsgd train on NP ranks (NP = 1: no launcher), bounded
+# as every launch is. Needs $DSGD.
+launch() {
+    local np=$1
+    shift
+    if [ "$np" = 1 ]; then timeout 300 "$DSGD" train "$@"
+    else "${MPIRUN[@]}" -np "$np" "$DSGD" train "$@"; fi
+}
+# need_fashion SUITE MODEL: end the suite with a skip line unless
+# Fashion-MNIST is installed (and MODEL builds on it).
+need_fashion() {
+    "$DSGD" train --data fashion-mnist --model "$2" --steps 1 --train-subset 64 --test-subset 16 --quiet > /dev/null 2>&1 && return 0
+    echo "skip: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
+    echo "$1: 0 passed, 0 failed"
+    exit 0
+}

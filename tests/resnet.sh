@@ -16,18 +16,7 @@ trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
 
 DATA=fashion-mnist
-if ! "$DSGD" train --data "$DATA" --model resnet:8,4 --steps 1 --train-subset 64 --test-subset 16 --quiet > /dev/null 2>&1; then
-    echo "skip: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
-    echo "resnet: 0 passed, 0 failed"
-    exit 0
-fi
-
-launch() {
-    local np=$1
-    shift
-    if [ "$np" = 1 ]; then timeout 300 "$DSGD" train "$@"
-    else "${MPIRUN[@]}" -np "$np" "$DSGD" train "$@"; fi
-}
+need_fashion resnet resnet:8,4
 
 # ---- every paradigm learns: 3 epochs of 2000 samples, 500 test samples ----
 # Measured on 2 cores: 0.55-0.65 for every paradigm; 0.42-0.57 for the

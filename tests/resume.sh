@@ -15,13 +15,6 @@ trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
 
 REFUSE_LIMIT=60   # refused(): runs that start MPI jobs get longer
-# launch NP ARGS...: dsgd train on NP ranks (NP = 1: no launcher)
-launch() {
-    local np=$1
-    shift
-    if [ "$np" = 1 ]; then timeout 300 "$DSGD" train "$@"
-    else timeout 300 "${MPIRUN[@]}" -np "$np" "$DSGD" train "$@"; fi
-}
 # exact NAME NP K ARGS...: the uninterrupted run (ARGS fix its length) and a
 # run stopped after K steps then resumed write the same final checkpoint.
 exact() {
