@@ -64,3 +64,11 @@ need_fashion() {
     echo "$1: 0 passed, 0 failed"
     exit 0
 }
+# rank_pid RANK NEEDLE: the pid of world rank RANK of the dsgd run whose
+# command line contains NEEDLE (e.g. its metrics path). Needs $DSGD.
+rank_pid() {
+    local p
+    for p in $(pgrep -f "^$DSGD train.*$2"); do
+        tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qE "^(OMPI_COMM_WORLD_RANK|PMI_RANK)=$1\$" && echo $p
+    done
+}

@@ -81,6 +81,22 @@ if [ $rc -ne 0 ] && [ "$(grep -c 'dsgd: error' "$WORK/mm.err")" = 1 ] && grep -q
 then ok "mismatched --lr across ranks stops every rank naming rank 1 and --lr"
 else bad "configuration mismatch" "rc $rc: $(cat "$WORK/mm.err")"; fi
 
+# ---- the regime: the done event says how much a step computes against how
+# much it communicates (or waits), for bsp and asp ----
+for s in bsp asp; do
+    "${MPIRUN[@]}" -np 3 "$DSGD" train "${C[@]}" --sync $s --metrics "$WORK/reg.jsonl" > /dev/null 2>&1
+    if msg=$(python3 - "$WORK/reg.jsonl" <<'PY'
+import json, sys
+d = [json.loads(l) for l in open(sys.argv[1]) if '"done"' in l][-1]
+c, m, n = d["compute_s"], d["comm_s"], d["steps"]
+ok = c > 0 and m > 0 and abs(d["compute_s_per_step"] * n - c) <= 1e-6 * c and \
+     abs(d["comm_s_per_step"] * n - m) <= 1e-6 * m and abs(d["compute_comm_ratio"] - c / m) <= 1e-6 * c / m
+print(f"compute {c:.4f} s, communication {m:.4f} s over {n} steps: ratio {d['compute_comm_ratio']:.3g}")
+sys.exit(0 if ok else 1)
+PY
+    ); then ok "$s: the done event states the regime ($msg)"; else bad "$s regime" "${msg:-no done event}"; fi
+done
+
 # ---- a dead peer: rank 2 exits at step 20; the others stop within the timeout ----
 # mpirun --enable-recovery keeps the survivors up (and exits 0 itself), so each
 # rank's own exit status is recorded.

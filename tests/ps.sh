@@ -76,12 +76,6 @@ done
 # ends normally under a plain launch: exit 0, status ok, one eviction, no
 # "did not answer" about a live shard. Frozen lead: another worker takes over
 # the metrics, and the old lead leaves its file alone.
-rank_pid() {   # the pid of world rank $1 of the run writing $2
-    local p
-    for p in $(pgrep -f "^$DSGD train.*$2"); do
-        tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qE "^(OMPI_COMM_WORLD_RANK|PMI_RANK)=$1\$" && echo $p
-    done
-}
 for who in "2 worker 1" "1 worker 0 (the lead)"; do
     rank=${who%% *}
     rm -f "$WORK"/frz.*

@@ -38,7 +38,7 @@
 #include "../util/util.h"
 #include "sync.h"
 
-enum { TAG_GOSSIP = TAG_GOSSIP_BASE, TAG_GOSSIP_DONE, TAG_GOSSIP_BYE, NSEND = 4 };
+enum { TAG_GOSSIP = TAG_GOSSIP_BASE, TAG_GOSSIP_DONE, TAG_GOSSIP_BYE, TAG_GOSSIP_FIN, NSEND = 4 };
 
 typedef struct published {
     int64_t step;            /* steps completed; total_steps + 1 once finished */
@@ -75,6 +75,7 @@ typedef struct gossip {
     float *saved_avg;        /* (n) their mean */
     ckpt_tensor_t tensor;
     int64_t die_publishing;  /* test hook: exit while publishing this step (-1: never) */
+    int64_t fin_step;        /* the "finished" message to the lead (sent from here) */
 } gossip_t;
 
 static void publish(run_t *r, gossip_t *g, int64_t step)
@@ -436,6 +437,34 @@ static float *gossip_average(run_t *r)
 
 static int gossip_lead_lost(const run_t *r);
 
+/* The lead, after its live peers have finished: a peer declared dead that
+ * was only frozen (a stopped process) sends its "finished" (TAG_GOSSIP_FIN)
+ * when it gets there. Each such peer is alive again: it joins the final
+ * average and the goodbye, and once no declared death remains, the job ends
+ * as any other (MPI_Finalize, exit 0). A really dead peer costs the lead
+ * --timeout + 5 s of waiting here. */
+static void revive_frozen(run_t *r, gossip_t *g)
+{
+    const int N = r->comm->size, me = r->comm->rank;
+    const double t0 = now_s();
+    comm_idle_t idle = comm_idle_start(r->comm);
+    while (g->dead > 0 && now_s() - t0 <= r->cfg->timeout + 5) {
+        for (int j = 0; j < N; j++) {
+            int flag = 0;
+            if (j == me || g->alive[j]) continue;
+            if (MPI_Iprobe(j, TAG_GOSSIP_FIN, r->comm->world, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) continue;
+            int64_t step;
+            MPI_Recv(&step, 1, MPI_INT64_T, j, TAG_GOSSIP_FIN, r->comm->world, MPI_STATUS_IGNORE);
+            g->alive[j] = 1;
+            g->dead--;
+            fprintf(stderr, "dsgd: rank %d: peer rank %d was frozen, not dead: it finished (step %lld) and joins the final average\n",
+                    me, j, (long long)step);
+        }
+        comm_idle(&idle);
+    }
+    r->comm->peer_lost = g->dead > 0;
+}
+
 /* The lead's part of the finish: wait until every live rank has published
  * its final parameters, take their average, say goodbye. */
 static void lead_final(run_t *r, gossip_t *g)
@@ -449,6 +478,7 @@ static void lead_final(run_t *r, gossip_t *g)
             comm_idle(&idle);
         }
     }
+    if (g->dead > 0 && g->mode != 2) revive_frozen(r, g);
     /* the final average takes every live replica, stale or not: all have finished */
     double now = now_s();
     for (int j = 0; j < N; j++) g->seen_time[j] = now;
@@ -501,6 +531,20 @@ static void gossip_finish(run_t *r)
     if (r->lead) {
         lead_final(r, g);
     } else {
+        /* "finished", to the lead this rank knows: one that declared it dead
+         * (it was frozen) takes it back (nobody freezes in simulation) */
+#ifndef DSGD_SIM
+        if (g->mode != 2) {
+            int lead = 0;
+            while (lead < me && !g->alive[lead]) lead++;
+            if (lead < me) {
+                MPI_Request f;
+                g->fin_step = r->step;
+                if (MPI_Isend(&g->fin_step, 1, MPI_INT64_T, lead, TAG_GOSSIP_FIN, r->comm->world, &f) == MPI_SUCCESS)
+                    MPI_Request_free(&f);
+            }
+        }
+#endif
         /* keep the window up until the lead has read it */
         int lost = 0;
         MPI_Request q;
@@ -529,7 +573,7 @@ static void gossip_finish(run_t *r)
             if (now_s() - t0 > 3 * r->cfg->timeout + 10) { mark_dead(r, g, 0, "the lead never said goodbye", 3 * r->cfg->timeout + 10); break; }
             comm_idle(&idle);
         }
-        if (lost) r->comm->peer_lost = 1;
+        if (got) r->comm->peer_lost = lost;   /* the lead's verdict: every rank finalizes, or none */
     }
 }
 

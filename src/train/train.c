@@ -613,7 +613,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     const long eval_every = cfg->eval_every > 0 ? cfg->eval_every : cfg->eval_every_s > 0 ? 0 : r->steps_per_epoch;
     const int own_data = r->ops->step_samples != NULL;   /* the paradigm's step draws its samples */
     const long start_step = r->step, samples_per_step = own_data ? r->ops->step_samples(r) : (long)r->it->nb * r->replicas;
-    double train_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0, beat_last = now_s();
+    double train_s = 0, compute_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0, beat_last = now_s();
     long loss_n = 0, seg_samples = 0;
     const int tty = live_line(r);
     int beat = lead && !cfg->quiet && !tty, leading = lead;
@@ -639,6 +639,7 @@ int train_main(const config_t *cfg, comm_t *comm)
             r->loss = model_loss(r->model, r->it->y, r->it->nb);
             model_backward(r->model, r->it->y, r->it->nb);
             if (faults.slowdown > 1.0) faults_delay(&faults, now_s() - ts);
+            compute_s += now_s() - ts;   /* the batch, forward and backward (a --slowdown's delay included) */
         }
         r->lr = lr_at(&r->sched, r->step);
         if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
@@ -766,6 +767,15 @@ int train_main(const config_t *cfg, comm_t *comm)
     metrics_long(&mx, "msgs_sent", (long)msgs);
     metrics_long(&mx, "collectives", (long)colls);
     metrics_double(&mx, "comm_s", comm_s);
+    /* the regime: computing against communicating (or waiting for it), per
+     * step of the lead; a paradigm whose step draws its own samples
+     * (Sandblaster's coordinator) computes nothing here */
+    if (!own_data && steps > 0) {
+        metrics_double(&mx, "compute_s", compute_s);
+        metrics_double(&mx, "compute_s_per_step", compute_s / (double)steps);
+        metrics_double(&mx, "comm_s_per_step", comm_s / (double)steps);
+        if (comm_s > 0) metrics_double(&mx, "compute_comm_ratio", compute_s / comm_s);
+    }
     if (r->mp_size > 1) {   /* of which within the replica: activations and input gradients */
         metrics_long(&mx, "mp_bytes_sent", (long)r->mp_comm.bytes_sent);
         metrics_double(&mx, "mp_comm_s", r->mp_comm.comm_s);
