@@ -87,7 +87,7 @@ for s in "gossip --gossip pull --model mlp:256,256 --steps 4000 --timeout 1:4" "
 done
 
 # A peer frozen (SIGSTOP) past --timeout, then continued: the others declare
-# it dead; it finishes, tells the lead, which takes it back; the job ends as
+# it dead; when it wakes it tells the lead, which takes it back; the job ends as
 # any other (exit 0 under a plain launch, status ok, no dead peer left).
 # (Push gossip not yet: the woken peer can take its own half-received
 # messages for a dead sender's. MPICH not yet: the woken peer's own reads of
@@ -107,7 +107,7 @@ for mode in "${modes[@]}"; do
     rc=$?
     st=$(json_field "$WORK/frz.jsonl" done status 2>/dev/null); dp=$(json_field "$WORK/frz.jsonl" done dead_peers 2>/dev/null)
     if [ -n "$fp" ] && [ $rc = 0 ] && [ "$st" = ok ] && [ "$dp" = 0 ] && grep -q "peer rank 2 was frozen, not dead" "$WORK/frz.err"; then
-        ok "gossip $mode: rank 2 frozen 3 s past --timeout 1 is taken back at the end; the job exits 0 with status ok"
+        ok "gossip $mode: rank 2 frozen 3 s past --timeout 1 is taken back when it wakes; the job exits 0 with status ok"
     else bad "gossip $mode, rank 2 frozen" "pid '$fp', exit $rc, status '$st', dead_peers '$dp': $(grep -v '^$' "$WORK/frz.err" | head -4)"; fi
 done
 

@@ -75,7 +75,9 @@ typedef struct gossip {
     float *saved_avg;        /* (n) their mean */
     ckpt_tensor_t tensor;
     int64_t die_publishing;  /* test hook: exit while publishing this step (-1: never) */
-    int64_t fin_step;        /* the "finished" message to the lead (sent from here) */
+    int64_t fin_step;        /* "alive after all", to the lead (sent from here) */
+    double last_step_t;      /* when the last step began: a gap past --timeout was a freeze */
+    double revive_t;         /* the lead: when it last looked for a frozen peer's word */
 } gossip_t;
 
 static void publish(run_t *r, gossip_t *g, int64_t step)
@@ -381,9 +383,57 @@ static void step_round(run_t *r, gossip_t *g)
     g->mixes++;
 }
 
+/* A peer declared dead that was only frozen (a stopped process, a swapped-out
+ * host) finds, when it wakes, that a step took longer than --timeout: it
+ * tells the lead it knows (TAG_GOSSIP_FIN, its step). The lead, which looks
+ * every 50 ms while it counts a dead peer, takes it back: the peer is read
+ * and averaged again, and once no declared death remains, the job ends as
+ * any other (MPI_Finalize, exit 0; every rank takes the lead's verdict in
+ * the goodbye). Nobody freezes in simulation. */
+static void tell_alive(run_t *r, gossip_t *g)
+{
+#ifndef DSGD_SIM
+    const int me = r->comm->rank;
+    int lead = 0;
+    while (lead < me && !g->alive[lead]) lead++;
+    if (lead >= me || g->mode == 2) return;
+    MPI_Request f;
+    g->fin_step = r->step;
+    if (MPI_Isend(&g->fin_step, 1, MPI_INT64_T, lead, TAG_GOSSIP_FIN, r->comm->world, &f) == MPI_SUCCESS) MPI_Request_free(&f);
+#else
+    (void)r; (void)g;
+#endif
+}
+
+static void revive_frozen(run_t *r, gossip_t *g)
+{
+#ifndef DSGD_SIM
+    const int N = r->comm->size, me = r->comm->rank;
+    for (int j = 0; j < N && g->dead > 0; j++) {
+        int flag = 0;
+        if (j == me || g->alive[j]) continue;
+        if (MPI_Iprobe(j, TAG_GOSSIP_FIN, r->comm->world, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) continue;
+        int64_t step;
+        MPI_Recv(&step, 1, MPI_INT64_T, j, TAG_GOSSIP_FIN, r->comm->world, MPI_STATUS_IGNORE);
+        g->alive[j] = 1;
+        g->dead--;
+        g->seen_time[j] = now_s();
+        fprintf(stderr, "dsgd: rank %d: peer rank %d was frozen, not dead (it woke at its step %lld); it is chosen again\n",
+                me, j, (long long)step);
+    }
+    r->comm->peer_lost = g->dead > 0;
+#else
+    (void)r; (void)g;
+#endif
+}
+
 static int gossip_step(run_t *r)
 {
     gossip_t *g = r->sync_state;
+    const double now = now_s();
+    if (g->last_step_t > 0 && now - g->last_step_t > r->cfg->timeout) tell_alive(r, g);   /* woken from a freeze */
+    g->last_step_t = now;
+    if (r->lead && g->dead > 0 && g->mode != 2 && now - g->revive_t > 0.05) { g->revive_t = now; revive_frozen(r, g); }
     optim_step(r->opt, r->model->params, r->model->grads, 0, g->np, r->lr);   /* θ' */
     if (g->mode == 0) step_pull(r, g);
     else if (g->mode == 1) step_push(r, g);
@@ -437,33 +487,6 @@ static float *gossip_average(run_t *r)
 
 static int gossip_lead_lost(const run_t *r);
 
-/* The lead, after its live peers have finished: a peer declared dead that
- * was only frozen (a stopped process) sends its "finished" (TAG_GOSSIP_FIN)
- * when it gets there. Each such peer is alive again: it joins the final
- * average and the goodbye, and once no declared death remains, the job ends
- * as any other (MPI_Finalize, exit 0). A really dead peer costs the lead
- * --timeout + 5 s of waiting here. */
-static void revive_frozen(run_t *r, gossip_t *g)
-{
-    const int N = r->comm->size, me = r->comm->rank;
-    const double t0 = now_s();
-    comm_idle_t idle = comm_idle_start(r->comm);
-    while (g->dead > 0 && now_s() - t0 <= r->cfg->timeout + 5) {
-        for (int j = 0; j < N; j++) {
-            int flag = 0;
-            if (j == me || g->alive[j]) continue;
-            if (MPI_Iprobe(j, TAG_GOSSIP_FIN, r->comm->world, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) continue;
-            int64_t step;
-            MPI_Recv(&step, 1, MPI_INT64_T, j, TAG_GOSSIP_FIN, r->comm->world, MPI_STATUS_IGNORE);
-            g->alive[j] = 1;
-            g->dead--;
-            fprintf(stderr, "dsgd: rank %d: peer rank %d was frozen, not dead: it finished (step %lld) and joins the final average\n",
-                    me, j, (long long)step);
-        }
-        comm_idle(&idle);
-    }
-    r->comm->peer_lost = g->dead > 0;
-}
 
 /* The lead's part of the finish: wait until every live rank has published
  * its final parameters, take their average, say goodbye. */
@@ -471,6 +494,7 @@ static void lead_final(run_t *r, gossip_t *g)
 {
     const int N = r->comm->size, me = r->comm->rank;
     comm_idle_t idle = comm_idle_start(r->comm);
+    if (g->dead > 0 && g->mode != 2) revive_frozen(r, g);
     for (int j = 0; j < N; j++) {
         int64_t step = -1;
         while (j != me && g->alive[j] && (read_peer(r, g, j, &step) != 1 || step <= r->total_steps)) {
@@ -478,7 +502,6 @@ static void lead_final(run_t *r, gossip_t *g)
             comm_idle(&idle);
         }
     }
-    if (g->dead > 0 && g->mode != 2) revive_frozen(r, g);
     /* the final average takes every live replica, stale or not: all have finished */
     double now = now_s();
     for (int j = 0; j < N; j++) g->seen_time[j] = now;
@@ -531,20 +554,6 @@ static void gossip_finish(run_t *r)
     if (r->lead) {
         lead_final(r, g);
     } else {
-        /* "finished", to the lead this rank knows: one that declared it dead
-         * (it was frozen) takes it back (nobody freezes in simulation) */
-#ifndef DSGD_SIM
-        if (g->mode != 2) {
-            int lead = 0;
-            while (lead < me && !g->alive[lead]) lead++;
-            if (lead < me) {
-                MPI_Request f;
-                g->fin_step = r->step;
-                if (MPI_Isend(&g->fin_step, 1, MPI_INT64_T, lead, TAG_GOSSIP_FIN, r->comm->world, &f) == MPI_SUCCESS)
-                    MPI_Request_free(&f);
-            }
-        }
-#endif
         /* keep the window up until the lead has read it */
         int lost = 0;
         MPI_Request q;

@@ -351,6 +351,7 @@ run_diverged_at(const run_t *r, metrics_t *mx, const char *where, const char *fm
 enum { NOTICE_LEN = 256 };
 typedef struct diverge_watch {
     double since;            /* when this rank diverged and told the lead; < 0: it has not */
+    double probed;           /* the lead: when it last looked for a notice */
     char note[NOTICE_LEN];   /* "step S of worker W (rank R)", a NUL, then why (sent from here) */
 } diverge_watch_t;
 
@@ -369,16 +370,14 @@ static void diverge_notify(run_t *r, diverge_watch_t *dw, int lead_rank, const c
     }
 }
 
-/* The lead looks after every step; in simulation every 16th, since SimGrid
- * charges each probe simulated time. */
-static int diverge_check_due(long step)
+/* The lead looks at most every 50 ms: a probe makes MPI poll its
+ * transports, which costs a step of a small model several times its time
+ * (and SimGrid charges each probe simulated time). */
+static int diverge_check_due(double *last, double now)
 {
-#ifdef DSGD_SIM
-    return step % 16 == 0;
-#else
-    (void)step;
+    if (now - *last < 0.05) return 0;
+    *last = now;
     return 1;
-#endif
 }
 
 /* On the lead: a worker's notice, if one has arrived, ends the run. */
@@ -683,7 +682,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         }
         if (dw.since >= 0 && now_s() - dw.since > cfg->timeout + 5)
             run_diverged_at(r, &mx, dw.note, "%s (the lead did not stop the job within --timeout + 5 s)", dw.note + strlen(dw.note) + 1);
-        if (r->lead && comm->size > 1 && diverge_check_due(r->step)) diverge_heard(r, &mx);
+        if (r->lead && comm->size > 1 && diverge_check_due(&dw.probed, te)) diverge_heard(r, &mx);
         if (tty && now_s() - tty_last > 0.25) {
             tty_last = now_s();
             printf("\r\033[Kstep %ld/%ld  loss %.4f", r->step, r->total_steps, loss_sum / (double)loss_n);
