@@ -140,13 +140,16 @@ static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
         watchdog(r, 0);
         return rc;
 #endif
-        double t0 = now_s();
+        double t0 = now_s(), last = t0;
         comm_idle_t idle = comm_idle_start(r->comm);
         for (;;) {
             int done = 0;
             if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
             if (done) { rc = 0; break; }
-            if (now_s() - t0 > r->cfg->timeout / 2) break;
+            const double now = now_s();
+            if (now - last > r->cfg->timeout / 4) t0 = now;   /* this rank was frozen, not the peer: wait anew */
+            last = now;
+            if (now - t0 > r->cfg->timeout / 2) break;
             comm_idle(&idle);
         }
     }
@@ -431,7 +434,12 @@ static int gossip_step(run_t *r)
 {
     gossip_t *g = r->sync_state;
     const double now = now_s();
-    if (g->last_step_t > 0 && now - g->last_step_t > r->cfg->timeout) tell_alive(r, g);   /* woken from a freeze */
+    if (g->last_step_t > 0 && now - g->last_step_t > r->cfg->timeout) {
+        /* woken from a freeze: the peers' copies did not stop moving, this
+         * rank stopped looking; its clock of them starts again now */
+        for (int j = 0; j < r->comm->size; j++) g->seen_time[j] = now;
+        tell_alive(r, g);
+    }
     g->last_step_t = now;
     if (r->lead && g->dead > 0 && g->mode != 2 && now - g->revive_t > 0.05) { g->revive_t = now; revive_frozen(r, g); }
     optim_step(r->opt, r->model->params, r->model->grads, 0, g->np, r->lr);   /* θ' */
