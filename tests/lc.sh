@@ -3,7 +3,9 @@
 # few hundred steps, alone and under bsp; a run resumes bit for bit; its
 # checkpoint names the per-position weights and biases by their shapes and
 # evaluates as the run's final evaluation did; synthetic images of a chosen
-# shape feed it; bad specs and --model-parallel are refused in one line.
+# shape feed it; bad specs and grids are refused in one line; split into
+# spatial blocks (--model-parallel) it follows the single process's losses
+# under none, bsp and downpour, with the halo the formula says.
 # Usage: tests/lc.sh BUILD_DIR   (prints "lc: N passed, M failed")
 set -u
 BUILD=${1:-build}
@@ -73,7 +75,74 @@ refused "lc unknown field" "unknown field 'kernel'" "$DSGD" train "${S[@]}" --mo
 refused "lc padding as wide as the kernel" "p < k" "$DSGD" train "${S[@]}" --model lc:8:k=3:p=3
 refused "lc deeper than the image" "--model lc:4,4,4,4,4" "$DSGD" train "${S[@]}" --model lc:4,4,4,4,4
 refused "bad synthetic shape" "synthetic" "$DSGD" train --data synthetic:256,3x20 --model lc --steps 2 --quiet
-REFUSE_LIMIT=60 refused "lc with --model-parallel 2" "--model-parallel 2" \
-    "${MPIRUN[@]}" -np 2 "$DSGD" train "${S[@]}" --model lc --sync bsp --model-parallel 2
+# 28x28 pools to 14, 7, 3, 1: one position cannot be cut in two
+REFUSE_LIMIT=60 refused "a grid that does not tile an lc layer" "--model-parallel 2: its 1x2 grid of blocks does not tile layer 10" \
+    "${MPIRUN[@]}" -np 2 "$DSGD" train "${S[@]}" --model lc:2,2,2,2 --sync bsp --model-parallel 2
+
+# ---- spatial model parallelism: the same run on 1, 2 (1x2) and 4 (2x2) blocks ----
+# Every position computes what it computed alone; only the classifier's
+# input-gradient sum changes its order. The halo per step is the formula:
+# lc:4,6:k=3 pools 28x28x4 to 14x14x4, and layer 2's 3x3 fields reach one
+# row and column into the neighbours' blocks, forward and backward.
+P=(--model lc:4,6:k=3 --data "$DATA" --train-subset 1600 --test-subset 200 --batch 32 --steps 50 --lr 0.02
+   --momentum 0.9 --eval-every 5 --quiet)
+for M in 1 2 4; do
+    launch $M "${P[@]}" --sync none --model-parallel $M --metrics "$WORK/sp$M.jsonl" --checkpoint "$WORK/sp$M.st" > "$WORK/sp$M.out" 2>&1
+done
+for M in 2 4; do
+    d=$(python3 - "$WORK/sp1.jsonl" "$WORK/sp$M.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return [e["train_loss"] for e in map(json.loads, open(p)) if e.get("event") == "eval" and e.get("train_loss") is not None]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == 10, (len(a), len(b))
+print("%.3g" % max(abs(x - y) / abs(x) for x, y in zip(a, b)))
+PY
+)
+    if [ -n "$d" ] && awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'; then ok "--model-parallel $M (spatial blocks) follows the single-process losses over 50 steps (max relative difference $d)"
+    else bad "--model-parallel $M losses" "'$d': $(tail -c 300 "$WORK/sp$M.out")"; fi
+    c=$(python3 "$HERE/ckpt_diff.py" "$WORK/sp1.st" "$WORK/sp$M.st" 2>&1)
+    if awk -v d="$c" 'BEGIN{exit !(d != "" && d + 0 <= 1e-4)}'; then ok "--model-parallel $M assembles the whole checkpoint from its blocks (max |diff| $c from the single process's)"
+    else bad "--model-parallel $M checkpoint" "$c"; fi
+done
+# The lead's halo: layer 2's output blocks follow its pooling (14 rows
+# pool to 7, cut 3 + 4, so blocks of 6 and 8 rows) while its input blocks
+# are 7 + 7, so the lead's fields need nothing of the others and it sends
+# them the 2 rows and/or columns next to theirs; what returns in the
+# backward pass is their gradient, sent by the others. 1x2: 2 columns of
+# 14 rows; 2x2: 2 columns of 7 rows, 2 rows of 7 columns and a 2x2 corner;
+# 4 channels, 32 samples, 4 bytes.
+h2=$(json_field "$WORK/sp2.jsonl" done halo_bytes_per_step 2>/dev/null)
+[ "$h2" = $((2 * 14 * 4 * 32 * 4)) ] && ok "1x2 blocks: the lead sends $h2 halo bytes per step, as the formula says" \
+    || bad "1x2 halo bytes" "'$h2', want $((2 * 14 * 4 * 32 * 4))"
+h4=$(json_field "$WORK/sp4.jsonl" done halo_bytes_per_step 2>/dev/null)
+[ "$h4" = $(((14 + 14 + 4) * 4 * 32 * 4)) ] && ok "2x2 blocks: the lead sends $h4 halo bytes per step, as the formula says" \
+    || bad "2x2 halo bytes" "'$h4', want $(((14 + 14 + 4) * 4 * 32 * 4))"
+# the lead holds its blocks of the lc layers and 2 of the classifier's 10 units:
+# 14x14 positions of layer 1 (4 x 9 weights + 4 biases each), 6x6 of layer 2 (6 x 36 + 6), 2 x (294 + 1)
+n4=$(json_field "$WORK/sp4.jsonl" config nparams_per_rank 2>/dev/null)
+[ "$n4" = $((196 * 40 + 36 * 222 + 2 * 295)) ] && ok "2x2 blocks: the lead holds $n4 of $(json_field "$WORK/sp4.jsonl" config nparams) parameters" \
+    || bad "2x2 parameters per rank" "'$n4', want $((196 * 40 + 36 * 222 + 2 * 295))"
+# a whole checkpoint resumes on blocks as it does on one process
+for M in 1 2; do
+    launch $M "${P[@]}" --sync none --model-parallel $M --steps 60 --resume "$WORK/sp1.st" --checkpoint "$WORK/rs$M.st" > "$WORK/rs$M.out" 2>&1
+done
+c=$(python3 "$HERE/ckpt_diff.py" "$WORK/rs1.st" "$WORK/rs2.st" 2>&1)
+if awk -v d="$c" 'BEGIN{exit !(d != "" && d + 0 <= 1e-4)}'; then ok "a single process's checkpoint resumes on 1x2 blocks as on one process (max |diff| $c after 10 more steps)"
+else bad "resume on blocks" "$c: $(tail -c 300 "$WORK/rs2.out")"; fi
+# under bsp, 2 replicas of 2 blocks follow 2 data-parallel ranks
+launch 2 "${P[@]}" --sync bsp --metrics "$WORK/b1.jsonl" > "$WORK/b1.out" 2>&1
+launch 4 "${P[@]}" --sync bsp --model-parallel 2 --metrics "$WORK/b2.jsonl" > "$WORK/b2.out" 2>&1
+a=$(json_field "$WORK/b1.jsonl" done test_loss 2>/dev/null); b=$(json_field "$WORK/b2.jsonl" done test_loss 2>/dev/null)
+if [ -n "$a" ] && awk -v a="$a" -v b="$b" 'BEGIN{d = a - b; if (d < 0) d = -d; exit !(b != "" && d <= 1e-5 * a)}'; then
+    ok "bsp with 2 replicas of 2 blocks ends at the test loss of bsp on 2 ranks ($b against $a)"
+else bad "bsp with spatial blocks" "'$b' against '$a': $(tail -c 300 "$WORK/b2.out")"; fi
+# downpour: one replica of 2 blocks and a shard, against one worker and a shard
+launch 2 "${P[@]}" --sync downpour --servers 1 --metrics "$WORK/d1.jsonl" > "$WORK/d1.out" 2>&1
+launch 3 "${P[@]}" --sync downpour --servers 1 --model-parallel 2 --metrics "$WORK/d2.jsonl" > "$WORK/d2.out" 2>&1
+a=$(json_field "$WORK/d1.jsonl" done test_loss 2>/dev/null); b=$(json_field "$WORK/d2.jsonl" done test_loss 2>/dev/null)
+if [ -n "$a" ] && awk -v a="$a" -v b="$b" 'BEGIN{d = a - b; if (d < 0) d = -d; exit !(b != "" && d <= 1e-4 * a)}'; then
+    ok "downpour with a replica of 2 blocks ends at the test loss of one worker ($b against $a)"
+else bad "downpour with spatial blocks" "'$b' against '$a': $(tail -c 300 "$WORK/d2.out")"; fi
 
 summary lc

@@ -492,8 +492,10 @@ static void test_model_specs(void)
     CHECK(model_spec_check("lc:8,8,8,8,8", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "pool"), "%s", err);
     CHECK(model_spec_check("lc:8:k=9:p=0", 1, 8, 8, 10, err, sizeof err) != 0 && strstr(err, "does not fit"), "%s", err);
     CHECK(model_spec_check("lc:4096,4096:k=7", 3, 256, 256, 10, err, sizeof err) != 0 && strstr(err, "too large"), "%s", err);
-    CHECK(model_part_check("lc", 1, 28, 28, 10, 2, err, sizeof err) != 0 && strstr(err, "--model-parallel 2") &&
-          strstr(err, "locally connected"), "%s", err);
+    /* spatial blocks: 28x28 pools to 14 and 7, which a 4x4 grid tiles, an 8x8 one not */
+    CHECK(model_part_check("lc", 1, 28, 28, 10, 16, err, sizeof err) == 0, "%s", err);
+    CHECK(model_part_check("lc", 1, 28, 28, 10, 64, err, sizeof err) != 0 && strstr(err, "--model-parallel 64") &&
+          strstr(err, "8x8 grid") && strstr(err, "7x7 positions after pooling"), "%s", err);
 }
 
 int main(int argc, char **argv)

@@ -17,6 +17,7 @@ typedef enum comm_tag {
     TAG_SB_BASE = 400,       /* Sandblaster coordinator traffic: 400..499 */
     TAG_BOUNDS_STOP = 500,   /* lead → workers: the target accuracy is reached, stop */
     TAG_DIVERGED = 501,      /* worker → lead: my loss diverged; stop the job */
+    TAG_HALO = 600,          /* spatial model parallelism: halo rows and columns within a replica */
 } comm_tag_t;
 
 /* Called once on a rank about to stop because a peer failed (a dead rank, an
@@ -133,11 +134,19 @@ typedef struct comm_mp {
     float *stage;            /* (cap) gathered blocks before they are interleaved */
     size_t cap;
     int *counts, *displs;    /* (M) */
+    MPI_Request *hreq;       /* (2M) the halo exchange in flight */
+    int nh;
+    uint64_t halo_bytes;     /* halo sent, forward and backward */
+    double halo_wait_s;      /* time spent waiting for halos */
 } comm_mp_t;
 /* cap: the most floats one gather moves (max batch × widest split output). */
 comm_mp_t *comm_mp_create(comm_t *c, size_t cap);
 void comm_mp_free(comm_mp_t *g);
 void comm_mp_gather(void *ctx, float *full, const float *local, int B, int R, const int *pb);
 void comm_mp_sum(void *ctx, float *buf, long n);
+/* The halo exchange of an lc model's spatial blocks (model_part_t's hooks). */
+void comm_mp_halo_start(void *ctx, int n, const int *peer, float *const *send, const long *nsend,
+                        float *const *recv, const long *nrecv);
+void comm_mp_halo_wait(void *ctx);
 
 #endif

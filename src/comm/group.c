@@ -40,13 +40,14 @@ comm_mp_t *comm_mp_create(comm_t *c, size_t cap)
     g->stage = xalloc_floats(cap ? cap : 1);
     g->counts = xcalloc((size_t)c->size, sizeof(int));
     g->displs = xcalloc((size_t)c->size, sizeof(int));
+    g->hreq = xcalloc(2 * (size_t)c->size, sizeof(MPI_Request));
     return g;
 }
 
 void comm_mp_free(comm_mp_t *g)
 {
     if (!g) return;
-    free(g->stage); free(g->counts); free(g->displs);
+    free(g->stage); free(g->counts); free(g->displs); free(g->hreq);
     free(g);
 }
 
@@ -87,4 +88,33 @@ void comm_mp_sum(void *ctx, float *buf, long n)
 {
     comm_mp_t *g = ctx;
     comm_allreduce_sum(g->c, buf, (size_t)n, "the model-parallel input-gradient sum");
+}
+
+void comm_mp_halo_start(void *ctx, int n, const int *peer, float *const *send, const long *nsend,
+                        float *const *recv, const long *nrecv)
+{
+    comm_mp_t *g = ctx;
+    comm_t *c = g->c;
+    double t0 = now_s();
+    g->nh = 0;
+    for (int j = 0; j < n; j++)
+        if (nrecv[j] > 0)
+            MPI_CHECK(c, MPI_Irecv(recv[j], (int)nrecv[j], MPI_FLOAT, peer[j], TAG_HALO, c->world, &g->hreq[g->nh++]));
+    for (int j = 0; j < n; j++) {
+        if (nsend[j] <= 0) continue;
+        MPI_CHECK(c, MPI_Isend(send[j], (int)nsend[j], MPI_FLOAT, peer[j], TAG_HALO, c->world, &g->hreq[g->nh++]));
+        c->bytes_sent += (uint64_t)nsend[j] * sizeof(float);
+        c->msgs_sent++;
+        g->halo_bytes += (uint64_t)nsend[j] * sizeof(float);
+    }
+    c->comm_s += now_s() - t0;
+}
+
+void comm_mp_halo_wait(void *ctx)
+{
+    comm_mp_t *g = ctx;
+    double t0 = now_s();
+    comm_waitall(g->c, g->nh, g->hreq, "the model-parallel halo exchange");
+    g->halo_wait_s += now_s() - t0;
+    g->nh = 0;
 }

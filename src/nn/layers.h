@@ -83,6 +83,17 @@ void lc_backward(float *dinp,       /* (B, C, H, W) or NULL */
                  const float *w,    /* (OH·OW, OC, C·KH·KW) */
                  const conv_geom_t *g);
 
+/* The same on the output positions of rect r only, for a layer whose
+ * weights and biases hold the positions of block blk ⊇ r alone (spatial
+ * model parallelism): w is (bh·bw, OC, C·KH·KW) and b (OC, bh·bw) over
+ * blk's bh×bw positions, while out, dout, inp and dinp keep the whole
+ * layer's shape. lc_backward_rect adds into dinp (it clears nothing). */
+typedef struct lc_rect { int y0, y1, x0, x1; } lc_rect_t;
+void lc_forward_rect(float *out, float *col, const float *inp, const float *w, const float *b, const conv_geom_t *g,
+                     lc_rect_t blk, lc_rect_t r);
+void lc_backward_rect(float *dinp, float *dw, float *db, float *col, const float *dout, const float *inp,
+                      const float *w, const conv_geom_t *g, lc_rect_t blk, lc_rect_t r);
+
 /* Max pooling with window KH×KW; argmax holds the flat input index. */
 void maxpool_forward(float *out, int32_t *argmax, const float *inp, const conv_geom_t *g);
 void maxpool_backward(float *dinp, const float *dout, const int32_t *argmax, const conv_geom_t *g);

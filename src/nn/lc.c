@@ -99,50 +99,66 @@ static void scatter_add(float *dinp, const float *dP, const conv_geom_t *g, int 
     }
 }
 
-void lc_forward(float *out, float *col, const float *inp, const float *w, const float *b, const conv_geom_t *g)
+void lc_forward_rect(float *out, float *col, const float *inp, const float *w, const float *b, const conv_geom_t *g,
+                     lc_rect_t blk, lc_rect_t r)
 {
-    const int B = g->B, OC = g->OC;
+    const int B = g->B, OC = g->OC, bw = blk.x1 - blk.x0;
     const long CKK = (long)g->C * g->KH * g->KW, OHW = (long)g->OH * g->OW, OCHW = OC * OHW;
+    const long bhw = (long)(blk.y1 - blk.y0) * bw;
     float *P = col, *o = col + 2 * (long)B * CKK;
-    for (int oh = 0; oh < g->OH; oh++)
-        for (int ow = 0; ow < g->OW; ow++) {
-            const long p = (long)oh * g->OW + ow;
+    for (int oh = r.y0; oh < r.y1; oh++)
+        for (int ow = r.x0; ow < r.x1; ow++) {
+            const long p = (long)oh * g->OW + ow, lp = (long)(oh - blk.y0) * bw + (ow - blk.x0);
             gather(P, inp, g, oh, ow);
             /* o(B, OC) = P · w[p]ᵀ */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, (int)CKK,
-                        1.0f, P, (int)CKK, w + p * OC * CKK, (int)CKK, 0.0f, o, OC);
+                        1.0f, P, (int)CKK, w + lp * OC * CKK, (int)CKK, 0.0f, o, OC);
             for (int bb = 0; bb < B; bb++)
                 for (int oc = 0; oc < OC; oc++)
-                    out[bb * OCHW + oc * OHW + p] = o[(long)bb * OC + oc] + b[oc * OHW + p];
+                    out[bb * OCHW + oc * OHW + p] = o[(long)bb * OC + oc] + b[oc * bhw + lp];
         }
+}
+
+void lc_backward_rect(float *dinp, float *dw, float *db, float *col, const float *dout, const float *inp,
+                      const float *w, const conv_geom_t *g, lc_rect_t blk, lc_rect_t r)
+{
+    const int B = g->B, OC = g->OC, bw = blk.x1 - blk.x0;
+    const long CKK = (long)g->C * g->KH * g->KW, OHW = (long)g->OH * g->OW, OCHW = OC * OHW;
+    const long bhw = (long)(blk.y1 - blk.y0) * bw;
+    float *P = col, *dP = col + (long)B * CKK, *d = dP + (long)B * CKK;
+    for (int oh = r.y0; oh < r.y1; oh++)
+        for (int ow = r.x0; ow < r.x1; ow++) {
+            const long p = (long)oh * g->OW + ow, lp = (long)(oh - blk.y0) * bw + (ow - blk.x0);
+            /* d(B, OC) = dout at p; the bias gradient is its column sums */
+            for (int oc = 0; oc < OC; oc++) db[oc * bhw + lp] = 0.0f;
+            for (int bb = 0; bb < B; bb++)
+                for (int oc = 0; oc < OC; oc++) {
+                    const float v = dout[bb * OCHW + oc * OHW + p];
+                    d[(long)bb * OC + oc] = v;
+                    db[oc * bhw + lp] += v;
+                }
+            gather(P, inp, g, oh, ow);
+            /* dw[p](OC, CKK) = dᵀ · P */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, (int)CKK, B,
+                        1.0f, d, OC, P, (int)CKK, 0.0f, dw + lp * OC * CKK, (int)CKK);
+            if (!dinp) continue;
+            /* dP(B, CKK) = d · w[p] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, (int)CKK, OC,
+                        1.0f, d, OC, w + lp * OC * CKK, (int)CKK, 0.0f, dP, (int)CKK);
+            scatter_add(dinp, dP, g, oh, ow);
+        }
+}
+
+void lc_forward(float *out, float *col, const float *inp, const float *w, const float *b, const conv_geom_t *g)
+{
+    const lc_rect_t all = { 0, g->OH, 0, g->OW };
+    lc_forward_rect(out, col, inp, w, b, g, all, all);
 }
 
 void lc_backward(float *dinp, float *dw, float *db, float *col, const float *dout, const float *inp,
                  const float *w, const conv_geom_t *g)
 {
-    const int B = g->B, OC = g->OC;
-    const long CKK = (long)g->C * g->KH * g->KW, OHW = (long)g->OH * g->OW, OCHW = OC * OHW;
-    float *P = col, *dP = col + (long)B * CKK, *d = dP + (long)B * CKK;
-    if (dinp) memset(dinp, 0, sizeof(float) * (size_t)((long)B * g->C * g->H * g->W));
-    for (int oh = 0; oh < g->OH; oh++)
-        for (int ow = 0; ow < g->OW; ow++) {
-            const long p = (long)oh * g->OW + ow;
-            /* d(B, OC) = dout at p; the bias gradient is its column sums */
-            for (int oc = 0; oc < OC; oc++) db[oc * OHW + p] = 0.0f;
-            for (int bb = 0; bb < B; bb++)
-                for (int oc = 0; oc < OC; oc++) {
-                    const float v = dout[bb * OCHW + oc * OHW + p];
-                    d[(long)bb * OC + oc] = v;
-                    db[oc * OHW + p] += v;
-                }
-            gather(P, inp, g, oh, ow);
-            /* dw[p](OC, CKK) = dᵀ · P */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, (int)CKK, B,
-                        1.0f, d, OC, P, (int)CKK, 0.0f, dw + p * OC * CKK, (int)CKK);
-            if (!dinp) continue;
-            /* dP(B, CKK) = d · w[p] */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, (int)CKK, OC,
-                        1.0f, d, OC, w + p * OC * CKK, (int)CKK, 0.0f, dP, (int)CKK);
-            scatter_add(dinp, dP, g, oh, ow);
-        }
+    const lc_rect_t all = { 0, g->OH, 0, g->OW };
+    if (dinp) memset(dinp, 0, sizeof(float) * (size_t)((long)g->B * g->C * g->H * g->W));
+    lc_backward_rect(dinp, dw, db, col, dout, inp, w, g, all, all);
 }

@@ -7,6 +7,7 @@
 
 #include "../util/util.h"
 #include "plan.h"
+#include "spatial.h"
 
 
 const char *layer_kind_name(layer_kind_t k)
@@ -83,18 +84,16 @@ int model_part_check(const char *spec, int c, int h, int w, int classes, int M, 
 {
     plan_t *p = xcalloc(1, sizeof *p);
     int rc = plan_build(p, spec, c, h, w, classes, err, errlen);
-    for (int i = 0; i < p->n && rc == 0 && M > 1; i++)
-        if (p->l[i].kind == LAYER_LC) {
-            snprintf(err, errlen, "--model-parallel %d: model '%s' has locally connected layers, which model parallelism does not split yet; use --model-parallel 1 (data parallelism)",
-                     M, spec);
-            rc = -1;
-        }
+    int lc = 0;
+    for (int i = 0; i < p->n; i++) lc |= p->l[i].kind == LAYER_LC;
+    if (rc == 0 && M > 1 && lc) rc = spatial_check(p->l, p->n, M, spec, err, errlen);
     if (rc == 0 && M > 1 && p->graph) {
         snprintf(err, errlen, "--model-parallel %d: model '%s' has residual branches and batch normalization, which model parallelism does not split; use --model-parallel 1 (data parallelism) or an mlp or lenet model",
                  M, spec);
         rc = -1;
     }
-    for (int i = 0; i < p->n && rc == 0; i++)
+    /* an lc model's classifier may leave partitions without units */
+    for (int i = 0; i < p->n && rc == 0 && !lc; i++)
         if (layer_split(&p->l[i]) && p->l[i].out_c < M) {
             snprintf(err, errlen, "--model-parallel %d splits every layer by output units, but layer %d (%s) of '%s' has only %d; use at most %d partitions",
                      M, i + 1, layer_kind_name(p->l[i].kind), spec, p->l[i].out_c, p->l[i].out_c);
@@ -161,7 +160,9 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
         l->gw_off = full; full += l->w_len;
         l->gb_off = full; full += l->b_len;
         l->u_lo = 0; l->u_hi = l->out_c;
-        if (M > 1 && layer_split(l)) layer_cut(l, part->index, M);
+        l->blk = (lc_rect_t){ 0, l->out_h, 0, l->out_w };
+        if (M > 1 && l->kind == LAYER_LC) spatial_cut(m, i);
+        else if (M > 1 && layer_split(l)) layer_cut(l, part->index, M);
         l->w_off = off; off += l->w_len;
         l->b_off = off; off += l->b_len;
         l->s_off = soff; soff += l->s_len;
@@ -225,6 +226,8 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
         if (l->kind == LAYER_MAXPOOL) l->argmax = xcalloc((size_t)nl, sizeof(int32_t));
         if (l->kind == LAYER_BN) l->aux = xalloc_floats(2 * (size_t)l->out_c);
     }
+    for (int i = 0; i < n && M > 1; i++)
+        if (m->layers[i].kind == LAYER_LC) { spatial_setup(m); break; }
     return m;
 }
 
@@ -243,6 +246,7 @@ void model_init_state(model_t *m)
 void model_free(model_t *m)
 {
     if (!m) return;
+    spatial_free(m);
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
         if (l->kind == LAYER_FLATTEN || relu_into_pool(m, i)) continue;
@@ -274,20 +278,25 @@ void model_init_params(model_t *m, uint64_t seed)
             continue;
         }
         /* the whole layer's values are drawn in order; a partition keeps
-         * the rows of its units [u_lo, u_hi) */
-        long fan_in = (long)(l->w_len / (size_t)(l->u_hi - l->u_lo));
+         * the rows of its units [u_lo, u_hi), or the banks of its block */
+        const long fan_in = l->kind == LAYER_DENSE ? (long)l->in_c * l->in_h * l->in_w : (long)l->in_c * l->k * l->k;
         long fan_out = (long)l->out_c;
         if (l->kind == LAYER_CONV || l->kind == LAYER_LC) fan_out *= (long)l->k * l->k;
-        /* a locally connected unit sees one receptive field, as a conv's does */
-        if (l->kind == LAYER_LC) fan_in = (long)l->in_c * l->k * l->k;
-        const size_t all = l->kind == LAYER_LC ? l->w_len : (size_t)l->out_c * (size_t)fan_in;
+        const size_t all = l->kind == LAYER_LC ? (size_t)l->out_h * l->out_w * (size_t)l->out_c * (size_t)fan_in
+                                               : (size_t)l->out_c * (size_t)fan_in;
         const size_t lo = (size_t)l->u_lo * (size_t)fan_in, hi = lo + l->w_len;
+        const size_t bank = (size_t)l->out_c * (size_t)fan_in;   /* lc: one position's weights */
+        const int bw = l->blk.x1 - l->blk.x0, split_lc = l->kind == LAYER_LC && l->w_len < all;
         const int relu_next = l->he || (i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_RELU);
         const float sd = sqrtf(2.0f / (float)fan_in), a = sqrtf(6.0f / (float)(fan_in + fan_out));
         float *w = m->params + l->w_off;
         for (size_t j = 0; j < all; j++) {
             float v = relu_next ? sd * rng_normal(&r) : a * (float)(2.0 * rng_uniform(&r) - 1.0);
-            if (j >= lo && j < hi) w[j - lo] = v;
+            if (split_lc) {
+                const long p = (long)(j / bank), oh = p / l->out_w, ow = p % l->out_w;
+                if (oh >= l->blk.y0 && oh < l->blk.y1 && ow >= l->blk.x0 && ow < l->blk.x1)
+                    w[((size_t)(oh - l->blk.y0) * (size_t)bw + (size_t)(ow - l->blk.x0)) * bank + j % bank] = v;
+            } else if (j >= lo && j < hi) w[j - lo] = v;
         }
     }
 }
@@ -304,7 +313,8 @@ const float *model_forward(model_t *m, const float *x, int B)
         long n = (long)B * layer_out_size(l);
         switch (l->kind) {
         case LAYER_DENSE:
-            dense_forward(l->pb ? l->lout : l->out, inp, W, bias, B, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
+            if (l->u_hi > l->u_lo)   /* an lc model's classifier may leave a partition no units */
+                dense_forward(l->pb ? l->lout : l->out, inp, W, bias, B, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
             break;
         case LAYER_CONV: {
             conv_geom_t g = layer_geom(l, B, l->u_hi - l->u_lo);
@@ -312,6 +322,7 @@ const float *model_forward(model_t *m, const float *x, int B)
             break;
         }
         case LAYER_LC: {
+            if (m->spatial) { spatial_lc_forward(m, i, (float *)inp, B); break; }
             conv_geom_t g = layer_geom(l, B, l->out_c);
             lc_forward(l->out, m->col + m->col_off[i], inp, W, bias, &g);
             break;
@@ -327,7 +338,10 @@ const float *model_forward(model_t *m, const float *x, int B)
             relu_forward(l->out, inp, n);
             break;
         case LAYER_TANH: tanh_forward(l->out, inp, n); break;
-        case LAYER_FLATTEN: l->out = (float *)inp; break;
+        case LAYER_FLATTEN:
+            if (m->spatial && i > 0) spatial_gather_top(m, i - 1, B);   /* every block, for the classifier */
+            l->out = (float *)inp;
+            break;
         case LAYER_BN: case LAYER_ADD: case LAYER_GAP: break;   /* graph models only */
         }
         if (l->pb) m->part.gather(m->part.ctx, l->out, l->lout, B, (int)layer_out_size(l), l->pb);
@@ -373,6 +387,10 @@ void model_backward(model_t *m, const int32_t *labels, int B)
         const float *dout = l->pb ? part_slice(m, l, B) : l->dout;
         switch (l->kind) {
         case LAYER_DENSE:
+            if (l->u_hi == l->u_lo) {   /* no units here: no contribution to the sum */
+                if (dinp) memset(dinp, 0, sizeof(float) * (size_t)((long)B * l->in_c * l->in_h * l->in_w));
+                break;
+            }
             dense_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, dout, inp,
                            m->params + l->w_off, B, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
             break;
@@ -383,6 +401,7 @@ void model_backward(model_t *m, const int32_t *labels, int B)
             break;
         }
         case LAYER_LC: {
+            if (m->spatial) { spatial_lc_backward(m, i, dinp, inp, B); break; }
             conv_geom_t g = layer_geom(l, B, l->out_c);
             lc_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, m->col + m->col_off[i], dout, inp,
                         m->params + l->w_off, &g);
@@ -455,14 +474,28 @@ double model_train_flops(const model_t *m)
 int model_spans(const model_t *m, model_span_t *out, int max)
 {
     int n = 0;
+#define SPAN(o, f, len) do { if (out && n < max) out[n] = (model_span_t){ (o), (f), (len) }; n++; } while (0)
     for (int i = 0; i < m->nlayers; i++) {
         const layer_t *l = &m->layers[i];
-        if (!l->w_len) continue;
-        if (n + 2 > max) die("model_spans: more than %d spans", max);
-        size_t per_unit = l->w_len / (size_t)(l->u_hi - l->u_lo);
-        out[n++] = (model_span_t){ l->w_off, l->gw_off + (size_t)l->u_lo * per_unit, l->w_len };
-        out[n++] = (model_span_t){ l->b_off, l->gb_off + (size_t)l->u_lo, l->b_len };
+        if (!l->w_len && !(l->kind == LAYER_DENSE && l->pb)) continue;
+        const lc_rect_t b = l->blk;
+        if (l->kind == LAYER_LC && m->spatial) {   /* a bank per position: a span per row of the block */
+            const size_t bw = (size_t)(b.x1 - b.x0), bhw = (size_t)(b.y1 - b.y0) * bw, OW = (size_t)l->out_w;
+            const size_t bank = l->w_len / bhw;
+            for (int y = b.y0; y < b.y1; y++)
+                SPAN(l->w_off + (size_t)(y - b.y0) * bw * bank, l->gw_off + ((size_t)y * OW + (size_t)b.x0) * bank, bw * bank);
+            for (int c = 0; c < l->out_c; c++)
+                for (int y = b.y0; y < b.y1; y++)
+                    SPAN(l->b_off + (size_t)c * bhw + (size_t)(y - b.y0) * bw,
+                         l->gb_off + ((size_t)c * (size_t)l->out_h + (size_t)y) * OW + (size_t)b.x0, bw);
+            continue;
+        }
+        const size_t per_unit = l->kind == LAYER_DENSE ? (size_t)l->in_c * l->in_h * l->in_w
+                              : l->w_len / (size_t)(l->u_hi - l->u_lo);
+        SPAN(l->w_off, l->gw_off + (size_t)l->u_lo * per_unit, l->w_len);
+        SPAN(l->b_off, l->gb_off + (size_t)l->u_lo, l->b_len);
     }
+#undef SPAN
     return n;
 }
 
@@ -473,9 +506,18 @@ size_t model_part_nparams(const model_t *m, int q)
     size_t n = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const layer_t *l = &m->layers[i];
-        if (!l->w_len) continue;
-        size_t units = (size_t)((long)l->out_c * (q + 1) / M - (long)l->out_c * q / M);
-        n += (l->w_len / (size_t)(l->u_hi - l->u_lo) + (l->b_len ? 1 : 0)) * units;
+        if (l->kind == LAYER_LC && m->spatial) {
+            const lc_rect_t b = spatial_block(m->layers, m->nlayers, i, q, M), o = l->blk;
+            const size_t pos = (size_t)(b.y1 - b.y0) * (size_t)(b.x1 - b.x0);
+            const size_t own = (size_t)(o.y1 - o.y0) * (size_t)(o.x1 - o.x0);
+            n += (l->w_len / own + (size_t)l->out_c) * pos;
+            continue;
+        }
+        if (!layer_split(l)) { n += l->w_len + l->b_len; continue; }
+        const size_t per_unit = l->kind == LAYER_DENSE ? (size_t)l->in_c * l->in_h * l->in_w
+                                                       : (size_t)l->in_c * l->k * l->k;
+        const size_t units = (size_t)((long)l->out_c * (q + 1) / M - (long)l->out_c * q / M);
+        n += (per_unit + 1) * units;   /* dense and conv layers have a bias here */
     }
     return n;
 }

@@ -66,11 +66,19 @@ typedef struct layer {
     float *aux;                 /* bn: (2, C) batch mean and 1/σ kept for backward */
     int nuse;                   /* layers that read this output */
     int dwrites;                /* backward: input gradients written into dout so far */
+    /* spatial model parallelism (lc models, spatial.c): a locally connected
+     * layer of a partitioned model holds the weights and biases of the
+     * output positions in blk only, w as (bh·bw, OC, C·KH·KW) and b as
+     * (OC, bh·bw); out/dout keep the whole shape. blk is the whole output
+     * when the layer is not split. */
+    lc_rect_t blk;
 } layer_t;
 
 /* Model parallelism within a replica (DistBelief; docs/algorithms.md §11):
  * M ranks each hold a slice of the output units of every dense and conv
- * layer.
+ * layer, or, in an lc model, a rectangular block of every locally connected
+ * layer's output positions (a grid of Gy×Gx blocks; spatial.c), exchanging
+ * with their grid neighbours only the halo their receptive fields read.
  * Forward: each computes its slice, gather() assembles the whole output on
  * every rank. Backward: each computes its input-gradient contribution, sum()
  * adds them. Weights never move. The hooks come from the layer above (nn
@@ -82,6 +90,12 @@ typedef struct model_part {
      * this rank's. */
     void (*gather)(void *ctx, float *full, const float *local, int B, int R, const int *pb);
     void (*sum)(void *ctx, float *buf, long n);   /* in-place sum over the M partitions */
+    /* lc models: post n messages, send[j] (nsend[j] floats) to partition
+     * peer[j] and recv[j] (nrecv[j] floats) from it, and wait for them all;
+     * between the two the caller computes what needs no halo */
+    void (*halo_start)(void *ctx, int n, const int *peer, float *const *send, const long *nsend,
+                       float *const *recv, const long *nrecv);
+    void (*halo_wait)(void *ctx);
     void *ctx;
 } model_part_t;
 
@@ -121,6 +135,7 @@ typedef struct model {
     float **dpool;              /* graph: the buffers the layers' douts share (resnet.c) */
     int ndpool;
     float *zbias;               /* graph: gradients of the absent conv biases (discarded) */
+    struct spatial *spatial;    /* a partitioned lc model's halo plans (spatial.c), or NULL */
 } model_t;
 
 /* Check a spec against an input shape without building; on error writes a
@@ -143,10 +158,13 @@ model_t *model_create(const char *spec, int c, int h, int w, int classes, int ma
  * (model_part_check says so first). */
 model_t *model_create_part(const char *spec, int c, int h, int w, int classes, int max_batch,
                            const model_part_t *part);
-/* -1 with a one-line reason if some dense/conv layer has fewer than M units. */
+/* -1 with a one-line reason if some dense/conv layer has fewer than M units
+ * or an lc model's grid of M blocks does not tile a locally connected layer. */
 int model_part_check(const char *spec, int c, int h, int w, int classes, int M, char *err, size_t errlen);
-/* The spans of the local parameter vector (2 per parameter layer); returns
- * how many were written (at most max). */
+/* The spans of the local parameter vector (2 per parameter layer, more for
+ * a spatially split lc layer: a weight span per row of its block, a bias
+ * span per channel and row); returns how many there are and writes at most
+ * max of them (out NULL: count only). */
 int model_spans(const model_t *m, model_span_t *out, int max);
 /* Parameters partition q of the model's M holds (the partitions' local
  * vectors laid end to end are a permutation of the whole one). */

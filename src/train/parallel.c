@@ -6,8 +6,6 @@
 
 #include "../util/util.h"
 
-#define MAX_SPANS 128
-
 int par_layout(run_t *r)
 {
     const int M = (int)r->cfg->model_parallel;
@@ -63,14 +61,16 @@ model_t *par_model_create(run_t *r, int max_batch)
     const dataset_t *d = &r->train;
     if (r->mp_size == 1) return model_create(r->cfg->model, d->c, d->h, d->w, d->classes, max_batch);
     model_part_t part = { .index = r->mp_index, .count = r->mp_size, .gather = comm_mp_gather,
-                          .sum = comm_mp_sum, .ctx = r->mp };
+                          .sum = comm_mp_sum, .halo_start = comm_mp_halo_start, .halo_wait = comm_mp_halo_wait,
+                          .ctx = r->mp };
     model_t *m = model_create_part(r->cfg->model, d->c, d->h, d->w, d->classes, max_batch, &part);
-    /* the gather stage holds the widest split output of a whole batch */
+    /* the gather stage holds the widest split output of a whole batch
+     * (an lc model also gathers the classifier's input) */
     size_t cap = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const layer_t *l = &m->layers[i];
         size_t n = (size_t)max_batch * (size_t)l->out_c * (size_t)l->out_h * (size_t)l->out_w;
-        if (l->pb && n > cap) cap = n;
+        if ((l->pb || (m->spatial && l->kind == LAYER_FLATTEN)) && n > cap) cap = n;
     }
     free(r->mp->stage);
     r->mp->stage = xalloc_floats(cap);
@@ -98,14 +98,16 @@ int par_restore(run_t *r, const ckpt_t *ck, char *why, size_t len)
     optim_t *fo = optim_create(&r->opt->cfg, full->nparams);
     int rc = ckpt_restore(ck, full, fo, why, len);
     if (rc == 0) {
-        model_span_t sp[MAX_SPANS];
-        int ns = model_spans(r->model, sp, MAX_SPANS);
+        const int ns = model_spans(r->model, NULL, 0);
+        model_span_t *sp = xmalloc(sizeof *sp * (size_t)ns);
+        model_spans(r->model, sp, ns);
         float *dst[3], *src[3];
         int nv = state_vectors(r->model, r->opt, dst);
         state_vectors(full, fo, src);
         for (int v = 0; v < nv; v++)
             for (int i = 0; i < ns; i++)
                 memcpy(dst[v] + sp[i].off, src[v] + sp[i].full_off, sizeof(float) * sp[i].len);
+        free(sp);
     }
     optim_free(fo);
     model_free(full);
@@ -119,28 +121,40 @@ void par_assemble(run_t *r, const model_t **mo, const optim_t **oo)
     if (r->mp_size == 1) return;
     comm_t *c = &r->mp_comm;
     const int M = c->size, root = 0;
-    model_span_t sp[MAX_SPANS];
-    const int ns = model_spans(r->model, sp, MAX_SPANS);
-    uint64_t mine[3 * MAX_SPANS + 1];
+    /* each partition's spans (an lc model's blocks differ in rows, so in
+     * how many): counts first, then the (off, full_off, len) triples */
+    const int ns = model_spans(r->model, NULL, 0);
+    model_span_t *sp = xmalloc(sizeof *sp * (size_t)ns);
+    model_spans(r->model, sp, ns);
+    uint64_t *mine = xmalloc(sizeof(uint64_t) * (size_t)(1 + 3 * ns));
     mine[0] = r->model->nparams;
     for (int i = 0; i < ns; i++) {
         mine[1 + 3 * i] = sp[i].off;
         mine[2 + 3 * i] = sp[i].full_off;
         mine[3 + 3 * i] = sp[i].len;
     }
-    const int per = 1 + 3 * ns;   /* every partition has the same layers, so as many spans */
+    free(sp);
     const int lead = c->rank == root;
-    uint64_t *spans = lead ? xmalloc(sizeof(uint64_t) * (size_t)(per * M)) : NULL;
+    int per = 1 + 3 * ns, *pers = lead ? xmalloc(sizeof(int) * (size_t)M) : NULL, *pdis = NULL;
     MPI_Request req = MPI_REQUEST_NULL;
-    MPI_CHECK(c, MPI_Igather(mine, per, MPI_UINT64_T, spans, per, MPI_UINT64_T, root, c->world, &req));
+    MPI_CHECK(c, MPI_Igather(&per, 1, MPI_INT, pers, 1, MPI_INT, root, c->world, &req));
     comm_waitall(c, 1, &req, "the checkpoint's model-parallel gather");
+    uint64_t *spans = NULL;
+    if (lead) {
+        pdis = xmalloc(sizeof(int) * (size_t)M);
+        for (int q = 0, at = 0; q < M; q++) { pdis[q] = at; at += pers[q]; }
+        spans = xmalloc(sizeof(uint64_t) * (size_t)(pdis[M - 1] + pers[M - 1]));
+    }
+    MPI_CHECK(c, MPI_Igatherv(mine, per, MPI_UINT64_T, spans, pers, pdis, MPI_UINT64_T, root, c->world, &req));
+    comm_waitall(c, 1, &req, "the checkpoint's model-parallel gather");
+    free(mine);
     int *counts = NULL, *displs = NULL;
     float *stage = NULL;
     if (lead) {
         if (!r->full_opt) r->full_opt = optim_create(&r->opt->cfg, r->full->nparams);
         counts = xmalloc(sizeof(int) * (size_t)M);
         displs = xmalloc(sizeof(int) * (size_t)M);
-        for (int q = 0, at = 0; q < M; q++) { counts[q] = (int)spans[q * per]; displs[q] = at; at += counts[q]; }
+        for (int q = 0, at = 0; q < M; q++) { counts[q] = (int)spans[pdis[q]]; displs[q] = at; at += counts[q]; }
         stage = xalloc_floats(r->full->nparams);
     }
     float *loc[3], *dst[3] = { NULL, NULL, NULL };
@@ -152,12 +166,12 @@ void par_assemble(run_t *r, const model_t **mo, const optim_t **oo)
         comm_waitall(c, 1, &req, "the checkpoint's model-parallel gather");
         if (!lead) continue;
         for (int q = 0; q < M; q++)
-            for (int i = 0; i < ns; i++) {
-                const uint64_t *s = spans + q * per + 1 + 3 * i;
+            for (int i = 0; i < (pers[q] - 1) / 3; i++) {
+                const uint64_t *s = spans + pdis[q] + 1 + 3 * i;
                 memcpy(dst[v] + s[1], stage + displs[q] + s[0], sizeof(float) * s[2]);
             }
     }
-    free(spans); free(counts); free(displs); free(stage);
+    free(spans); free(counts); free(displs); free(stage); free(pers); free(pdis);
     if (lead) { *mo = r->full; *oo = r->full_opt; }
 }
 

@@ -44,6 +44,9 @@ static void evaluate(run_t *r, evaluator_t *ev, int global)
     if (!ev->x) ev->x = xalloc_floats((size_t)m->max_batch * (size_t)dim);
     if (r->ops && r->ops->recalibrate_bn && m->nstate) sync_bn_recalibrate(r, m->params);   /* (dsgd eval: no paradigm) */
     model_set_training(m, 0);   /* batch normalization by its running statistics */
+    /* an lc model's halos while evaluating are not the training step's */
+    const uint64_t halo_bytes = r->mp ? r->mp->halo_bytes : 0;
+    const double halo_wait = r->mp ? r->mp->halo_wait_s : 0;
     for (long at = 0; at < d->n; at += m->max_batch) {
         int B = (int)((d->n - at) < m->max_batch ? d->n - at : m->max_batch);
         dataset_rows(d, at, B, ev->x);
@@ -56,6 +59,7 @@ static void evaluate(run_t *r, evaluator_t *ev, int global)
     m->params = own;
     m->state = own_state;
     model_set_training(m, 1);
+    if (r->mp) { r->mp->halo_bytes = halo_bytes; r->mp->halo_wait_s = halo_wait; }
 }
 
 static int load_data(run_t *r, const config_t *cfg)
@@ -597,6 +601,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     metrics_long(&mx, "workers", r->nworkers);
     metrics_long(&mx, "replicas", r->replicas);
     metrics_long(&mx, "model_parallel", r->mp_size);
+    if (r->mp_size > 1) metrics_long(&mx, "nparams_per_rank", (long)r->model->nparams);   /* the lead's partition */
     metrics_long(&mx, "train_samples", r->train.n);
     metrics_long(&mx, "test_samples", r->test.n);
 #ifdef DSGD_SIM
@@ -778,6 +783,10 @@ int train_main(const config_t *cfg, comm_t *comm)
     if (r->mp_size > 1) {   /* of which within the replica: activations and input gradients */
         metrics_long(&mx, "mp_bytes_sent", (long)r->mp_comm.bytes_sent);
         metrics_double(&mx, "mp_comm_s", r->mp_comm.comm_s);
+        if (r->model->spatial && steps > 0) {   /* an lc model's blocks: the halos, forward and backward */
+            metrics_long(&mx, "halo_bytes_per_step", (long)(r->mp->halo_bytes / (uint64_t)steps));
+            metrics_double(&mx, "halo_wait_share", train_s > 0 ? r->mp->halo_wait_s / train_s : 0.0);
+        }
     }
     metrics_double(&mx, "wall_s", now_s() - t0);
     metrics_double(&mx, "train_s", train_s);

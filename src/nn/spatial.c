@@ -1,0 +1,368 @@
+/* nn/spatial — spatial model parallelism of lc models (docs/algorithms.md
+ * §11, "Spatial blocks").
+ *
+ * The M partitions of a replica form a Gy×Gx grid. Each locally connected
+ * layer's pooled output is cut into Gy row bands and Gx column bands, and
+ * partition q = py·Gx + px computes the output positions of cell (py, px)
+ * — the cell times the pooling, so pooling never straddles two blocks —
+ * with the weights of those positions alone. The activation and pooling
+ * above it then act on positions the partition owns, and the next layer's
+ * input block is that pooled cell.
+ *
+ * A position's receptive field reaches past the block it belongs to by up
+ * to k − 1 − pad rows and columns (less the stride's gaps), so each layer
+ * but the first (whose input, the image, every partition holds) needs a
+ * halo: the rectangles of its neighbours' input blocks that its fields
+ * read. For every pair of partitions the exchange is the intersection of
+ * one's input block with the other's field region (diagonal neighbours
+ * included), so it holds for any stride, padding and grid. Forward: post
+ * the halo, compute the interior (positions whose fields lie in the
+ * partition's own block), wait, compute the border. Backward: compute the
+ * border's input gradient first, post what fell on the neighbours' blocks,
+ * compute the interior, wait, add what the neighbours sent.
+ *
+ * Activations keep the whole layer's shape on every partition (each fills
+ * only its block and halo): the buffers are a layer's output, far smaller
+ * than its weights. The classifier on top is split by output units as
+ * dense layers are, so every partition first gathers every block of its
+ * input (spatial_gather_top) and their input gradients are summed. */
+#include "spatial.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+
+typedef struct lc_split {
+    lc_rect_t own;            /* input positions this partition owns (the whole input for the first layer) */
+    lc_rect_t inner;          /* positions of blk whose fields lie in own (empty: y0 == y1) */
+    int n;                    /* partitions it exchanges halos with */
+    int *peer;
+    lc_rect_t *send, *recv;   /* input rectangles sent to and received from peer[j] */
+    long *nsend, *nrecv;      /* floats per sample */
+    float **sbuf, **rbuf;     /* (max_batch · n…) packed */
+    long *sB, *rB;            /* (n) floats of the current batch */
+} lc_split_t;
+
+struct spatial {
+    int M, me;
+    lc_split_t *lay;          /* (nlayers); n = 0 and no buffers for the others */
+    int top;                  /* the classifier's input layer, or -1 */
+    int *gpb;                 /* (M+1) floats per sample before each partition's block, gathered */
+    lc_rect_t *gown;          /* (M) each partition's block of the top layer's output */
+    float *gloc, *gfull;      /* (max_batch, own) and (max_batch, whole) */
+};
+
+static long area(lc_rect_t r) { return r.y1 > r.y0 && r.x1 > r.x0 ? (long)(r.y1 - r.y0) * (r.x1 - r.x0) : 0; }
+
+static lc_rect_t meet(lc_rect_t a, lc_rect_t b)
+{
+    lc_rect_t r = { a.y0 > b.y0 ? a.y0 : b.y0, a.y1 < b.y1 ? a.y1 : b.y1,
+                    a.x0 > b.x0 ? a.x0 : b.x0, a.x1 < b.x1 ? a.x1 : b.x1 };
+    if (r.y1 < r.y0) r.y1 = r.y0;
+    if (r.x1 < r.x0) r.x1 = r.x0;
+    return r;
+}
+
+void spatial_grid(int M, int *gy, int *gx)
+{
+    int y = 1;
+    for (int d = 1; d * d <= M; d++)
+        if (M % d == 0) y = d;
+    *gy = y;
+    *gx = M / y;
+}
+
+/* The pooling that follows lc layer i (1: none) and the layer whose output
+ * ends its stage (the pool, else the activation, else the layer itself). */
+static int stage(const layer_t *L, int n, int i, int *end)
+{
+    int j = i + 1;
+    while (j < n && (L[j].kind == LAYER_RELU || L[j].kind == LAYER_TANH)) j++;
+    if (j < n && L[j].kind == LAYER_MAXPOOL) { *end = j; return L[j].k; }
+    *end = j - 1;
+    return 1;
+}
+
+lc_rect_t spatial_block(const layer_t *L, int n, int i, int q, int M)
+{
+    int gy, gx, end;
+    spatial_grid(M, &gy, &gx);
+    const int Q = stage(L, n, i, &end), py = q / gx, px = q % gx;
+    const int OH = L[i].out_h, OW = L[i].out_w, PH = OH / Q, PW = OW / Q;
+    lc_rect_t b;
+    b.y0 = (int)((long)PH * py / gy) * Q;
+    b.y1 = py == gy - 1 ? OH : (int)((long)PH * (py + 1) / gy) * Q;
+    b.x0 = (int)((long)PW * px / gx) * Q;
+    b.x1 = px == gx - 1 ? OW : (int)((long)PW * (px + 1) / gx) * Q;
+    return b;
+}
+
+/* Partition q's block of the output of lc layer i's stage (after pooling). */
+static lc_rect_t stage_block(const layer_t *L, int n, int i, int q, int M)
+{
+    int end;
+    const int Q = stage(L, n, i, &end);
+    const lc_rect_t b = spatial_block(L, n, i, q, M);
+    return (lc_rect_t){ b.y0 / Q, b.y1 / Q, b.x0 / Q, b.x1 / Q };
+}
+
+/* The lc layer below lc layer i, or -1 if i reads the model input. */
+static int lc_below(const layer_t *L, int i)
+{
+    for (int j = i - 1; j >= 0; j--)
+        if (L[j].kind == LAYER_LC) return j;
+    return -1;
+}
+
+static lc_rect_t own_input(const layer_t *L, int n, int i, int q, int M)
+{
+    const int b = lc_below(L, i);
+    if (b < 0) return (lc_rect_t){ 0, L[i].in_h, 0, L[i].in_w };
+    return stage_block(L, n, b, q, M);
+}
+
+/* The input positions the fields of block b read (clipped to the input). */
+static lc_rect_t field(const layer_t *l, lc_rect_t b)
+{
+    lc_rect_t r = { b.y0 * l->stride - l->pad, (b.y1 - 1) * l->stride - l->pad + l->k,
+                    b.x0 * l->stride - l->pad, (b.x1 - 1) * l->stride - l->pad + l->k };
+    return meet(r, (lc_rect_t){ 0, l->in_h, 0, l->in_w });
+}
+
+int spatial_check(const layer_t *L, int n, int M, const char *spec, char *err, size_t errlen)
+{
+    int gy, gx, end;
+    spatial_grid(M, &gy, &gx);
+    for (int i = 0; i < n; i++) {
+        if (L[i].kind != LAYER_LC) continue;
+        const int Q = stage(L, n, i, &end), PH = L[i].out_h / Q, PW = L[i].out_w / Q;
+        if (PH < gy || PW < gx) {
+            snprintf(err, errlen, "--model-parallel %d: its %dx%d grid of blocks does not tile layer %d of '%s' (%dx%d positions%s); use a smaller --model-parallel or a larger image",
+                     M, gy, gx, i + 1, spec, PH, PW, Q > 1 ? " after pooling" : "");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void spatial_cut(model_t *m, int i)
+{
+    layer_t *l = &m->layers[i];
+    const lc_rect_t b = spatial_block(m->layers, m->nlayers, i, m->part.index, m->part.count);
+    const size_t per = l->w_len / ((size_t)l->out_h * (size_t)l->out_w);   /* one position's bank */
+    l->blk = b;
+    l->w_len = per * (size_t)area(b);
+    l->b_len = (size_t)l->out_c * (size_t)area(b);
+}
+
+/* The positions of b whose fields lie in own, padding aside: an interval
+ * of rows times an interval of columns (empty: y0 == y1). */
+static lc_rect_t interior(const layer_t *l, lc_rect_t b, lc_rect_t own)
+{
+    lc_rect_t r = { b.y0, b.y0, b.x0, b.x0 };
+    int y0 = -1, y1 = -1, x0 = -1, x1 = -1;
+    for (int y = b.y0; y < b.y1; y++) {
+        const lc_rect_t f = field(l, (lc_rect_t){ y, y + 1, b.x0, b.x0 + 1 });
+        if (f.y0 >= own.y0 && f.y1 <= own.y1) { if (y0 < 0) y0 = y; y1 = y + 1; }
+    }
+    for (int x = b.x0; x < b.x1; x++) {
+        const lc_rect_t f = field(l, (lc_rect_t){ b.y0, b.y0 + 1, x, x + 1 });
+        if (f.x0 >= own.x0 && f.x1 <= own.x1) { if (x0 < 0) x0 = x; x1 = x + 1; }
+    }
+    if (y0 >= 0 && x0 >= 0) r = (lc_rect_t){ y0, y1, x0, x1 };
+    return r;
+}
+
+void spatial_setup(model_t *m)
+{
+    const int M = m->part.count, me = m->part.index, n = m->nlayers, B = m->max_batch;
+    const layer_t *L = m->layers;
+    struct spatial *s = xcalloc(1, sizeof *s);
+    s->M = M;
+    s->me = me;
+    s->lay = xcalloc((size_t)n, sizeof *s->lay);
+    s->top = -1;
+    for (int i = 0; i < n; i++) {
+        if (L[i].kind == LAYER_FLATTEN && i > 0) s->top = i - 1;
+        if (L[i].kind != LAYER_LC) continue;
+        lc_split_t *z = &s->lay[i];
+        z->own = own_input(L, n, i, me, M);
+        z->inner = interior(&L[i], L[i].blk, z->own);
+        if (lc_below(L, i) < 0) continue;   /* the image: every partition has all of it */
+        z->peer = xcalloc((size_t)M, sizeof(int));
+        z->send = xcalloc((size_t)M, sizeof(lc_rect_t));
+        z->recv = xcalloc((size_t)M, sizeof(lc_rect_t));
+        z->nsend = xcalloc((size_t)M, sizeof(long));
+        z->nrecv = xcalloc((size_t)M, sizeof(long));
+        z->sB = xcalloc((size_t)M, sizeof(long));
+        z->rB = xcalloc((size_t)M, sizeof(long));
+        z->sbuf = xcalloc((size_t)M, sizeof(float *));
+        z->rbuf = xcalloc((size_t)M, sizeof(float *));
+        const lc_rect_t need = field(&L[i], L[i].blk);
+        for (int q = 0; q < M; q++) {
+            if (q == me) continue;
+            const lc_rect_t oq = own_input(L, n, i, q, M);
+            const lc_rect_t nq = field(&L[i], spatial_block(L, n, i, q, M));
+            const lc_rect_t snd = meet(z->own, nq), rcv = meet(oq, need);
+            if (!area(snd) && !area(rcv)) continue;
+            const int j = z->n++;
+            z->peer[j] = q;
+            z->send[j] = snd;
+            z->recv[j] = rcv;
+            z->nsend[j] = (long)L[i].in_c * area(snd);
+            z->nrecv[j] = (long)L[i].in_c * area(rcv);
+            z->sbuf[j] = xalloc_floats((size_t)B * (size_t)z->nsend[j]);
+            z->rbuf[j] = xalloc_floats((size_t)B * (size_t)z->nrecv[j]);
+        }
+    }
+    if (s->top >= 0) {
+        int lc = -1;
+        for (int i = 0; i < s->top + 1; i++)
+            if (L[i].kind == LAYER_LC) lc = i;
+        const layer_t *t = &L[s->top];
+        s->gpb = xcalloc((size_t)M + 1, sizeof(int));
+        s->gown = xcalloc((size_t)M, sizeof(lc_rect_t));
+        for (int q = 0; q < M; q++) {
+            s->gown[q] = stage_block(L, n, lc, q, M);
+            s->gpb[q + 1] = s->gpb[q] + (int)((long)t->out_c * area(s->gown[q]));
+        }
+        s->gloc = xalloc_floats((size_t)B * (size_t)(s->gpb[me + 1] - s->gpb[me]));
+        s->gfull = xalloc_floats((size_t)B * (size_t)s->gpb[M]);
+    }
+    m->spatial = s;
+}
+
+void spatial_free(model_t *m)
+{
+    struct spatial *s = m->spatial;
+    if (!s) return;
+    for (int i = 0; i < m->nlayers; i++) {
+        lc_split_t *z = &s->lay[i];
+        for (int j = 0; j < z->n; j++) { free(z->sbuf[j]); free(z->rbuf[j]); }
+        free(z->peer); free(z->send); free(z->recv); free(z->nsend); free(z->nrecv);
+        free(z->sB); free(z->rB); free(z->sbuf); free(z->rbuf);
+    }
+    free(s->lay); free(s->gpb); free(s->gown); free(s->gloc); free(s->gfull);
+    free(s);
+    m->spatial = NULL;
+}
+
+long spatial_halo_floats(const model_t *m)
+{
+    long f = 0;
+    if (!m->spatial) return 0;
+    for (int i = 0; i < m->nlayers; i++)
+        for (int j = 0; j < m->spatial->lay[i].n; j++) f += m->spatial->lay[i].nsend[j];
+    return f;
+}
+
+/* (B, C, H, W) rectangle r of x, packed as (B, C, rows, cols), or unpacked
+ * back (add: added to what is there). */
+static void pack(float *dst, const float *x, int B, int C, int H, int W, lc_rect_t r)
+{
+    const int rw = r.x1 - r.x0;
+    for (long bc = 0; bc < (long)B * C; bc++)
+        for (int y = r.y0; y < r.y1; y++, dst += rw)
+            memcpy(dst, x + (bc * H + y) * W + r.x0, sizeof(float) * (size_t)rw);
+}
+
+static void unpack(float *x, const float *src, int B, int C, int H, int W, lc_rect_t r, int add)
+{
+    const int rw = r.x1 - r.x0;
+    for (long bc = 0; bc < (long)B * C; bc++)
+        for (int y = r.y0; y < r.y1; y++, src += rw) {
+            float *d = x + (bc * H + y) * W + r.x0;
+            if (add) for (int k = 0; k < rw; k++) d[k] += src[k];
+            else memcpy(d, src, sizeof(float) * (size_t)rw);
+        }
+}
+
+static conv_geom_t geom(const layer_t *l, int B)
+{
+    conv_geom_t g = { .B = B, .C = l->in_c, .H = l->in_h, .W = l->in_w, .OC = l->out_c,
+                      .KH = l->k, .KW = l->k, .stride = l->stride, .pad = l->pad };
+    conv_geom_init(&g);
+    return g;
+}
+
+/* The up to four rectangles of b outside its interior r. */
+static int border(lc_rect_t b, lc_rect_t r, lc_rect_t *out)
+{
+    if (!area(r)) { out[0] = b; return 1; }
+    int n = 0;
+    out[n++] = (lc_rect_t){ b.y0, r.y0, b.x0, b.x1 };
+    out[n++] = (lc_rect_t){ r.y1, b.y1, b.x0, b.x1 };
+    out[n++] = (lc_rect_t){ r.y0, r.y1, b.x0, r.x0 };
+    out[n++] = (lc_rect_t){ r.y0, r.y1, r.x1, b.x1 };
+    return n;
+}
+
+void spatial_lc_forward(model_t *m, int i, float *inp, int B)
+{
+    const lc_split_t *z = &m->spatial->lay[i];
+    const layer_t *l = &m->layers[i];
+    const conv_geom_t g = geom(l, B);
+    float *col = m->col + m->col_off[i];
+    const float *w = m->params + l->w_off, *b = m->params + l->b_off;
+    if (z->n) {
+        for (int j = 0; j < z->n; j++) {
+            pack(z->sbuf[j], inp, B, l->in_c, l->in_h, l->in_w, z->send[j]);
+            z->sB[j] = (long)B * z->nsend[j];
+            z->rB[j] = (long)B * z->nrecv[j];
+        }
+        m->part.halo_start(m->part.ctx, z->n, z->peer, z->sbuf, z->sB, z->rbuf, z->rB);
+    }
+    lc_forward_rect(l->out, col, inp, w, b, &g, l->blk, z->inner);
+    if (z->n) {
+        m->part.halo_wait(m->part.ctx);
+        for (int j = 0; j < z->n; j++) unpack(inp, z->rbuf[j], B, l->in_c, l->in_h, l->in_w, z->recv[j], 0);
+    }
+    lc_rect_t rest[4];
+    const int nr = border(l->blk, z->inner, rest);
+    for (int k = 0; k < nr; k++)
+        if (area(rest[k])) lc_forward_rect(l->out, col, inp, w, b, &g, l->blk, rest[k]);
+}
+
+void spatial_lc_backward(model_t *m, int i, float *dinp, const float *inp, int B)
+{
+    const lc_split_t *z = &m->spatial->lay[i];
+    const layer_t *l = &m->layers[i];
+    const conv_geom_t g = geom(l, B);
+    float *col = m->col + m->col_off[i];
+    float *dw = m->grads + l->w_off, *db = m->grads + l->b_off;
+    const float *w = m->params + l->w_off;
+    if (dinp) memset(dinp, 0, sizeof(float) * (size_t)((long)B * l->in_c * l->in_h * l->in_w));
+    lc_rect_t rest[4];
+    const int nr = border(l->blk, z->inner, rest);
+    for (int k = 0; k < nr; k++)
+        if (area(rest[k])) lc_backward_rect(dinp, dw, db, col, l->dout, inp, w, &g, l->blk, rest[k]);
+    const int halo = dinp && z->n;
+    if (halo) {
+        /* the gradients of the neighbours' positions go back to them: the
+         * forward pass's messages reversed */
+        for (int j = 0; j < z->n; j++) pack(z->rbuf[j], dinp, B, l->in_c, l->in_h, l->in_w, z->recv[j]);
+        m->part.halo_start(m->part.ctx, z->n, z->peer, z->rbuf, z->rB, z->sbuf, z->sB);
+    }
+    if (area(z->inner)) lc_backward_rect(dinp, dw, db, col, l->dout, inp, w, &g, l->blk, z->inner);
+    if (halo) {
+        m->part.halo_wait(m->part.ctx);
+        for (int j = 0; j < z->n; j++) unpack(dinp, z->sbuf[j], B, l->in_c, l->in_h, l->in_w, z->send[j], 1);
+    }
+}
+
+void spatial_gather_top(model_t *m, int i, int B)
+{
+    struct spatial *s = m->spatial;
+    layer_t *t = &m->layers[i];
+    const int M = s->M, C = t->out_c, H = t->out_h, W = t->out_w;
+    pack(s->gloc, t->out, B, C, H, W, s->gown[s->me]);
+    m->part.gather(m->part.ctx, s->gfull, s->gloc, B, s->gpb[M], s->gpb);
+    for (int q = 0; q < M; q++) {
+        if (q == s->me) continue;
+        /* row b of the gathered (B, whole) holds each partition's block of sample b */
+        for (int b = 0; b < B; b++)
+            unpack(t->out + (long)b * C * H * W, s->gfull + (long)b * s->gpb[M] + s->gpb[q], 1, C, H, W, s->gown[q], 0);
+    }
+}

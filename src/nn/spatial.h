@@ -1,0 +1,39 @@
+/* nn/spatial — spatial model parallelism of lc models: the M partitions of
+ * a replica form a Gy×Gx grid, and each computes one rectangular block of
+ * every locally connected layer's output positions. Internal to nn
+ * (model.c calls it; the halo messages go through model_part_t's hooks). */
+#ifndef DSGD_SPATIAL_H
+#define DSGD_SPATIAL_H
+
+#include <stddef.h>
+
+#include "model.h"
+
+/* The grid of M blocks: Gy rows of Gx, Gy the largest divisor of M not
+ * above √M (2: 1×2, 4: 2×2, 8: 2×4). */
+void spatial_grid(int M, int *gy, int *gx);
+/* -1 with a one-line reason if the grid does not tile some locally
+ * connected layer of the n planned layers L. */
+int spatial_check(const layer_t *L, int n, int M, const char *spec, char *err, size_t errlen);
+/* Output positions of lc layer i that partition q of M computes: the grid
+ * cell's share of the pooled output, times the pooling (the last row and
+ * column of blocks also take what the pooling drops). */
+lc_rect_t spatial_block(const layer_t *L, int n, int i, int q, int M);
+/* Cut lc layer i of a model being built down to its block (w_len, b_len, blk). */
+void spatial_cut(model_t *m, int i);
+/* After the buffers: the halo plans and the classifier's gather. */
+void spatial_setup(model_t *m);
+void spatial_free(model_t *m);
+/* Forward and backward of lc layer i on this partition's block, with the
+ * halo exchange overlapped with the block's interior. inp is the layer
+ * below's output (its halo is filled in here); dinp is added to. */
+void spatial_lc_forward(model_t *m, int i, float *inp, int B);
+void spatial_lc_backward(model_t *m, int i, float *dinp, const float *inp, int B);
+/* Every partition's block of the classifier's input (the output of layer
+ * i, the flatten's input) assembled whole on every partition. */
+void spatial_gather_top(model_t *m, int i, int B);
+/* Halo floats per sample this partition sends in one forward pass (the
+ * backward pass sends as many back). */
+long spatial_halo_floats(const model_t *m);
+
+#endif
