@@ -80,8 +80,8 @@ REFUSE_LIMIT=60 refused "a grid that does not tile an lc layer" "--model-paralle
     "${MPIRUN[@]}" -np 2 "$DSGD" train "${S[@]}" --model lc:2,2,2,2 --sync bsp --model-parallel 2
 
 # ---- spatial model parallelism: the same run on 1, 2 (1x2) and 4 (2x2) blocks ----
-# Every position computes what it computed alone; only the classifier's
-# input-gradient sum changes its order. The halo per step is the formula:
+# Every position computes what it computed alone; only the sum of the
+# classifier's logits over the blocks changes its order. The halo per step is the formula:
 # lc:4,6:k=3 pools 28x28x4 to 14x14x4, and layer 2's 3x3 fields reach one
 # row and column into the neighbours' blocks, forward and backward.
 P=(--model lc:4,6:k=3 --data "$DATA" --train-subset 1600 --test-subset 200 --batch 32 --steps 50 --lr 0.02
@@ -118,11 +118,12 @@ h2=$(json_field "$WORK/sp2.jsonl" done halo_bytes_per_step 2>/dev/null)
 h4=$(json_field "$WORK/sp4.jsonl" done halo_bytes_per_step 2>/dev/null)
 [ "$h4" = $(((14 + 14 + 4) * 4 * 32 * 4)) ] && ok "2x2 blocks: the lead sends $h4 halo bytes per step, as the formula says" \
     || bad "2x2 halo bytes" "'$h4', want $(((14 + 14 + 4) * 4 * 32 * 4))"
-# the lead holds its blocks of the lc layers and 2 of the classifier's 10 units:
-# 14x14 positions of layer 1 (4 x 9 weights + 4 biases each), 6x6 of layer 2 (6 x 36 + 6), 2 x (294 + 1)
+# the lead holds its blocks of the lc layers and the classifier's columns of
+# its block's features: 14x14 positions of layer 1 (4 x 9 weights + 4
+# biases each), 6x6 of layer 2 (6 x 36 + 6), 10 x (6 channels x 3x3) + 10 biases
 n4=$(json_field "$WORK/sp4.jsonl" config nparams_per_rank 2>/dev/null)
-[ "$n4" = $((196 * 40 + 36 * 222 + 2 * 295)) ] && ok "2x2 blocks: the lead holds $n4 of $(json_field "$WORK/sp4.jsonl" config nparams) parameters" \
-    || bad "2x2 parameters per rank" "'$n4', want $((196 * 40 + 36 * 222 + 2 * 295))"
+[ "$n4" = $((196 * 40 + 36 * 222 + 10 * 54 + 10)) ] && ok "2x2 blocks: the lead holds $n4 of $(json_field "$WORK/sp4.jsonl" config nparams) parameters" \
+    || bad "2x2 parameters per rank" "'$n4', want $((196 * 40 + 36 * 222 + 10 * 54 + 10))"
 # a whole checkpoint resumes on blocks as it does on one process
 for M in 1 2; do
     launch $M "${P[@]}" --sync none --model-parallel $M --steps 60 --resume "$WORK/sp1.st" --checkpoint "$WORK/rs$M.st" > "$WORK/rs$M.out" 2>&1

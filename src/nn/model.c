@@ -92,7 +92,7 @@ int model_part_check(const char *spec, int c, int h, int w, int classes, int M, 
                  M, spec);
         rc = -1;
     }
-    /* an lc model's classifier may leave partitions without units */
+    /* an lc model's classifier is split by inputs, not units */
     for (int i = 0; i < p->n && rc == 0 && !lc; i++)
         if (layer_split(&p->l[i]) && p->l[i].out_c < M) {
             snprintf(err, errlen, "--model-parallel %d splits every layer by output units, but layer %d (%s) of '%s' has only %d; use at most %d partitions",
@@ -152,6 +152,8 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
     m->col_off = xcalloc((size_t)n, sizeof(long));
     if (M > 1) m->part = *part; else m->part = (model_part_t){ .index = 0, .count = 1 };
 
+    int lcm = 0;   /* an lc model: split into spatial blocks */
+    for (int i = 0; i < n; i++) lcm |= m->layers[i].kind == LAYER_LC;
     size_t off = 0, full = 0, soff = 0;
     long col_total = 0, max_out = 0;
     int max_oc = 0;
@@ -162,6 +164,7 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
         l->u_lo = 0; l->u_hi = l->out_c;
         l->blk = (lc_rect_t){ 0, l->out_h, 0, l->out_w };
         if (M > 1 && l->kind == LAYER_LC) spatial_cut(m, i);
+        else if (M > 1 && lcm && spatial_classifier(m->layers, n, i)) spatial_cut_classifier(m, i);
         else if (M > 1 && layer_split(l)) layer_cut(l, part->index, M);
         l->w_off = off; off += l->w_len;
         l->b_off = off; off += l->b_len;
@@ -226,8 +229,7 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
         if (l->kind == LAYER_MAXPOOL) l->argmax = xcalloc((size_t)nl, sizeof(int32_t));
         if (l->kind == LAYER_BN) l->aux = xalloc_floats(2 * (size_t)l->out_c);
     }
-    for (int i = 0; i < n && M > 1; i++)
-        if (m->layers[i].kind == LAYER_LC) { spatial_setup(m); break; }
+    if (M > 1 && lcm) spatial_setup(m);
     return m;
 }
 
@@ -287,6 +289,10 @@ void model_init_params(model_t *m, uint64_t seed)
         const size_t lo = (size_t)l->u_lo * (size_t)fan_in, hi = lo + l->w_len;
         const size_t bank = (size_t)l->out_c * (size_t)fan_in;   /* lc: one position's weights */
         const int bw = l->blk.x1 - l->blk.x0, split_lc = l->kind == LAYER_LC && l->w_len < all;
+        /* an lc model's classifier split by inputs: the columns of its block's features */
+        const int split_cls = m->spatial && l->kind == LAYER_DENSE && spatial_classifier(m->layers, m->nlayers, i);
+        const layer_t *t = split_cls ? &m->layers[i - 2] : NULL;
+        const size_t F = t ? (size_t)t->out_c * (size_t)(l->blk.y1 - l->blk.y0) * (size_t)bw : 0;
         const int relu_next = l->he || (i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_RELU);
         const float sd = sqrtf(2.0f / (float)fan_in), a = sqrtf(6.0f / (float)(fan_in + fan_out));
         float *w = m->params + l->w_off;
@@ -296,6 +302,12 @@ void model_init_params(model_t *m, uint64_t seed)
                 const long p = (long)(j / bank), oh = p / l->out_w, ow = p % l->out_w;
                 if (oh >= l->blk.y0 && oh < l->blk.y1 && ow >= l->blk.x0 && ow < l->blk.x1)
                     w[((size_t)(oh - l->blk.y0) * (size_t)bw + (size_t)(ow - l->blk.x0)) * bank + j % bank] = v;
+            } else if (split_cls) {
+                const long k = (long)(j / (size_t)fan_in), f = (long)(j % (size_t)fan_in);
+                const long c = f / ((long)t->out_h * t->out_w), y = f / t->out_w % t->out_h, x = f % t->out_w;
+                if (y >= l->blk.y0 && y < l->blk.y1 && x >= l->blk.x0 && x < l->blk.x1)
+                    w[(size_t)k * F + ((size_t)c * (size_t)(l->blk.y1 - l->blk.y0) + (size_t)(y - l->blk.y0)) * (size_t)bw
+                      + (size_t)(x - l->blk.x0)] = v;
             } else if (j >= lo && j < hi) w[j - lo] = v;
         }
     }
@@ -313,8 +325,8 @@ const float *model_forward(model_t *m, const float *x, int B)
         long n = (long)B * layer_out_size(l);
         switch (l->kind) {
         case LAYER_DENSE:
-            if (l->u_hi > l->u_lo)   /* an lc model's classifier may leave a partition no units */
-                dense_forward(l->pb ? l->lout : l->out, inp, W, bias, B, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
+            if (m->spatial && spatial_classifier(m->layers, m->nlayers, i)) { spatial_dense_forward(m, i, inp, B); break; }
+            dense_forward(l->pb ? l->lout : l->out, inp, W, bias, B, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
             break;
         case LAYER_CONV: {
             conv_geom_t g = layer_geom(l, B, l->u_hi - l->u_lo);
@@ -338,10 +350,7 @@ const float *model_forward(model_t *m, const float *x, int B)
             relu_forward(l->out, inp, n);
             break;
         case LAYER_TANH: tanh_forward(l->out, inp, n); break;
-        case LAYER_FLATTEN:
-            if (m->spatial && i > 0) spatial_gather_top(m, i - 1, B);   /* every block, for the classifier */
-            l->out = (float *)inp;
-            break;
+        case LAYER_FLATTEN: l->out = (float *)inp; break;
         case LAYER_BN: case LAYER_ADD: case LAYER_GAP: break;   /* graph models only */
         }
         if (l->pb) m->part.gather(m->part.ctx, l->out, l->lout, B, (int)layer_out_size(l), l->pb);
@@ -387,10 +396,7 @@ void model_backward(model_t *m, const int32_t *labels, int B)
         const float *dout = l->pb ? part_slice(m, l, B) : l->dout;
         switch (l->kind) {
         case LAYER_DENSE:
-            if (l->u_hi == l->u_lo) {   /* no units here: no contribution to the sum */
-                if (dinp) memset(dinp, 0, sizeof(float) * (size_t)((long)B * l->in_c * l->in_h * l->in_w));
-                break;
-            }
+            if (m->spatial && spatial_classifier(m->layers, m->nlayers, i)) { spatial_dense_backward(m, i, dinp, B); break; }
             dense_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, dout, inp,
                            m->params + l->w_off, B, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
             break;
@@ -477,8 +483,21 @@ int model_spans(const model_t *m, model_span_t *out, int max)
 #define SPAN(o, f, len) do { if (out && n < max) out[n] = (model_span_t){ (o), (f), (len) }; n++; } while (0)
     for (int i = 0; i < m->nlayers; i++) {
         const layer_t *l = &m->layers[i];
-        if (!l->w_len && !(l->kind == LAYER_DENSE && l->pb)) continue;
+        if (!l->w_len && !l->b_len) continue;
         const lc_rect_t b = l->blk;
+        if (m->spatial && l->kind == LAYER_DENSE && spatial_classifier(m->layers, m->nlayers, i)) {
+            /* weight columns of its block's features: a span per class, channel and row */
+            const layer_t *t = &m->layers[i - 2];
+            const size_t bw = (size_t)(b.x1 - b.x0), bh = (size_t)(b.y1 - b.y0), C = (size_t)t->out_c;
+            const size_t H = (size_t)t->out_h, W = (size_t)t->out_w, F = C * bh * bw;
+            for (size_t k = 0; k < (size_t)l->out_c; k++)
+                for (size_t c = 0; c < C; c++)
+                    for (size_t y = 0; y < bh; y++)
+                        SPAN(l->w_off + k * F + (c * bh + y) * bw,
+                             l->gw_off + k * C * H * W + (c * H + (size_t)b.y0 + y) * W + (size_t)b.x0, bw);
+            if (l->b_len) SPAN(l->b_off, l->gb_off, l->b_len);
+            continue;
+        }
         if (l->kind == LAYER_LC && m->spatial) {   /* a bank per position: a span per row of the block */
             const size_t bw = (size_t)(b.x1 - b.x0), bhw = (size_t)(b.y1 - b.y0) * bw, OW = (size_t)l->out_w;
             const size_t bank = l->w_len / bhw;
@@ -511,6 +530,10 @@ size_t model_part_nparams(const model_t *m, int q)
             const size_t pos = (size_t)(b.y1 - b.y0) * (size_t)(b.x1 - b.x0);
             const size_t own = (size_t)(o.y1 - o.y0) * (size_t)(o.x1 - o.x0);
             n += (l->w_len / own + (size_t)l->out_c) * pos;
+            continue;
+        }
+        if (m->spatial && l->kind == LAYER_DENSE && spatial_classifier(m->layers, m->nlayers, i)) {
+            n += spatial_classifier_nparams(m, i, q);
             continue;
         }
         if (!layer_split(l)) { n += l->w_len + l->b_len; continue; }

@@ -23,13 +23,22 @@
  *
  * Activations keep the whole layer's shape on every partition (each fills
  * only its block and halo): the buffers are a layer's output, far smaller
- * than its weights. The classifier on top is split by output units as
- * dense layers are, so every partition first gathers every block of its
- * input (spatial_gather_top) and their input gradients are summed. */
+ * than its weights.
+ *
+ * The dense classifier on top is split by its inputs, not its outputs:
+ * partition q holds the weight columns of the features of its own block
+ * (and partition 0 the bias), computes the logits' share of its features,
+ * and the replica sums the shares (an all-reduce of B × classes floats).
+ * Backward needs no message: the logits' gradient is the same everywhere,
+ * and each partition's input gradient is its own block's. Splitting by
+ * output units instead would gather the whole top activation on every
+ * partition each step, traffic that grows with M and is larger than all
+ * the halos together. */
 #include "spatial.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <cblas.h>
 #include <string.h>
 
 #include "../util/util.h"
@@ -48,10 +57,9 @@ typedef struct lc_split {
 struct spatial {
     int M, me;
     lc_split_t *lay;          /* (nlayers); n = 0 and no buffers for the others */
-    int top;                  /* the classifier's input layer, or -1 */
-    int *gpb;                 /* (M+1) floats per sample before each partition's block, gathered */
+    int top, cls;             /* the classifier's input layer (the flatten's) and the classifier, or -1 */
     lc_rect_t *gown;          /* (M) each partition's block of the top layer's output */
-    float *gloc, *gfull;      /* (max_batch, own) and (max_batch, whole) */
+    float *gloc, *gdx;        /* (max_batch, own features) the block packed, and its gradient */
 };
 
 static long area(lc_rect_t r) { return r.y1 > r.y0 && r.x1 > r.x0 ? (long)(r.y1 - r.y0) * (r.x1 - r.x0) : 0; }
@@ -106,6 +114,38 @@ static lc_rect_t stage_block(const layer_t *L, int n, int i, int q, int M)
     const int Q = stage(L, n, i, &end);
     const lc_rect_t b = spatial_block(L, n, i, q, M);
     return (lc_rect_t){ b.y0 / Q, b.y1 / Q, b.x0 / Q, b.x1 / Q };
+}
+
+int spatial_classifier(const layer_t *L, int n, int i)
+{
+    return L[i].kind == LAYER_DENSE && i > 0 && L[i - 1].kind == LAYER_FLATTEN;
+}
+
+/* Partition q's block of the output of layer t (the classifier's input):
+ * the stage block of the last lc layer at or below t. */
+static lc_rect_t top_block(const layer_t *L, int n, int t, int q, int M)
+{
+    int lc = -1;
+    for (int j = 0; j <= t; j++)
+        if (L[j].kind == LAYER_LC) lc = j;
+    return stage_block(L, n, lc, q, M);
+}
+
+void spatial_cut_classifier(model_t *m, int i)
+{
+    layer_t *l = &m->layers[i];
+    const layer_t *t = &m->layers[i - 2];   /* the flatten's input */
+    const lc_rect_t b = top_block(m->layers, m->nlayers, i - 2, m->part.index, m->part.count);
+    l->blk = b;
+    l->w_len = (size_t)l->out_c * (size_t)t->out_c * (size_t)area(b);
+    l->b_len = m->part.index == 0 ? (size_t)l->out_c : 0;
+}
+
+size_t spatial_classifier_nparams(const model_t *m, int i, int q)
+{
+    const layer_t *l = &m->layers[i], *t = &m->layers[i - 2];
+    const lc_rect_t b = top_block(m->layers, m->nlayers, i - 2, q, m->part.count);
+    return (size_t)l->out_c * ((size_t)t->out_c * (size_t)area(b) + (q == 0 ? 1 : 0));
 }
 
 /* The lc layer below lc layer i, or -1 if i reads the model input. */
@@ -183,9 +223,10 @@ void spatial_setup(model_t *m)
     s->M = M;
     s->me = me;
     s->lay = xcalloc((size_t)n, sizeof *s->lay);
-    s->top = -1;
+    s->top = s->cls = -1;
     for (int i = 0; i < n; i++) {
         if (L[i].kind == LAYER_FLATTEN && i > 0) s->top = i - 1;
+        if (spatial_classifier(L, n, i)) s->cls = i;
         if (L[i].kind != LAYER_LC) continue;
         lc_split_t *z = &s->lay[i];
         z->own = own_input(L, n, i, me, M);
@@ -218,18 +259,11 @@ void spatial_setup(model_t *m)
         }
     }
     if (s->top >= 0) {
-        int lc = -1;
-        for (int i = 0; i < s->top + 1; i++)
-            if (L[i].kind == LAYER_LC) lc = i;
         const layer_t *t = &L[s->top];
-        s->gpb = xcalloc((size_t)M + 1, sizeof(int));
         s->gown = xcalloc((size_t)M, sizeof(lc_rect_t));
-        for (int q = 0; q < M; q++) {
-            s->gown[q] = stage_block(L, n, lc, q, M);
-            s->gpb[q + 1] = s->gpb[q] + (int)((long)t->out_c * area(s->gown[q]));
-        }
-        s->gloc = xalloc_floats((size_t)B * (size_t)(s->gpb[me + 1] - s->gpb[me]));
-        s->gfull = xalloc_floats((size_t)B * (size_t)s->gpb[M]);
+        for (int q = 0; q < M; q++) s->gown[q] = top_block(L, n, s->top, q, M);
+        s->gloc = xalloc_floats((size_t)B * (size_t)t->out_c * (size_t)area(s->gown[me]));
+        s->gdx = xalloc_floats((size_t)B * (size_t)t->out_c * (size_t)area(s->gown[me]));
     }
     m->spatial = s;
 }
@@ -244,7 +278,7 @@ void spatial_free(model_t *m)
         free(z->peer); free(z->send); free(z->recv); free(z->nsend); free(z->nrecv);
         free(z->sB); free(z->rB); free(z->sbuf); free(z->rbuf);
     }
-    free(s->lay); free(s->gpb); free(s->gown); free(s->gloc); free(s->gfull);
+    free(s->lay); free(s->gown); free(s->gloc); free(s->gdx);
     free(s);
     m->spatial = NULL;
 }
@@ -352,17 +386,47 @@ void spatial_lc_backward(model_t *m, int i, float *dinp, const float *inp, int B
     }
 }
 
-void spatial_gather_top(model_t *m, int i, int B)
+void spatial_dense_forward(model_t *m, int i, const float *inp, int B)
 {
     struct spatial *s = m->spatial;
-    layer_t *t = &m->layers[i];
-    const int M = s->M, C = t->out_c, H = t->out_h, W = t->out_w;
-    pack(s->gloc, t->out, B, C, H, W, s->gown[s->me]);
-    m->part.gather(m->part.ctx, s->gfull, s->gloc, B, s->gpb[M], s->gpb);
-    for (int q = 0; q < M; q++) {
-        if (q == s->me) continue;
-        /* row b of the gathered (B, whole) holds each partition's block of sample b */
+    layer_t *l = &m->layers[i];
+    const layer_t *t = &m->layers[s->top];
+    const lc_rect_t own = s->gown[s->me];
+    const int F = t->out_c * (int)area(own), K = l->out_c;
+    pack(s->gloc, inp, B, t->out_c, t->out_h, t->out_w, own);
+    if (F > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, K, F, 1.0f, s->gloc, F, m->params + l->w_off, F,
+                    0.0f, l->out, K);
+    else
+        memset(l->out, 0, sizeof(float) * (size_t)B * (size_t)K);
+    if (l->b_len)   /* partition 0 holds the bias */
         for (int b = 0; b < B; b++)
-            unpack(t->out + (long)b * C * H * W, s->gfull + (long)b * s->gpb[M] + s->gpb[q], 1, C, H, W, s->gown[q], 0);
+            for (int k = 0; k < K; k++) l->out[(long)b * K + k] += m->params[l->b_off + (size_t)k];
+    m->part.sum(m->part.ctx, l->out, (long)B * K);
+}
+
+void spatial_dense_backward(model_t *m, int i, float *dinp, int B)
+{
+    struct spatial *s = m->spatial;
+    layer_t *l = &m->layers[i];
+    const layer_t *t = &m->layers[s->top];
+    const lc_rect_t own = s->gown[s->me];
+    const int F = t->out_c * (int)area(own), K = l->out_c;
+    const float *d = l->dout;   /* (B, K): the same on every partition */
+    if (F > 0) {
+        /* dW(K, F) = dᵀ · X_own; dX_own(B, F) = d · W */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, F, B, 1.0f, d, K, s->gloc, F, 0.0f,
+                    m->grads + l->w_off, F);
+        if (dinp) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, F, K, 1.0f, d, K, m->params + l->w_off, F,
+                        0.0f, s->gdx, F);
+            unpack(dinp, s->gdx, B, t->out_c, t->out_h, t->out_w, own, 0);
+        }
     }
+    if (l->b_len)
+        for (int k = 0; k < K; k++) {
+            float g = 0;
+            for (int b = 0; b < B; b++) g += d[(long)b * K + k];
+            m->grads[l->b_off + (size_t)k] = g;
+        }
 }

@@ -29,9 +29,17 @@ void spatial_free(model_t *m);
  * below's output (its halo is filled in here); dinp is added to. */
 void spatial_lc_forward(model_t *m, int i, float *inp, int B);
 void spatial_lc_backward(model_t *m, int i, float *dinp, const float *inp, int B);
-/* Every partition's block of the classifier's input (the output of layer
- * i, the flatten's input) assembled whole on every partition. */
-void spatial_gather_top(model_t *m, int i, int B);
+/* 1 if layer i is an lc model's classifier (a dense layer on a flatten):
+ * split by its inputs, each partition the features of its own block. */
+int spatial_classifier(const layer_t *L, int n, int i);
+void spatial_cut_classifier(model_t *m, int i);
+/* Parameters of classifier layer i that partition q holds. */
+size_t spatial_classifier_nparams(const model_t *m, int i, int q);
+/* The classifier: logits from this partition's features, summed over the
+ * replica (part.sum); backward: its weight columns' gradient and its
+ * block's input gradient, with no message. */
+void spatial_dense_forward(model_t *m, int i, const float *inp, int B);
+void spatial_dense_backward(model_t *m, int i, float *dinp, int B);
 /* Halo floats per sample this partition sends in one forward pass (the
  * backward pass sends as many back). */
 long spatial_halo_floats(const model_t *m);

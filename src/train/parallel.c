@@ -64,13 +64,12 @@ model_t *par_model_create(run_t *r, int max_batch)
                           .sum = comm_mp_sum, .halo_start = comm_mp_halo_start, .halo_wait = comm_mp_halo_wait,
                           .ctx = r->mp };
     model_t *m = model_create_part(r->cfg->model, d->c, d->h, d->w, d->classes, max_batch, &part);
-    /* the gather stage holds the widest split output of a whole batch
-     * (an lc model also gathers the classifier's input) */
+    /* the gather stage holds the widest split output of a whole batch */
     size_t cap = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const layer_t *l = &m->layers[i];
         size_t n = (size_t)max_batch * (size_t)l->out_c * (size_t)l->out_h * (size_t)l->out_w;
-        if ((l->pb || (m->spatial && l->kind == LAYER_FLATTEN)) && n > cap) cap = n;
+        if (l->pb && n > cap) cap = n;
     }
     free(r->mp->stage);
     r->mp->stage = xalloc_floats(cap);
