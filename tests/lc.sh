@@ -124,6 +124,21 @@ h4=$(json_field "$WORK/sp4.jsonl" done halo_bytes_per_step 2>/dev/null)
 n4=$(json_field "$WORK/sp4.jsonl" config nparams_per_rank 2>/dev/null)
 [ "$n4" = $((196 * 40 + 36 * 222 + 10 * 54 + 10)) ] && ok "2x2 blocks: the lead holds $n4 of $(json_field "$WORK/sp4.jsonl" config nparams) parameters" \
     || bad "2x2 parameters per rank" "'$n4', want $((196 * 40 + 36 * 222 + 10 * 54 + 10))"
+# colour, stride 2, no pooling, tanh: blocks of 10x8 and 5x4 positions
+Q=(--model lc:4,4:k=5:s=2:pool=1:tanh --data synthetic:256,3x20x16 --batch 16 --steps 30 --lr 0.02 --eval-every 5 --quiet)
+for M in 1 4; do launch $M "${Q[@]}" --model-parallel $M --metrics "$WORK/sq$M.jsonl" > "$WORK/sq$M.out" 2>&1; done
+d=$(python3 - "$WORK/sq1.jsonl" "$WORK/sq4.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return [e["train_loss"] for e in map(json.loads, open(p)) if e.get("event") == "eval" and e.get("train_loss") is not None]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == 6, (len(a), len(b))
+print("%.3g" % max(abs(x - y) / abs(x) for x, y in zip(a, b)))
+PY
+)
+if [ -n "$d" ] && awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'; then ok "2x2 blocks of a stride-2, unpooled tanh lc model on 3x20x16 images follow one process (max relative difference $d)"
+else bad "2x2 blocks, stride 2, tanh" "'$d': $(tail -c 300 "$WORK/sq4.out")"; fi
+
 # a whole checkpoint resumes on blocks as it does on one process
 for M in 1 2; do
     launch $M "${P[@]}" --sync none --model-parallel $M --steps 60 --resume "$WORK/sp1.st" --checkpoint "$WORK/rs$M.st" > "$WORK/rs$M.out" 2>&1

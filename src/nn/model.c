@@ -340,6 +340,7 @@ const float *model_forward(model_t *m, const float *x, int B)
             break;
         }
         case LAYER_MAXPOOL: {
+            if (m->spatial) { spatial_pool_forward(m, i, inp, B, i > 0 && relu_into_pool(m, i - 1)); break; }
             conv_geom_t g = layer_geom(l, B, l->out_c);
             if (i > 0 && relu_into_pool(m, i - 1)) maxpool_relu_forward(l->out, l->argmax, inp, &g);
             else maxpool_forward(l->out, l->argmax, inp, &g);
@@ -347,9 +348,13 @@ const float *model_forward(model_t *m, const float *x, int B)
         }
         case LAYER_RELU:
             if (relu_into_pool(m, i)) { l->out = (float *)inp; break; }   /* the pool below applies it */
+            if (m->spatial) { spatial_act_forward(m, i, inp, B); break; }
             relu_forward(l->out, inp, n);
             break;
-        case LAYER_TANH: tanh_forward(l->out, inp, n); break;
+        case LAYER_TANH:
+            if (m->spatial) { spatial_act_forward(m, i, inp, B); break; }
+            tanh_forward(l->out, inp, n);
+            break;
         case LAYER_FLATTEN: l->out = (float *)inp; break;
         case LAYER_BN: case LAYER_ADD: case LAYER_GAP: break;   /* graph models only */
         }
@@ -417,7 +422,10 @@ void model_backward(model_t *m, const int32_t *labels, int B)
             if (i > 0 && relu_into_pool(m, i - 1)) {
                 /* through the fused ReLU into the gradient below it */
                 float *d2 = i - 1 > first_param ? m->layers[i - 2].dout : NULL;
-                if (d2) { conv_geom_t g = layer_geom(l, B, l->out_c); maxpool_relu_backward(d2, l->dout, l->out, l->argmax, &g); }
+                if (d2 && m->spatial) spatial_pool_backward(m, i, d2, B, 1);
+                else if (d2) { conv_geom_t g = layer_geom(l, B, l->out_c); maxpool_relu_backward(d2, l->dout, l->out, l->argmax, &g); }
+            } else if (dinp && m->spatial) {
+                spatial_pool_backward(m, i, dinp, B, 0);
             } else if (dinp) {
                 conv_geom_t g = layer_geom(l, B, l->out_c);
                 maxpool_backward(dinp, l->dout, l->argmax, &g);
@@ -425,9 +433,13 @@ void model_backward(model_t *m, const int32_t *labels, int B)
             break;
         case LAYER_RELU:
             if (relu_into_pool(m, i)) break;   /* done by the pool above */
-            if (dinp) relu_backward(dinp, l->dout, l->out, n);
+            if (dinp && m->spatial) spatial_act_backward(m, i, dinp, B);
+            else if (dinp) relu_backward(dinp, l->dout, l->out, n);
             break;
-        case LAYER_TANH: if (dinp) tanh_backward(dinp, l->dout, l->out, n); break;
+        case LAYER_TANH:
+            if (dinp && m->spatial) spatial_act_backward(m, i, dinp, B);
+            else if (dinp) tanh_backward(dinp, l->dout, l->out, n);
+            break;
         case LAYER_FLATTEN: break;  /* dout aliases the layer below */
         case LAYER_BN: case LAYER_ADD: case LAYER_GAP: break;   /* graph models only */
         }

@@ -57,6 +57,7 @@ typedef struct lc_split {
 struct spatial {
     int M, me;
     lc_split_t *lay;          /* (nlayers); n = 0 and no buffers for the others */
+    lc_rect_t *in, *out;      /* (nlayers) an activation's or pooling's input and output block */
     int top, cls;             /* the classifier's input layer (the flatten's) and the classifier, or -1 */
     lc_rect_t *gown;          /* (M) each partition's block of the top layer's output */
     float *gloc, *gdx;        /* (max_batch, own features) the block packed, and its gradient */
@@ -224,10 +225,18 @@ void spatial_setup(model_t *m)
     s->me = me;
     s->lay = xcalloc((size_t)n, sizeof *s->lay);
     s->top = s->cls = -1;
+    s->in = xcalloc((size_t)n, sizeof(lc_rect_t));
+    s->out = xcalloc((size_t)n, sizeof(lc_rect_t));
     for (int i = 0; i < n; i++) {
         if (L[i].kind == LAYER_FLATTEN && i > 0) s->top = i - 1;
         if (spatial_classifier(L, n, i)) s->cls = i;
         if (L[i].kind != LAYER_LC) continue;
+        int end;
+        stage(L, n, i, &end);
+        for (int j = i + 1; j <= end; j++) {   /* its activation and pooling act on its block */
+            s->in[j] = L[i].blk;
+            s->out[j] = L[j].kind == LAYER_MAXPOOL ? stage_block(L, n, i, me, M) : L[i].blk;
+        }
         lc_split_t *z = &s->lay[i];
         z->own = own_input(L, n, i, me, M);
         z->inner = interior(&L[i], L[i].blk, z->own);
@@ -278,7 +287,7 @@ void spatial_free(model_t *m)
         free(z->peer); free(z->send); free(z->recv); free(z->nsend); free(z->nrecv);
         free(z->sB); free(z->rB); free(z->sbuf); free(z->rbuf);
     }
-    free(s->lay); free(s->gown); free(s->gloc); free(s->gdx);
+    free(s->lay); free(s->in); free(s->out); free(s->gown); free(s->gloc); free(s->gdx);
     free(s);
     m->spatial = NULL;
 }
@@ -429,4 +438,74 @@ void spatial_dense_backward(model_t *m, int i, float *dinp, int B)
             for (int b = 0; b < B; b++) g += d[(long)b * K + k];
             m->grads[l->b_off + (size_t)k] = g;
         }
+}
+
+void spatial_act_forward(model_t *m, int i, const float *inp, int B)
+{
+    const layer_t *l = &m->layers[i];
+    const lc_rect_t r = m->spatial->in[i];
+    const int rw = r.x1 - r.x0;
+    for (long bc = 0; bc < (long)B * l->out_c; bc++)
+        for (int y = r.y0; y < r.y1; y++) {
+            const long o = (bc * l->out_h + y) * l->out_w + r.x0;
+            if (l->kind == LAYER_RELU) relu_forward(l->out + o, inp + o, rw);
+            else tanh_forward(l->out + o, inp + o, rw);
+        }
+}
+
+void spatial_act_backward(model_t *m, int i, float *dinp, int B)
+{
+    const layer_t *l = &m->layers[i];
+    const lc_rect_t r = m->spatial->in[i];
+    const int rw = r.x1 - r.x0;
+    for (long bc = 0; bc < (long)B * l->out_c; bc++)
+        for (int y = r.y0; y < r.y1; y++) {
+            const long o = (bc * l->out_h + y) * l->out_w + r.x0;
+            if (l->kind == LAYER_RELU) relu_backward(dinp + o, l->dout + o, l->out + o, rw);
+            else tanh_backward(dinp + o, l->dout + o, l->out + o, rw);
+        }
+}
+
+/* Max pooling (stride = window, no padding, as lc models build it) over
+ * this partition's block; relu: a ReLU fused before it. The same
+ * first-wins choice and +0 for a non-positive maximum as the whole-layer
+ * kernels. */
+void spatial_pool_forward(model_t *m, int i, const float *inp, int B, int relu)
+{
+    const layer_t *l = &m->layers[i];
+    const lc_rect_t r = m->spatial->out[i];
+    const int Q = l->k, H = l->in_h, W = l->in_w, OH = l->out_h, OW = l->out_w;
+    for (long bc = 0; bc < (long)B * l->out_c; bc++) {
+        const float *x = inp + bc * H * W;
+        for (int y = r.y0; y < r.y1; y++)
+            for (int xx = r.x0; xx < r.x1; xx++) {
+                int32_t bi = (int32_t)((y * Q) * W + xx * Q);
+                float best = x[bi];
+                for (int ki = 0; ki < Q; ki++)
+                    for (int kj = 0; kj < Q; kj++) {
+                        const int32_t at = (int32_t)((y * Q + ki) * W + xx * Q + kj);
+                        if (x[at] > best) { best = x[at]; bi = at; }
+                    }
+                const long o = (bc * OH + y) * OW + xx;
+                l->out[o] = relu ? (best > 0.0f ? best : 0.0f) : best;
+                l->argmax[o] = (int32_t)(bc * H * W) + bi;
+            }
+    }
+}
+
+void spatial_pool_backward(model_t *m, int i, float *dinp, int B, int relu)
+{
+    const layer_t *l = &m->layers[i];
+    const lc_rect_t r = m->spatial->out[i], in = m->spatial->in[i];
+    const int H = l->in_h, W = l->in_w, OH = l->out_h, OW = l->out_w;
+    for (long bc = 0; bc < (long)B * l->out_c; bc++) {
+        for (int y = in.y0; y < in.y1; y++)   /* the block, rows and columns the pooling drops included */
+            memset(dinp + (bc * H + y) * W + in.x0, 0, sizeof(float) * (size_t)(in.x1 - in.x0));
+        for (int y = r.y0; y < r.y1; y++)
+            for (int xx = r.x0; xx < r.x1; xx++) {
+                const long o = (bc * OH + y) * OW + xx;
+                const float d = 0.0f + l->dout[o];
+                dinp[l->argmax[o]] = relu && !(l->out[o] > 0.0f) ? 0.0f : d;
+            }
+    }
 }
