@@ -74,7 +74,6 @@ model_t *par_model_create(run_t *r, int max_batch)
     free(r->mp->stage);
     r->mp->stage = xalloc_floats(cap);
     r->mp->cap = cap;
-    if (r->lead) r->full = model_create(r->cfg->model, d->c, d->h, d->w, d->classes, 1);
     return m;
 }
 
@@ -150,6 +149,9 @@ void par_assemble(run_t *r, const model_t **mo, const optim_t **oo)
     int *counts = NULL, *displs = NULL;
     float *stage = NULL;
     if (lead) {
+        /* the whole model: made the first time the lead writes a checkpoint */
+        const dataset_t *d = &r->train;
+        if (!r->full) r->full = model_create(r->cfg->model, d->c, d->h, d->w, d->classes, 1);
         if (!r->full_opt) r->full_opt = optim_create(&r->opt->cfg, r->full->nparams);
         counts = xmalloc(sizeof(int) * (size_t)M);
         displs = xmalloc(sizeof(int) * (size_t)M);

@@ -126,7 +126,7 @@ static void print_heartbeat(const run_t *r, double train_loss, double sps, doubl
 static void print_header(const run_t *r)
 {
     const config_t *cfg = r->cfg;
-    size_t nparams = r->full ? r->full->nparams : r->model->nparams;
+    size_t nparams = r->model->full_nparams;
     printf("model %s: %zu parameters; data: %ld train, %ld test samples of %dx%dx%d, %d classes\n",
            cfg->model, nparams, r->train.n, r->test.n, r->train.c, r->train.h, r->train.w, r->train.classes);
     int others = r->comm->size - r->nworkers;
@@ -596,7 +596,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         metrics_begin(&mx, "config", now_s());
     }
     if (mx.f) { fputs(",\"config\":{", mx.f); config_json(mx.f, cfg, config_train_opts); fputc('}', mx.f); }
-    metrics_long(&mx, "nparams", (long)(r->full ? r->full->nparams : r->model->nparams));
+    metrics_long(&mx, "nparams", (long)r->model->full_nparams);
     metrics_long(&mx, "ranks", comm->size);
     metrics_long(&mx, "workers", r->nworkers);
     metrics_long(&mx, "replicas", r->replicas);
@@ -788,6 +788,7 @@ int train_main(const config_t *cfg, comm_t *comm)
             metrics_double(&mx, "halo_wait_share", train_s > 0 ? r->mp->halo_wait_s / train_s : 0.0);
         }
     }
+    metrics_double(&mx, "peak_rss_mib", peak_rss_mib());   /* the lead's */
     metrics_double(&mx, "wall_s", now_s() - t0);
     metrics_double(&mx, "train_s", train_s);
     metrics_double(&mx, "test_acc", ev.acc);

@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -269,4 +270,11 @@ fail: {
         errno = e;
         return -1;
     }
+}
+
+double peak_rss_mib(void)
+{
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+    return (double)u.ru_maxrss / 1024.0;   /* Linux: KiB */
 }

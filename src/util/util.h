@@ -29,6 +29,8 @@ FILE *xfopen(const char *path, const char *mode, const char *what);
 
 /* Seconds from MPI_Wtime (simulated seconds under SimGrid). */
 double now_s(void);
+/* This process's peak resident memory so far, in MiB (0 if unknown). */
+double peak_rss_mib(void);
 
 /* ---- RNG: splitmix64-seeded xoshiro256**, one state per consumer ---- */
 typedef struct rng { uint64_t s[4]; } rng_t;
