@@ -22,9 +22,9 @@ else
     MS=(1 2 4 8 16 32 64); STEPS=3; BATCH=32
     # name | spec | data: 64x64 and 128x128 images pool to 32/16 and 64/32,
     # which an 8x8 grid tiles evenly
-    MODELS=("small|lc:8,16:k=5|synthetic:256,1x64x64"
-            "medium|lc:16,32:k=5|synthetic:256,1x128x128"
-            "large|lc:16,32:k=7|synthetic:256,3x128x128")
+    MODELS=("small|lc:8,16:k=5|synthetic:64,1x64x64"
+            "medium|lc:16,32:k=5|synthetic:64,1x128x128"
+            "large|lc:16,32:k=7|synthetic:64,3x128x128")
 fi
 summary_head "DistBelief Figure 3: speed-up of one replica split into spatial blocks" \
     "Simulated hosts on $BW links, each $SCALE times one core of this machine; --sync none --model-parallel M, $STEPS steps of batch $BATCH on synthetic images; speed-up = step time at M = 1 over step time at M."
@@ -34,7 +34,7 @@ for m in "${MODELS[@]}"; do
     echo "== $name: $spec on $data =="
     for M in "${MS[@]}"; do
         sim_run "$name-$M" "$M" "$SCALE:" "$BW" -- --model "$spec" --data "$data" --batch "$BATCH" --steps "$STEPS" \
-            --test-subset 8 --lr 0.01 --sync none --model-parallel "$M" --quiet || true
+            --test-subset 8 --lr 0.0001 --sync none --model-parallel "$M" --quiet || true
     done
 done
 python3 - "$OUT" "${MODELS[@]}" -- "${MS[@]}" <<'PY'

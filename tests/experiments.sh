@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The paper experiments in their --quick form (simulated, seconds each): each
-# runs end to end and writes its summary table and figures.
+# runs end to end and writes its summary table and figures (and the spatial
+# model-parallel speed-up, lc_speedup.sh).
 # Usage: tests/experiments.sh SIM_BUILD_DIR BUILD_DIR   (prints "experiments: N passed, M failed")
 set -u
 SIM=${1:-build-sim}
@@ -23,4 +24,14 @@ for e in jin dssp selsync distbelief; do
         bad "experiments/$e.sh --quick" "$(tail -3 "$WORK/$e.log")"
     fi
 done
+# DistBelief's Figure 3 on spatial blocks: a table row and a speed-up per M, and the figure
+out="$WORK/lc_speedup"
+if "$HERE/../experiments/lc_speedup.sh" --quick --out "$out" --sim-build "$SIM" > "$WORK/lc_speedup.log" 2>&1; then
+    rows=$(awk -F'\t' 'NR > 1 && $5 > 0' "$out/speedup.tsv" | wc -l)
+    if [ "$rows" = 3 ] && [ -s "$out/figures/speedup.png" ] && grep -q '^| tiny `lc:4,8:k=3`' "$out/summary.md" && ! grep -q failed "$out/summary.md"; then
+        ok "experiments/lc_speedup.sh --quick: speed-ups at M = 1, 2, 4 and the figure"
+    else bad "experiments/lc_speedup.sh --quick" "$rows rows: $(cat "$out/speedup.tsv")"; fi
+else
+    bad "experiments/lc_speedup.sh --quick" "$(tail -3 "$WORK/lc_speedup.log")"
+fi
 summary experiments

@@ -322,6 +322,12 @@ static void unpack(float *x, const float *src, int B, int C, int H, int W, lc_re
         }
 }
 
+static void zero(float *x, int B, int C, int H, int W, lc_rect_t r)
+{
+    for (long bc = 0; bc < (long)B * C; bc++)
+        for (int y = r.y0; y < r.y1; y++) memset(x + (bc * H + y) * W + r.x0, 0, sizeof(float) * (size_t)(r.x1 - r.x0));
+}
+
 static conv_geom_t geom(const layer_t *l, int B)
 {
     conv_geom_t g = { .B = B, .C = l->in_c, .H = l->in_h, .W = l->in_w, .OC = l->out_c,
@@ -376,7 +382,10 @@ void spatial_lc_backward(model_t *m, int i, float *dinp, const float *inp, int B
     float *col = m->col + m->col_off[i];
     float *dw = m->grads + l->w_off, *db = m->grads + l->b_off;
     const float *w = m->params + l->w_off;
-    if (dinp) memset(dinp, 0, sizeof(float) * (size_t)((long)B * l->in_c * l->in_h * l->in_w));
+    if (dinp) {   /* where this block's gradient goes: its fields, and its own input block */
+        zero(dinp, B, l->in_c, l->in_h, l->in_w, field(l, l->blk));
+        zero(dinp, B, l->in_c, l->in_h, l->in_w, z->own);
+    }
     lc_rect_t rest[4];
     const int nr = border(l->blk, z->inner, rest);
     for (int k = 0; k < nr; k++)
