@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "nn/model.h"
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/config.h"
+#include "run/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -11,19 +11,11 @@ set -u
 cd "$(dirname "$0")/.."
 
 # From the bottom.
-ORDER=(util nn optim data comm ps sync train cli)
+ORDER=(util nn optim data comm ps run sync train cli)
 
-# The upward includes that exist today, "FILE HEADER" (HEADER as written
-# after ../), each to be removed by moving what it needs below src/sync.
-ALLOW=(
-    # run_t's ckpt_state and resume hooks take checkpoint types, and
-    # paradigms write and read their rows with ckpt_*
-    "src/sync/sync.h train/checkpoint.h"
-    # run_t carries the run's configuration (config_t)
-    "src/sync/sync.h train/config.h"
-    # Sandblaster applies --fail and --slowdown to its replicas itself
-    "src/sync/sandblaster.c train/faults.h"
-)
+# Upward includes allowed, "FILE HEADER" (HEADER as written after ../):
+# none today. One added here must also be explained in docs/design.md.
+ALLOW=()
 
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
@@ -63,7 +55,7 @@ for dir in src/*/; do
             else
                 entry="$f $path"
                 known=0
-                for a in "${ALLOW[@]}"; do [ "$a" = "$entry" ] && known=1; done
+                for a in "${ALLOW[@]+"${ALLOW[@]}"}"; do [ "$a" = "$entry" ] && known=1; done
                 if [ $known = 1 ]; then
                     allowed=$((allowed + 1))
                     seen[$entry]=1
@@ -82,7 +74,7 @@ for dir in src/*/; do
     fi
 done
 
-for a in "${ALLOW[@]}"; do
+for a in "${ALLOW[@]+"${ALLOW[@]}"}"; do
     if [ -n "${seen[$a]:-}" ]; then
         ok "known upward include, still to remove: ${a/ / -> }"
     else

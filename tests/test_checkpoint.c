@@ -12,7 +12,7 @@
 #include "nn/model.h"
 #include "optim/optim.h"
 #include "test.h"
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 #include "train/metrics.h"
 
 static char dir[256], path[512];

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "test.h"
-#include "train/config.h"
+#include "run/config.h"
 
 static void test_every_numeric_flag_has_a_range(void)
 {

@@ -4,8 +4,7 @@
 #include <string.h>
 
 #include "../comm/comm.h"
-#include "../sync/sync.h"
-#include "../train/config.h"
+#include "../run/config.h"
 #include "../train/train.h"
 #include "../util/util.h"
 

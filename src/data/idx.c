@@ -193,7 +193,8 @@ int cifar_load_files(const char *const *paths, int npaths, dataset_t *d, char *e
         for (long r = 0; f && r < sizes[i] / REC; r++, k++) {
             if (fread(rec, 1, REC, f) != REC || rec[0] > 9) {
                 snprintf(err, errlen, "'%s' record %ld is unreadable or has label %d > 9", paths[i], r, rec[0]);
-                fclose(f); free(rec); dataset_free(d);
+                fclose(f); free(rec); free(d->px); free(d->y);   /* what this function allocated */
+                memset(d, 0, sizeof *d);
                 return -1;
             }
             d->y[k] = rec[0];

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../train/faults.h"
+#include "../run/faults.h"
 #include "../util/util.h"
 #include "sb_coord.h"
 

@@ -15,8 +15,8 @@
 #include "../data/data.h"
 #include "../nn/model.h"
 #include "../optim/optim.h"
-#include "../train/checkpoint.h"
-#include "../train/config.h"
+#include "../run/checkpoint.h"
+#include "../run/config.h"
 
 typedef struct sync_ops sync_ops_t;
 

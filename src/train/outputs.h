@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "../run/config.h"
 
 /* 0, or -1 with a one-line message in err. */
 int outputs_check(const config_t *cfg, char *err, size_t errlen);

@@ -8,7 +8,7 @@
 #define DSGD_PARALLEL_H
 
 #include "../sync/sync.h"
-#include "checkpoint.h"
+#include "../run/checkpoint.h"
 
 /* After the paradigm's layout: replica/partition of this rank; -1 with
  * r->err set if the paradigm or the worker count does not allow M. */

@@ -4,7 +4,7 @@
 #define DSGD_TRAIN_H
 
 #include "../comm/comm.h"
-#include "config.h"
+#include "../run/config.h"
 
 /* Run `dsgd train`; returns the process exit code. Setup errors die(). */
 int train_main(const config_t *cfg, comm_t *comm);

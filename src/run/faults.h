@@ -1,4 +1,4 @@
-/* train/faults — heterogeneity and fault injection, for every paradigm.
+/* run/faults — heterogeneity and fault injection, for every paradigm.
  *
  *   --slowdown R=F[,R=F...]   worker R runs F times slower
  *   --slowdown FRAC:F         the last ⌈FRAC·N⌉ workers run F times slower

@@ -1,4 +1,4 @@
-/* train/safetensors — the safetensors container's validity rules, on a
+/* run/safetensors — the safetensors container's validity rules, on a
  * memory buffer (so the checkpoint reader and its fuzz harness run the same
  * code).
  *

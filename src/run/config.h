@@ -1,4 +1,4 @@
-/* train/config — the run configuration and the one table of options that
+/* run/config — the run configuration and the one table of options that
  * drives parsing, --help (with defaults), the printed effective
  * configuration and the "config" metrics event. Adding a flag is one row. */
 #ifndef DSGD_CONFIG_H

@@ -1,4 +1,4 @@
-/* train/checkpoint — safetensors files with dsgd metadata.
+/* run/checkpoint — safetensors files with dsgd metadata.
  *
  * Layout (the safetensors rules): 8-byte little-endian header length N, an
  * N-byte JSON header (padded with spaces to a multiple of 8), then raw
