@@ -132,12 +132,14 @@ static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
     MPI_Request q;
     watchdog(r, 1);
     int rc = -1;
+    const double t_in = now_s();   /* a read is communication: the done event's comm_s counts it */
     if (MPI_Rget(dst, (int)len, MPI_BYTE, j, 0, (int)len, MPI_BYTE, g->win, &q) == MPI_SUCCESS) {
 #ifdef DSGD_SIM
         /* nobody dies in simulation, and each poll of a 1 MB read costs the
          * simulator an engine round (100+ per read at 10 GbE): wait once */
         if (MPI_Wait(&q, MPI_STATUS_IGNORE) == MPI_SUCCESS) rc = 0;
         watchdog(r, 0);
+        r->comm->comm_s += now_s() - t_in;
         return rc;
 #endif
         double t0 = now_s(), last = t0;
@@ -154,6 +156,7 @@ static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
         }
     }
     watchdog(r, 0);
+    r->comm->comm_s += now_s() - t_in;
     return rc;
 }
 
@@ -315,6 +318,7 @@ static int drain_inbox(run_t *r, gossip_t *g, int first)
 #endif
         comm_idle_t idle = comm_idle_start(r->comm);
         while (!got && now_s() - t0 < r->cfg->timeout) { MPI_Test(&q, &got, MPI_STATUS_IGNORE); if (!got) comm_idle(&idle); }
+        r->comm->comm_s += now_s() - t0;
         if (!got) {
             g->peer = xmalloc(g->bytes);   /* the old buffer stays with the dead request */
             mark_dead(r, g, st.MPI_SOURCE, "it stopped in the middle of a message", r->cfg->timeout);
