@@ -46,8 +46,16 @@ typedef struct published {
     /* followed by n floats */
 } published_t;
 
+typedef enum gossip_mode { GOSSIP_PULL, GOSSIP_PUSH, GOSSIP_ROUND, GOSSIP_BAD = -1 } gossip_mode_t;
+
+static gossip_mode_t gossip_mode_of(const char *m)
+{
+    return !strcmp(m, "pull") ? GOSSIP_PULL : !strcmp(m, "push") ? GOSSIP_PUSH : !strcmp(m, "round") ? GOSSIP_ROUND
+                                                                                                    : GOSSIP_BAD;
+}
+
 typedef struct gossip {
-    int mode;                /* 0 pull, 1 push, 2 round */
+    gossip_mode_t mode;      /* --gossip */
     float beta;
     rng_t rng;               /* peer choice, per rank */
     size_t n, np, bytes;    /* floats of a replica (parameters + state), of its parameters; window bytes */
@@ -212,8 +220,8 @@ static int gossip_init(run_t *r)
     gossip_t *g = xcalloc(1, sizeof *g);
     r->sync_state = g;
     const char *m = r->cfg->gossip;
-    g->mode = !strcmp(m, "pull") ? 0 : !strcmp(m, "push") ? 1 : !strcmp(m, "round") ? 2 : -1;
-    if (g->mode < 0) {
+    g->mode = gossip_mode_of(m);
+    if (g->mode == GOSSIP_BAD) {
         snprintf(r->err, sizeof r->err, "unknown --gossip '%s'; choose pull, push or round", m);
         return -1;
     }
@@ -403,7 +411,7 @@ static void tell_alive(run_t *r, gossip_t *g)
     const int me = r->comm->rank;
     int lead = 0;
     while (lead < me && !g->alive[lead]) lead++;
-    if (lead >= me || g->mode == 2) return;
+    if (lead >= me || g->mode == GOSSIP_ROUND) return;
     MPI_Request f;
     g->fin_step = r->step;
     if (MPI_Isend(&g->fin_step, 1, MPI_INT64_T, lead, TAG_GOSSIP_FIN, r->comm->world, &f) == MPI_SUCCESS) MPI_Request_free(&f);
@@ -445,10 +453,10 @@ static int gossip_step(run_t *r)
         tell_alive(r, g);
     }
     g->last_step_t = now;
-    if (r->lead && g->dead > 0 && g->mode != 2 && now - g->revive_t > 0.05) { g->revive_t = now; revive_frozen(r, g); }
+    if (r->lead && g->dead > 0 && g->mode != GOSSIP_ROUND && now - g->revive_t > 0.05) { g->revive_t = now; revive_frozen(r, g); }
     optim_step(r->opt, r->model->params, r->model->grads, 0, g->np, r->lr);   /* θ' */
-    if (g->mode == 0) step_pull(r, g);
-    else if (g->mode == 1) step_push(r, g);
+    if (g->mode == GOSSIP_PULL) step_pull(r, g);
+    else if (g->mode == GOSSIP_PUSH) step_push(r, g);
     else step_round(r, g);
     publish(r, g, r->step + 1);
     return 0;
@@ -506,7 +514,7 @@ static void lead_final(run_t *r, gossip_t *g)
 {
     const int N = r->comm->size, me = r->comm->rank;
     comm_idle_t idle = comm_idle_start(r->comm);
-    if (g->dead > 0 && g->mode != 2) revive_frozen(r, g);
+    if (g->dead > 0 && g->mode != GOSSIP_ROUND) revive_frozen(r, g);
     for (int j = 0; j < N; j++) {
         int64_t step = -1;
         while (j != me && g->alive[j] && (read_peer(r, g, j, &step) != 1 || step <= r->total_steps)) {
@@ -541,7 +549,7 @@ static void gossip_finish(run_t *r)
     gossip_t *g = r->sync_state;
     int N = r->comm->size, me = r->comm->rank;
     publish(r, g, r->total_steps + 1);   /* "finished" */
-    if (g->mode == 1) {
+    if (g->mode == GOSSIP_PUSH) {
         /* deliver the pushes in flight: DONE to every live peer, then drain until
          * every live peer's DONE is in (messages from one sender arrive in order) */
         int one = 1;
@@ -579,7 +587,7 @@ static void gossip_finish(run_t *r)
             if (got) break;
             /* a lead that died before finishing says no goodbye: the next
              * live rank in line does the lead's part */
-            if (g->mode != 2 && now_s() - checked > r->cfg->timeout / 10) {
+            if (g->mode != GOSSIP_ROUND && now_s() - checked > r->cfg->timeout / 10) {
                 checked = now_s();
                 watch_lower(r, g);
                 if (gossip_lead_lost(r)) {
@@ -614,7 +622,7 @@ static int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
     gossip_t *g = r->sync_state;
     const int N = r->comm->size, me = r->comm->rank;
     const size_t n = g->n;
-    if (g->mode == 2) {
+    if (g->mode == GOSSIP_ROUND) {
         float *v[3];
         const char *names[3];
         int nv = sync_worker_vectors(r, v, names);   /* the replica (with its statistics), then the optimizer's */
@@ -735,7 +743,7 @@ static void gossip_destroy(run_t *r)
 static int gossip_lead_lost(const run_t *r)
 {
     const gossip_t *g = r->sync_state;
-    if (!g || g->mode == 2 || r->lead || r->comm->rank == 0) return 0;
+    if (!g || g->mode == GOSSIP_ROUND || r->lead || r->comm->rank == 0) return 0;
     for (int j = 0; j < r->comm->rank; j++)
         if (g->alive[j]) return 0;
     return 1;
@@ -744,7 +752,7 @@ static int gossip_lead_lost(const run_t *r)
 /* round mode pairs every rank each step: its ranks stop together */
 static sync_stop_mode_t gossip_stop_mode(const run_t *r)
 {
-    return strcmp(r->cfg->gossip, "round") ? STOP_OWN_CLOCK : STOP_AGREE;
+    return gossip_mode_of(r->cfg->gossip) == GOSSIP_ROUND ? STOP_AGREE : STOP_OWN_CLOCK;
 }
 
 static int gossip_stats(run_t *r, sync_stat_t *out, int max, int progress)
