@@ -296,20 +296,38 @@ void model_init_params(model_t *m, uint64_t seed)
         const int relu_next = l->he || (i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_RELU);
         const float sd = sqrtf(2.0f / (float)fan_in), a = sqrtf(6.0f / (float)(fan_in + fan_out));
         float *w = m->params + l->w_off;
-        for (size_t j = 0; j < all; j++) {
-            float v = relu_next ? sd * rng_normal(&r) : a * (float)(2.0 * rng_uniform(&r) - 1.0);
-            if (split_lc) {
+        /* values another partition keeps are skipped, not computed: the
+         * generator advances as drawing them would (a normal takes two
+         * draws, a uniform one) */
+        const uint64_t per = relu_next ? 2 : 1;
+#define DRAW() (relu_next ? sd * rng_normal(&r) : a * (float)(2.0 * rng_uniform(&r) - 1.0))
+        for (size_t j = 0; j < all;) {
+            if (split_lc) {   /* a position's whole bank at once */
                 const long p = (long)(j / bank), oh = p / l->out_w, ow = p % l->out_w;
-                if (oh >= l->blk.y0 && oh < l->blk.y1 && ow >= l->blk.x0 && ow < l->blk.x1)
-                    w[((size_t)(oh - l->blk.y0) * (size_t)bw + (size_t)(ow - l->blk.x0)) * bank + j % bank] = v;
-            } else if (split_cls) {
+                if (oh >= l->blk.y0 && oh < l->blk.y1 && ow >= l->blk.x0 && ow < l->blk.x1) {
+                    float *dst = w + ((size_t)(oh - l->blk.y0) * (size_t)bw + (size_t)(ow - l->blk.x0)) * bank;
+                    for (size_t k = 0; k < bank; k++) dst[k] = DRAW();
+                } else {
+                    rng_skip(&r, per * bank);
+                }
+                j += bank;
+                continue;
+            }
+            long dst = -1;
+            if (split_cls) {
                 const long k = (long)(j / (size_t)fan_in), f = (long)(j % (size_t)fan_in);
                 const long c = f / ((long)t->out_h * t->out_w), y = f / t->out_w % t->out_h, x = f % t->out_w;
                 if (y >= l->blk.y0 && y < l->blk.y1 && x >= l->blk.x0 && x < l->blk.x1)
-                    w[(size_t)k * F + ((size_t)c * (size_t)(l->blk.y1 - l->blk.y0) + (size_t)(y - l->blk.y0)) * (size_t)bw
-                      + (size_t)(x - l->blk.x0)] = v;
-            } else if (j >= lo && j < hi) w[j - lo] = v;
+                    dst = (long)((size_t)k * F + ((size_t)c * (size_t)(l->blk.y1 - l->blk.y0) + (size_t)(y - l->blk.y0)) * (size_t)bw
+                                 + (size_t)(x - l->blk.x0));
+            } else if (j >= lo && j < hi) {
+                dst = (long)(j - lo);
+            }
+            if (dst >= 0) w[dst] = DRAW();
+            else rng_skip(&r, per);
+            j++;
         }
+#undef DRAW
     }
 }
 

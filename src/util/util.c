@@ -126,6 +126,11 @@ uint64_t rng_u64(rng_t *r)
     return result;
 }
 
+void rng_skip(rng_t *r, uint64_t n)
+{
+    while (n--) (void)rng_u64(r);
+}
+
 double rng_uniform(rng_t *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
 
 float rng_normal(rng_t *r)

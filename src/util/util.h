@@ -41,6 +41,8 @@ double   rng_uniform(rng_t *r);            /* [0, 1) */
 float    rng_normal(rng_t *r);             /* N(0, 1), Box-Muller */
 uint32_t rng_below(rng_t *r, uint32_t n);  /* uniform in [0, n) */
 void     rng_shuffle(rng_t *r, int32_t *a, size_t n);
+/* Advance as n calls of rng_u64 would (rng_uniform takes one, rng_normal two). */
+void     rng_skip(rng_t *r, uint64_t n);
 
 /* ---- small helpers ---- */
 /* Strict decimal parsing of a whole string (integers: [-]digits, no
