@@ -84,21 +84,25 @@ REFUSE_LIMIT=60 refused "a grid that does not tile an lc layer" "--model-paralle
 # classifier's logits over the blocks changes its order. The halo per step is the formula:
 # lc:4,6:k=3 pools 28x28x4 to 14x14x4, and layer 2's 3x3 fields reach one
 # row and column into the neighbours' blocks, forward and backward.
+# loss_gap A B N: the largest relative difference between two runs' N
+# evaluated training losses (nothing if either has not N)
+loss_gap() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+def losses(p):
+    return [e["train_loss"] for e in map(json.loads, open(p)) if e.get("event") == "eval" and e.get("train_loss") is not None]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == int(sys.argv[3]), (len(a), len(b))
+print("%.3g" % max(abs(x - y) / abs(x) for x, y in zip(a, b)))
+PY
+}
 P=(--model lc:4,6:k=3 --data "$DATA" --train-subset 1600 --test-subset 200 --batch 32 --steps 50 --lr 0.02
    --momentum 0.9 --eval-every 5 --quiet)
 for M in 1 2 4; do
     launch $M "${P[@]}" --sync none --model-parallel $M --metrics "$WORK/sp$M.jsonl" --checkpoint "$WORK/sp$M.st" > "$WORK/sp$M.out" 2>&1
 done
 for M in 2 4; do
-    d=$(python3 - "$WORK/sp1.jsonl" "$WORK/sp$M.jsonl" <<'PY'
-import json, sys
-def losses(p):
-    return [e["train_loss"] for e in map(json.loads, open(p)) if e.get("event") == "eval" and e.get("train_loss") is not None]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-assert len(a) == len(b) == 10, (len(a), len(b))
-print("%.3g" % max(abs(x - y) / abs(x) for x, y in zip(a, b)))
-PY
-)
+    d=$(loss_gap "$WORK/sp1.jsonl" "$WORK/sp$M.jsonl" 10)
     if [ -n "$d" ] && awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'; then ok "--model-parallel $M (spatial blocks) follows the single-process losses over 50 steps (max relative difference $d)"
     else bad "--model-parallel $M losses" "'$d': $(tail -c 300 "$WORK/sp$M.out")"; fi
     c=$(python3 "$HERE/ckpt_diff.py" "$WORK/sp1.st" "$WORK/sp$M.st" 2>&1)
@@ -127,15 +131,7 @@ n4=$(json_field "$WORK/sp4.jsonl" config nparams_per_rank 2>/dev/null)
 # colour, stride 2, no pooling, tanh: blocks of 10x8 and 5x4 positions
 Q=(--model lc:4,4:k=5:s=2:pool=1:tanh --data synthetic:256,3x20x16 --batch 16 --steps 30 --lr 0.02 --eval-every 5 --quiet)
 for M in 1 4; do launch $M "${Q[@]}" --model-parallel $M --metrics "$WORK/sq$M.jsonl" > "$WORK/sq$M.out" 2>&1; done
-d=$(python3 - "$WORK/sq1.jsonl" "$WORK/sq4.jsonl" <<'PY'
-import json, sys
-def losses(p):
-    return [e["train_loss"] for e in map(json.loads, open(p)) if e.get("event") == "eval" and e.get("train_loss") is not None]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-assert len(a) == len(b) == 6, (len(a), len(b))
-print("%.3g" % max(abs(x - y) / abs(x) for x, y in zip(a, b)))
-PY
-)
+d=$(loss_gap "$WORK/sq1.jsonl" "$WORK/sq4.jsonl" 6)
 if [ -n "$d" ] && awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'; then ok "2x2 blocks of a stride-2, unpooled tanh lc model on 3x20x16 images follow one process (max relative difference $d)"
 else bad "2x2 blocks, stride 2, tanh" "'$d': $(tail -c 300 "$WORK/sq4.out")"; fi
 

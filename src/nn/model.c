@@ -366,11 +366,11 @@ const float *model_forward(model_t *m, const float *x, int B)
         }
         case LAYER_RELU:
             if (relu_into_pool(m, i)) { l->out = (float *)inp; break; }   /* the pool below applies it */
-            if (m->spatial) { spatial_act_forward(m, i, inp, B); break; }
+            if (m->spatial) { spatial_act(m, i, inp, NULL, B); break; }
             relu_forward(l->out, inp, n);
             break;
         case LAYER_TANH:
-            if (m->spatial) { spatial_act_forward(m, i, inp, B); break; }
+            if (m->spatial) { spatial_act(m, i, inp, NULL, B); break; }
             tanh_forward(l->out, inp, n);
             break;
         case LAYER_FLATTEN: l->out = (float *)inp; break;
@@ -451,11 +451,11 @@ void model_backward(model_t *m, const int32_t *labels, int B)
             break;
         case LAYER_RELU:
             if (relu_into_pool(m, i)) break;   /* done by the pool above */
-            if (dinp && m->spatial) spatial_act_backward(m, i, dinp, B);
+            if (dinp && m->spatial) spatial_act(m, i, NULL, dinp, B);
             else if (dinp) relu_backward(dinp, l->dout, l->out, n);
             break;
         case LAYER_TANH:
-            if (dinp && m->spatial) spatial_act_backward(m, i, dinp, B);
+            if (dinp && m->spatial) spatial_act(m, i, NULL, dinp, B);
             else if (dinp) tanh_backward(dinp, l->dout, l->out, n);
             break;
         case LAYER_FLATTEN: break;  /* dout aliases the layer below */

@@ -58,7 +58,7 @@ struct spatial {
     int M, me;
     lc_split_t *lay;          /* (nlayers); n = 0 and no buffers for the others */
     lc_rect_t *in, *out;      /* (nlayers) an activation's or pooling's input and output block */
-    int top, cls;             /* the classifier's input layer (the flatten's) and the classifier, or -1 */
+    int top;                  /* the classifier's input layer (the flatten's), or -1 */
     lc_rect_t *gown;          /* (M) each partition's block of the top layer's output */
     float *gloc, *gdx;        /* (max_batch, own features) the block packed, and its gradient */
 };
@@ -224,12 +224,11 @@ void spatial_setup(model_t *m)
     s->M = M;
     s->me = me;
     s->lay = xcalloc((size_t)n, sizeof *s->lay);
-    s->top = s->cls = -1;
+    s->top = -1;
     s->in = xcalloc((size_t)n, sizeof(lc_rect_t));
     s->out = xcalloc((size_t)n, sizeof(lc_rect_t));
     for (int i = 0; i < n; i++) {
         if (L[i].kind == LAYER_FLATTEN && i > 0) s->top = i - 1;
-        if (spatial_classifier(L, n, i)) s->cls = i;
         if (L[i].kind != LAYER_LC) continue;
         int end;
         stage(L, n, i, &end);
@@ -290,15 +289,6 @@ void spatial_free(model_t *m)
     free(s->lay); free(s->in); free(s->out); free(s->gown); free(s->gloc); free(s->gdx);
     free(s);
     m->spatial = NULL;
-}
-
-long spatial_halo_floats(const model_t *m)
-{
-    long f = 0;
-    if (!m->spatial) return 0;
-    for (int i = 0; i < m->nlayers; i++)
-        for (int j = 0; j < m->spatial->lay[i].n; j++) f += m->spatial->lay[i].nsend[j];
-    return f;
 }
 
 /* (B, C, H, W) rectangle r of x, packed as (B, C, rows, cols), or unpacked
@@ -449,28 +439,17 @@ void spatial_dense_backward(model_t *m, int i, float *dinp, int B)
         }
 }
 
-void spatial_act_forward(model_t *m, int i, const float *inp, int B)
+void spatial_act(model_t *m, int i, const float *inp, float *dinp, int B)
 {
     const layer_t *l = &m->layers[i];
     const lc_rect_t r = m->spatial->in[i];
-    const int rw = r.x1 - r.x0;
+    const int rw = r.x1 - r.x0, relu = l->kind == LAYER_RELU;
     for (long bc = 0; bc < (long)B * l->out_c; bc++)
         for (int y = r.y0; y < r.y1; y++) {
             const long o = (bc * l->out_h + y) * l->out_w + r.x0;
-            if (l->kind == LAYER_RELU) relu_forward(l->out + o, inp + o, rw);
-            else tanh_forward(l->out + o, inp + o, rw);
-        }
-}
-
-void spatial_act_backward(model_t *m, int i, float *dinp, int B)
-{
-    const layer_t *l = &m->layers[i];
-    const lc_rect_t r = m->spatial->in[i];
-    const int rw = r.x1 - r.x0;
-    for (long bc = 0; bc < (long)B * l->out_c; bc++)
-        for (int y = r.y0; y < r.y1; y++) {
-            const long o = (bc * l->out_h + y) * l->out_w + r.x0;
-            if (l->kind == LAYER_RELU) relu_backward(dinp + o, l->dout + o, l->out + o, rw);
+            if (!dinp && relu) relu_forward(l->out + o, inp + o, rw);
+            else if (!dinp) tanh_forward(l->out + o, inp + o, rw);
+            else if (relu) relu_backward(dinp + o, l->dout + o, l->out + o, rw);
             else tanh_backward(dinp + o, l->dout + o, l->out + o, rw);
         }
 }

@@ -42,12 +42,7 @@ void spatial_dense_forward(model_t *m, int i, const float *inp, int B);
 void spatial_dense_backward(model_t *m, int i, float *dinp, int B);
 /* The activation (relu, tanh) and max pooling above an lc layer, on this
  * partition's block only; relu: a ReLU fused into the pooling. */
-void spatial_act_forward(model_t *m, int i, const float *inp, int B);
-void spatial_act_backward(model_t *m, int i, float *dinp, int B);
+void spatial_act(model_t *m, int i, const float *inp, float *dinp, int B);   /* dinp NULL: forward */
 void spatial_pool_forward(model_t *m, int i, const float *inp, int B, int relu);
 void spatial_pool_backward(model_t *m, int i, float *dinp, int B, int relu);
-/* Halo floats per sample this partition sends in one forward pass (the
- * backward pass sends as many back). */
-long spatial_halo_floats(const model_t *m);
-
 #endif
