@@ -9,6 +9,8 @@
 #
 # Usage: bench/run.sh BUILD_DIR
 #   DSGD_BENCH_INSTALL=1   apt-get install python3-torch if it is missing
+#   DSGD_BENCH_SECTIONS    the sections to run (default: all)
+#   DSGD_BENCH_REPEATS     repeats per measurement (default: 3)
 # Exits non-zero only if a dsgd benchmark fails; a missing PyTorch skips the
 # comparison. Sections are functions called in order at the bottom; add new
 # ones there.
@@ -115,10 +117,14 @@ bench_single() {
     echo "where the step goes (last repeat): $(grep '^profile model=mlp' "$logdir/dsgd$REPEATS.log")"
     echo "                                   $(grep '^profile model=lenet' "$logdir/dsgd$REPEATS.log")"
     echo
-    report "mlp: fraction of its GEMM bound" ge 0.70 "${f_mlp[@]}"
+    # The mlp's target is its physical limit: the step against its own GEMMs
+    # at the sgemm peak (true FLOPs). dsgd / PyTorch is reported beside it,
+    # not targeted: it is set by each machine's BLAS against PyTorch's.
+    report "mlp: fraction of its GEMM bound" ge 0.85 "${f_mlp[@]}"
     echo "lenet: fraction of its GEMM bound  $(spread "${f_lenet[@]}")   (no target: its first conv runs outside BLAS)"
     if [ "$torch" = 1 ]; then
-        report "mlp: dsgd / PyTorch" ge 1.6 "${r_mlp[@]}"
+        echo "mlp: dsgd / PyTorch               $(spread "${r_mlp[@]}")   (no target: set by this machine's BLAS)"
+        echo "target name=mlp: dsgd / PyTorch median=$(spread "${r_mlp[@]}" | cut -d' ' -f1)" >> "$logdir/compare.log"
         # the most any step that multiplies with this OpenBLAS could reach:
         # its GEMMs alone, at the same shapes, against PyTorch's whole step
         echo "mlp: its GEMMs alone / PyTorch    $(spread "${c_mlp[@]}")   (the ceiling of dsgd / PyTorch on this BLAS)"
@@ -221,38 +227,68 @@ bench_dist() {
 }
 
 # ---- 3. parameter server: push+pull round trip, shard throughput, idle waits ----
+# The round trip's target: a push and a gated pull of the whole mlp vector
+# against a bare send+receive of the same bytes plus the shard's update of
+# the vector alone (it must apply the push before it answers the pull).
 bench_ps() {
     section "parameter server, mlp vector ($REPEATS repeats)"
-    local i w
-    local -a rt=()
+    local i w np
+    local -a rt=() tp1=()
+    echo "round trip per repeat (us): push+pull, bare send+receive, update alone, push+pull / (bare + update)"
     for i in $(seq "$REPEATS"); do
-        run_clean "$logdir/rt.log" mpirun -q -np 2 "$BUILD/bench/ps_bench" roundtrip 300 || { status=1; return; }
+        run_clean "$logdir/rt.log" mpirun -q -np 2 "$BUILD/bench/ps_bench" roundtrip 300 > /dev/null || { cat "$logdir/rt.log"; status=1; return; }
         rt+=("$(sed -n 's/.* ratio=\([0-9.]*\).*/\1/p' "$logdir/rt.log")")
+        sed -n 's/.*push_pull_us=\([0-9.]*\) bare_sendrecv_us=\([0-9.]*\) update_us=\([0-9.]*\).* ratio=\([0-9.]*\).*/  \1  \2  \3  \4/p' "$logdir/rt.log"
     done
-    report "push+pull / bare send+receive" le 1.3 "${rt[@]}"
-    for w in 1 2 4; do
-        run_clean "$logdir/tp$w.log" mpirun -q -np $((w + 1)) "$BUILD/bench/ps_bench" throughput 300 || status=1
-    done
-    echo "(on this 2-core machine, 4 workers plus a shard are oversubscribed)"
-    # Five ranks on two cores, as every experiment on a small machine runs:
-    # the server and waiting workers must leave the cores to those computing.
-    local A=(train --data fashion-mnist --model mlp --batch 64 --lr 0.01 --steps 1500 --eval-every 1000000 --quiet)
-    # --wait spin (yield only, as before the back-off) and --wait backoff
-    # interleaved, so both see the same machine
-    local -a rate=() spin=() gain=()
-    # five pairs: one run's rate moves by 30% with the scheduler's luck
-    for i in $(seq $((REPEATS + 2))); do
-        for w in spin backoff; do
-            run_clean "$logdir/asp-$w.log" mpirun -q -np 5 "$BUILD/dsgd" "${A[@]}" --sync asp --wait "$w" --metrics "$logdir/asp-$w.jsonl" > /dev/null ||
-                { echo "bench: asp run (--wait $w) failed"; status=1; return; }
+    report "push+pull / (bare + update)" le 1.3 "${rt[@]}"
+    echo "shard throughput per repeat (updates/s, fraction of memcpy bandwidth), 1, 2 and 4 workers:"
+    for i in $(seq "$REPEATS"); do
+        printf '  repeat %d:' "$i"
+        for w in 1 2 4; do
+            run_clean "$logdir/tp$w.log" mpirun -q -np $((w + 1)) "$BUILD/bench/ps_bench" throughput 300 > /dev/null || { cat "$logdir/tp$w.log"; status=1; return; }
+            printf '  %dw %s (%s)' "$w" "$(sed -n 's/.*updates_per_s=\([0-9]*\).*/\1/p' "$logdir/tp$w.log")" \
+                "$(sed -n 's/.*fraction=\([0-9.]*\).*/\1/p' "$logdir/tp$w.log")"
+            [ "$w" = 1 ] && tp1+=("$(sed -n 's/.*fraction=\([0-9.]*\).*/\1/p' "$logdir/tp$w.log")")
         done
-        spin+=("$(done_rate "$logdir/asp-spin.jsonl")")
-        rate+=("$(done_rate "$logdir/asp-backoff.jsonl")")
-        gain+=("$(awk -v a="${rate[-1]}" -v b="${spin[-1]}" 'BEGIN { printf "%.3f", a / b }')")
+        echo
     done
-    echo "asp, 1 server + 4 workers on $(nproc) cores, samples/s (all workers): --wait backoff $(spread "${rate[@]}"), --wait spin $(spread "${spin[@]}")"
-    echo "target name=asp5_samples_per_s median=$(spread "${rate[@]}" | cut -d' ' -f1)" >> "$logdir/compare.log"
-    report "asp x5 on 2 cores: backoff / spin" ge 1.0 "${gain[@]}"
+    report "shard, 1 worker: of memcpy bw" ge 0.7 "${tp1[@]}"
+    echo "(each update moves a vector in and a vector out; with more than one worker the ranks outnumber $(nproc) cores)"
+    # The idle policies' wake-up latency: what a rank waiting under each pays
+    # beyond pure polling, by how long it has waited.
+    run_clean "$logdir/wake.log" mpirun -q -np 2 "$BUILD/bench/ps_bench" wakeup 30 > /dev/null || { cat "$logdir/wake.log"; status=1; return; }
+    grep 'calibration\|uncalibrated:' "$logdir/wake.log" | sed 's/^ps_wakeup /  /'
+    printf '  %-22s' "wake-up us at delay:"
+    awk '$2 == "policy=spin" { sub("delay_us=", "", $3); printf "%10s", $3 "us" }' "$logdir/wake.log"; echo
+    local p
+    for p in spin backoff-uncalibrated backoff; do
+        printf '  %-22s' "$p"
+        awk -v p="policy=$p" '$2 == p { sub("wake_us=", "", $6); printf "%10s", $6 }' "$logdir/wake.log"; echo
+    done
+    echo "  (backoff: poll for the measured wake-up, then yield until 2 ms, then sleep waited/8 capped at 100 us;"
+    echo "   uncalibrated: poll 50 us and the kernel's 50 us timer slack; spin: poll 50 us, then only yield)"
+    # Ranks outnumbering cores, as every experiment on a small machine runs:
+    # the server and waiting workers must leave the cores to those computing.
+    # 1 server + 4 workers (5 ranks) and 1 + 7 (8 ranks) on this machine's
+    # cores; --wait spin and backoff interleaved so both see the same machine.
+    local A=(train --data fashion-mnist --model mlp --batch 64 --lr 0.01 --steps 1500 --eval-every 1000000 --quiet)
+    for np in 5 8; do
+        local -a rate=() spin=() gain=()
+        # five pairs: one run's rate moves by 5-10% with the scheduler's luck
+        for i in $(seq $((REPEATS + 2))); do
+            for w in spin backoff; do
+                run_clean "$logdir/asp-$w.log" mpirun -q -np $np "$BUILD/dsgd" "${A[@]}" --sync asp --wait "$w" --metrics "$logdir/asp-$w.jsonl" > /dev/null ||
+                    { echo "bench: asp run (--wait $w, $np ranks) failed"; status=1; return; }
+            done
+            spin+=("$(done_rate "$logdir/asp-spin.jsonl")")
+            rate+=("$(done_rate "$logdir/asp-backoff.jsonl")")
+            gain+=("$(awk -v a="${rate[-1]}" -v b="${spin[-1]}" 'BEGIN { printf "%.3f", a / b }')")
+        done
+        echo "asp, $np ranks (1 server + $((np - 1)) workers) on $(nproc) cores, samples/s: --wait backoff $(spread "${rate[@]}"), --wait spin $(spread "${spin[@]}")"
+        echo "target name=asp${np}_samples_per_s median=$(spread "${rate[@]}" | cut -d' ' -f1)" >> "$logdir/compare.log"
+        if [ "$np" = 5 ]; then report "asp x5: backoff / spin" ge 0.95 "${gain[@]}"
+        else report "asp x8: backoff / spin" ge 1.05 "${gain[@]}"; fi
+    done
 }
 
 # ---- 4. model parallelism: one replica over M ranks, a wide MLP ----
@@ -275,12 +311,13 @@ bench_mp() {
     echo "(comm_share: time in the replica's activation gathers and input-gradient sums / training time)"
 }
 
-bench_single
-bench_resnet
-bench_denormals
-bench_dist
-bench_ps
-bench_mp
+# DSGD_BENCH_SECTIONS="ps mp" runs only those sections (default: all, in this order)
+for sec in ${DSGD_BENCH_SECTIONS:-single resnet denormals dist ps mp}; do
+    case $sec in
+        single|resnet|denormals|dist|ps|mp) "bench_$sec" ;;
+        *) echo "bench: unknown section '$sec' in DSGD_BENCH_SECTIONS; choose from single resnet denormals dist ps mp"; exit 2 ;;
+    esac
+done
 
 section "summary"
 cat "$logdir/compare.log"

@@ -100,4 +100,27 @@ done
 if [ $? -ne 0 ] && grep -q "needs --servers S >= 1 server ranks plus at least one worker" "$WORK/r.err"; then ok "2 ranks with --servers 2 is refused"
 else bad "role check" "$(cat "$WORK/r.err")"; fi
 
+# The idle policy's parameters, as the config event reports them: a measured
+# wake-up latency; under --wait backoff a poll phase of that latency bounded
+# to [20, 200] us on a host with a core per rank, none when the ranks
+# outnumber the cores; --wait spin polls 50 us.
+cores=$(nproc)
+idle_of() {   # NP WAIT -> "wake_us poll_us oversubscribed"
+    "${MPIRUN[@]}" -np "$1" "$DSGD" train "${C[@]}" --sync asp --wait "$2" --metrics "$WORK/idle.jsonl" > "$WORK/idle.out" 2>&1
+    echo "$(json_field "$WORK/idle.jsonl" config wake_us) $(json_field "$WORK/idle.jsonl" config poll_us) $(json_field "$WORK/idle.jsonl" config oversubscribed)"
+}
+read -r wk pl ov <<< "$(idle_of $((cores + 1)) backoff)"
+if [ "$ov" = 1 ] && le "$pl" 0 && awk -v w="$wk" 'BEGIN{exit !(w > 0 && w < 10000)}'; then
+    ok "$((cores + 1)) ranks on $cores cores: oversubscribed, no poll phase (wake-up measured $wk us)"
+else bad "idle policy, oversubscribed" "wake_us $wk poll_us $pl oversubscribed $ov: $(tail -2 "$WORK/idle.out")"; fi
+if [ "$cores" -ge 2 ]; then
+    read -r wk pl ov <<< "$(idle_of 2 backoff)"
+    if [ "$ov" = 0 ] && awk -v p="$pl" -v w="$wk" 'BEGIN{exit !(p >= 20 && p <= 200 && (p == 20 || p == 200 || (p - w) * (p - w) < 1e-6))}'; then
+        ok "2 ranks on $cores cores: a poll phase of the measured wake-up, bounded ($pl us for $wk us)"
+    else bad "idle policy, a core per rank" "wake_us $wk poll_us $pl oversubscribed $ov"; fi
+fi
+read -r wk pl ov <<< "$(idle_of 2 spin)"
+if awk -v p="$pl" 'BEGIN{exit !(p == 50)}'; then ok "--wait spin polls 50 us"
+else bad "idle policy, --wait spin" "poll_us $pl"; fi
+
 summary ps

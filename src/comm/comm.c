@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +29,49 @@
 #else
 #define SIM_BLOCKING 0
 #endif
+
+double comm_wake_latency(void)
+{
+    double late[9];
+    for (int i = 0; i < 9; i++) {
+        struct timespec ts = { 0, 10000 };
+        double t0 = now_s();
+        nanosleep(&ts, NULL);
+        late[i] = now_s() - t0 - 10e-6;
+    }
+    for (int i = 1; i < 9; i++)   /* insertion sort: the median of 9 */
+        for (int j = i; j > 0 && late[j] < late[j - 1]; j--) {
+            double t = late[j];
+            late[j] = late[j - 1];
+            late[j - 1] = t;
+        }
+    return late[4] > 0 ? late[4] : 0;
+}
+
+/* The idle policy's parameters for this machine: the timer slack lowered
+ * (a sleep's lateness is then the scheduler's wake-up, not a 50 us
+ * rounding), the wake-up latency measured, and whether this host runs more
+ * ranks than it has cores (MPI's shared-memory split counts the ranks). */
+static void idle_calibrate(comm_t *c)
+{
+    c->poll_s = 50e-6;
+#if !SIM_BLOCKING
+#ifdef PR_SET_TIMERSLACK
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+#endif
+    c->wake_s = comm_wake_latency();
+    int local = 1;
+    MPI_Comm node;
+    if (c->size > 1 && MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->oversubscribed = cores > 0 && local > cores;
+    double p = c->wake_s < 20e-6 ? 20e-6 : c->wake_s > 200e-6 ? 200e-6 : c->wake_s;
+    c->poll_s = c->oversubscribed ? 0 : p;
+#endif
+}
 
 void comm_init(comm_t *c, int *argc, char ***argv)
 {
@@ -60,6 +106,7 @@ void comm_init(comm_t *c, int *argc, char ***argv)
     int len = 0;
     MPI_Get_processor_name(c->host, &len);
     c->timeout_s = 60;
+    idle_calibrate(c);
 }
 
 void comm_finalize(comm_t *c)
@@ -260,7 +307,7 @@ void comm_idle(comm_idle_t *w)
     const double now = now_s();
     if (w->since <= 0) { w->since = now; return; }
     const double waited = now - w->since;
-    if (waited < 50e-6) return;
+    if (waited < w->poll_s) return;
     if (waited < w->yield_s || w->spin) {
         /* Under SimGrid every simulated rank is a context of one process:
          * yielding the core hands real time to unrelated processes (on a

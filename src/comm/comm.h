@@ -31,6 +31,9 @@ typedef struct comm {
     char host[MPI_MAX_PROCESSOR_NAME];
     double timeout_s;        /* how long a collective may wait for a peer */
     int wait_spin;           /* --wait spin: poll loops yield but never sleep (dedicated cores) */
+    double wake_s;           /* measured at start-up: how late a short sleep of this process wakes */
+    int oversubscribed;      /* more ranks on this host than it has cores */
+    double poll_s;           /* --wait backoff: poll without yielding for this long (comm_idle) */
     long step;               /* the caller's step, named in timeout messages */
     int peer_lost;           /* a peer is known dead: MPI_Finalize would wait for it */
     int stop_heard;          /* a bounded run's lead asked this rank to stop (through a server's reply) */
@@ -76,21 +79,40 @@ void comm_check_same_config(comm_t *c, const char *desc);
  * spin, and with more ranks than cores (any laptop, every experiment on a
  * small machine) a spinning server or idle worker takes cycles from the
  * ranks that compute. A poll loop calls comm_idle after each poll that found
- * nothing: it returns at once for the first 50 us of a wait, yields the core
- * until 2 ms, then sleeps for at most 1/8 of the time waited so far (capped
- * at 100 us until 50 ms, at 1 ms after), so a wait ends at most ~12% later
- * than its event, and a short wait not at all. Sleeps are MPI_Wtime-consistent under SimGrid (SMPI
- * turns nanosleep into simulated time). */
+ * nothing. Under --wait backoff a wait has three phases:
+ *   poll    return at once, for c->poll_s: the wake-up cost of one sleep of
+ *           this process, measured at start-up (c->wake_s, bounded to
+ *           [20 us, 200 us]), so a wait that ends sooner costs no more than
+ *           spinning would and a longer one at most twice what an oracle
+ *           would pay; 0 when the host has more ranks than cores, where
+ *           every poll takes the core from a rank that computes;
+ *   yield   give the core to any runnable rank, until the wait is yield_s
+ *           old (2 ms; longer for a worker waiting on a reply);
+ *   sleep   for 1/8 of the time waited so far (capped at 100 us until 50 ms,
+ *           at 1 ms after), so a wait ends at most ~12% (plus one wake-up)
+ *           later than its event.
+ * --wait spin polls for 50 us, then only yields. Sleeps are
+ * MPI_Wtime-consistent under SimGrid (SMPI turns nanosleep into simulated
+ * time). */
 typedef struct comm_idle {
     double since;            /* start of the current wait (0: not waiting) */
     int spin;                /* --wait spin: only yield, never sleep */
+    double poll_s;           /* return at once until the wait is this old */
     double yield_s;          /* yield (no sleep) until the wait is this old */
 } comm_idle_t;
 /* A wait's state, with the run's --wait policy (comm_t.wait_spin). */
-static inline comm_idle_t comm_idle_start(const comm_t *c) { return (comm_idle_t){ 0, c->wait_spin, 2e-3 }; }
+static inline comm_idle_t comm_idle_start(const comm_t *c)
+{
+    return (comm_idle_t){ 0, c->wait_spin, c->wait_spin ? 50e-6 : c->poll_s, 2e-3 };
+}
 /* Start a new wait (call when something happened). */
 static inline void comm_idle_reset(comm_idle_t *w) { w->since = 0; }
 void comm_idle(comm_idle_t *w);
+/* How late this process wakes from a short sleep (the median over a few
+ * sleeps of 10 us, beyond the 10 us asked), in seconds. comm_init measures
+ * it once after lowering the process's timer slack to 1 us (Linux rounds
+ * sleeps up by 50 us otherwise). */
+double comm_wake_latency(void);
 
 /* The size to give MPI_Win_allocate for a window of `bytes`: whole pages.
  * MPICH 4.0's shared-memory windows of a size that is not a multiple of

@@ -17,6 +17,9 @@ void comm_split(comm_t *parent, int color, int key, comm_t *out)
     memcpy(out->host, parent->host, sizeof out->host);
     out->timeout_s = parent->timeout_s;
     out->wait_spin = parent->wait_spin;
+    out->wake_s = parent->wake_s;
+    out->oversubscribed = parent->oversubscribed;
+    out->poll_s = parent->poll_s;
     out->parent = parent;
     /* timeout messages name world ranks, which the user started */
     out->world_ranks = xmalloc(sizeof(int) * (size_t)out->size);

@@ -41,7 +41,7 @@ const opt_def_t config_train_opts[] = {
     { "denormals", OT_STR, S(denormals), "flush", "flush (subnormal floats become zero: fast) | keep (IEEE subnormals: exact, up to several times slower when training is noisy)" },
     { "diverge-loss", OT_DOUBLE, S(diverge_loss), "100", "stop with exit status 3 when a step's loss exceeds this (or is not finite): the run diverged" },
     { "timeout", OT_DOUBLE, S(timeout), "60", "seconds a rank waits for a peer before declaring it dead" },
-    { "wait", OT_STR, S(wait), "backoff", "how idle ranks wait for messages: backoff (yield, then sleep: frees the core for ranks that compute when there are more ranks than cores) | spin (yield only: lowest latency on dedicated cores); collective waits never sleep" },
+    { "wait", OT_STR, S(wait), "backoff", "how idle ranks wait for messages: backoff (poll for one measured wake-up time, none when ranks outnumber cores; then yield; then sleep: frees the core for ranks that compute) | spin (poll 50 us, then yield only: lowest latency on dedicated cores); collective waits never sleep" },
     { "slowdown", OT_STR, S(slowdown), "", "slow workers down: W=F[,W=F...] (worker W F times slower; W counts workers from 0, servers and coordinator excluded) or FRAC:F (that fraction of workers)" },
     { "fail", OT_STR, S(fail), "", "crash workers abruptly: W@S[,W@S...] (worker W exits at its step S; W counts workers from 0, servers and coordinator excluded)" },
     { "period", OT_LONG, S(period), "8", "localsgd/fedavg: local steps H between parameter averages" },

@@ -604,6 +604,10 @@ int train_main(const config_t *cfg, comm_t *comm)
     if (r->mp_size > 1) metrics_long(&mx, "nparams_per_rank", (long)r->model->nparams);   /* the lead's partition */
     metrics_long(&mx, "train_samples", r->train.n);
     metrics_long(&mx, "test_samples", r->test.n);
+    /* the idle policy's parameters on this (the lead's) host: comm_idle */
+    metrics_double(&mx, "wake_us", comm->wake_s * 1e6);
+    metrics_double(&mx, "poll_us", (comm->wait_spin ? 50e-6 : comm->poll_s) * 1e6);
+    metrics_long(&mx, "oversubscribed", comm->oversubscribed);
 #ifdef DSGD_SIM
     metrics_str(&mx, "clock", "simulated");   /* times are simulated seconds (dsgd-plot says so) */
 #else
