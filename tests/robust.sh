@@ -195,6 +195,30 @@ assert d["event"]=="done" and d["status"]=="ok" and d["evictions"]==1, d' "$WORK
 then ok "asp, the lead worker killed -9: worker 1 takes over; the metrics are in place (config, evaluations, takeover, evaluations, done)"
 else bad "lead takeover" "$(ls "$WORK/kwl") $(tail -1 "$WORK/py.err")"; fi
 
+# The shard itself frozen (kill -STOP) for twice --timeout, then continued:
+# its workers were waiting on it, not silent, and it must not evict them
+# when it comes back (it did: every worker, "silent for 4.0 s"). The same
+# gap opens when the shard waits out a dead worker's half-sent push.
+rm -rf "$WORK/fz"; mkdir -p "$WORK/fz"
+cat > "$WORK/fz/rank.sh" <<'EOS'
+out=$1 var=$2
+shift 2
+eval r=\$$var
+sh -c 'echo $$ > "$0"; exec "$@"' "$out/pid.$r" "$@"
+EOS
+"${MPIRUN[@]}" -np 4 sh "$WORK/fz/rank.sh" "$WORK/fz" "$MPI_RANK_VAR" "$DSGD" train "${F[@]}" --timeout 2 --sync asp --servers 1 \
+    --time-limit 9 --metrics "$WORK/fz/m.jsonl" > "$WORK/fz/out" 2>&1 &
+job=$!
+for i in $(seq 1 300); do
+    grep -q '"event":"eval"' "$WORK/fz/m.jsonl.part" 2>/dev/null && [ -s "$WORK/fz/pid.0" ] && break
+    sleep 0.1
+done
+kill -STOP "$(cat "$WORK/fz/pid.0")"; sleep 4; kill -CONT "$(cat "$WORK/fz/pid.0")"
+wait $job; rc=$?
+ev=$(json_field "$WORK/fz/m.jsonl" done evictions 2>/dev/null)
+if [ "$rc" = 0 ] && [ "$ev" = 0 ]; then ok "asp, the shard frozen 4 s past --timeout 2 and continued: no worker evicted, the job exits 0"
+else bad "a frozen shard" "exit $rc, evictions '$ev': $(grep dsgd "$WORK/fz/out" | head -2)"; fi
+
 # ---- (8) --sync localsgd/fedavg --resume continues exactly ----
 # 2 workers, H = 8, momentum: stopped mid-period (k = 37) and at a period
 # boundary (k = 40), then resumed: the final checkpoint equals the

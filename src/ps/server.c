@@ -47,6 +47,7 @@ typedef struct shard {
     const float **out_from;  /* (2·workers) the buffer each reply is sent from */
     ps_stats_t st;
     double last_keepalive;
+    double last_poll;        /* when this shard last looked for messages */
     int stop_all;            /* the lead asked every worker to stop: say so in every reply */
     /* Snapshots for checkpoints (ps_snapshot_t). */
     size_t nparams;
@@ -526,6 +527,15 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         MPI_CHECK(c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &flag, &stt));
 #endif
         double now = now_s();
+        /* A worker is silent only while this shard listens: a shard that was
+         * itself away (stopped, descheduled, held inside MPI) for longer
+         * than a quarter of --timeout, or 0.25 s, does not count that time
+         * against the workers. Without it a shard frozen past --timeout
+         * evicted every healthy worker the moment it came back. */
+        double away = now - s->last_poll, quarter = cfg->timeout_s / 4 < 0.25 ? cfg->timeout_s / 4 : 0.25;
+        if (s->last_poll > 0 && away > quarter)
+            for (int p = 0; p < cfg->workers; p++) s->ws[p].last_seen += away;
+        s->last_poll = now;
         if (!flag) {
             /* evict workers silent for too long (a parked worker is waiting on us, not silent) */
             for (int p = 0; p < cfg->workers; p++) {
