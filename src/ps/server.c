@@ -9,6 +9,10 @@
 
 typedef struct worker_state {
     int64_t t;               /* pushes received: the worker's clock */
+    int64_t applied;         /* pushes applied (t, less a push held for its turn) */
+    float *held;             /* (n) bsp-ps / ssp 0: a push that arrived before its turn, or NULL */
+    ps_hdr_t held_h;         /* its header */
+    int has_held;
     int64_t step;            /* its step count (warm start) */
     double last_seen;
     double A_prev, A_last;   /* DSSP: its last two push times */
@@ -49,6 +53,11 @@ typedef struct shard {
     double last_keepalive;
     double last_poll;        /* when this shard last looked for messages */
     int stop_all;            /* the lead asked every worker to stop: say so in every reply */
+    /* Staleness 0 (bsp-ps, ssp 0): a round's pushes are applied in worker
+     * order, whatever order they arrive in, so runs repeat bit for bit. */
+    int ordered;
+    int64_t round;           /* the round being applied: pushes made at this clock */
+    int next;                /* the worker whose push of the round comes next */
     /* Snapshots for checkpoints (ps_snapshot_t). */
     size_t nparams;
     int nopt;                /* optimizer vectors of the slice: 0, 1 or 2 */
@@ -144,7 +153,7 @@ static void snap_take(shard_t *s, int64_t c)
     int nv = slice_vectors(s, v);
     if (s->k == 0) {
         if (c < s->target) return;
-        for (int p = 0; p < s->cfg->workers; p++) { s->clk_t[p] = s->ws[p].t; s->clk_step[p] = s->ws[p].step; }
+        for (int p = 0; p < s->cfg->workers; p++) { s->clk_t[p] = s->ws[p].applied; s->clk_step[p] = s->ws[p].step; }
         s->clk_updates = s->st.updates;
         for (int i = 0; i < nv; i++) memcpy(s->asm_v[i] + s->lo, v[i], s->n * sizeof(float));
         snap_piece(s, 0, c, NULL);
@@ -319,8 +328,11 @@ static int gate_open(shard_t *s, int p)
     return s->cfg->gate == GATE_DSSP && w->granted;
 }
 
+static void apply_in_order(shard_t *s);
+
 static void answer_parked(shard_t *s)
 {
+    if (s->ordered) apply_in_order(s);
     for (int p = 0; p < s->cfg->workers; p++) {
         worker_state_t *w = &s->ws[p];
         if (!w->parked || !gate_open(s, p)) continue;
@@ -358,7 +370,7 @@ static void on_push(shard_t *s, int p, const ps_hdr_t *h, float *g)
         optim_step_into(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
         s->w = to;
     }
-    w->t++;
+    w->applied++;
     s->sum_step += h->step - w->step;
     w->step = h->step;
     if (s->cfg->snap_every > 0) {
@@ -390,6 +402,43 @@ static void on_push(shard_t *s, int p, const ps_hdr_t *h, float *g)
             if (rstar > 0) { w->r = rstar - 1; w->granted = 1; }   /* "− 1": this push is the first */
         }
     }
+}
+
+/* Staleness 0: apply the held pushes whose turn has come. Round r holds
+ * the pushes made at clock r; within it worker 0 goes first. A worker
+ * that is evicted or done, or whose push of the round was applied before
+ * (a resumed run), is passed over; one whose push has not arrived stops
+ * the walk until it does (the gate holds every pull until then anyway). */
+static void apply_in_order(shard_t *s)
+{
+    const int W = s->cfg->workers;
+    for (;;) {
+        int held = 0;
+        for (int p = 0; p < W; p++) held |= s->ws[p].has_held;
+        if (!held) return;   /* nothing to apply: the walk resumes at the next push */
+        if (s->next == W) { s->next = 0; s->round++; }
+        worker_state_t *w = &s->ws[s->next];
+        if (w->has_held && w->held_h.clock <= s->round) {
+            w->has_held = 0;
+            w->off = (size_t)w->held_h.off;
+            w->cnt = (size_t)w->held_h.cnt;
+            on_push(s, s->next, &w->held_h, w->held);
+        } else if (!w->has_held && w->alive && !w->done && w->t <= s->round) {
+            return;   /* its push of the round is still to come */
+        }
+        s->next++;
+    }
+}
+
+/* A push at staleness 0: held until its turn (worker order within the round). */
+static void hold_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
+{
+    worker_state_t *w = &s->ws[p];
+    if (w->has_held) die("server shard %d: worker %d pushed twice in one round at staleness 0 (a bug)", s->k, p);
+    if (!w->held) w->held = xalloc_floats(s->n ? s->n : 1);
+    memcpy(w->held, g, w->cnt * sizeof(float));
+    w->held_h = *h;
+    w->has_held = 1;
 }
 
 static void evict(shard_t *s, int p, double silent)
@@ -498,11 +547,16 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         if (s->opt->velocity && rs->velocity) memcpy(s->opt->velocity, rs->velocity + s->lo, s->n * sizeof(float));
         if (s->opt->accum && rs->accum) memcpy(s->opt->accum, rs->accum + s->lo, s->n * sizeof(float));
         for (int p = 0; p < cfg->workers; p++) {
-            s->ws[p].t = rs->clock[p];
+            s->ws[p].t = s->ws[p].applied = rs->clock[p];
             s->ws[p].step = rs->step[p];
             s->sum_step += rs->step[p];
             s->st.updates += rs->clock[p];
         }
+    }
+    s->ordered = cfg->gate == GATE_SSP && cfg->staleness == 0;
+    {
+        int slow;
+        s->round = min_clock(s, &slow);   /* a resumed run's clocks differ by at most one */
     }
     snap_setup(s);
     s->in = xmalloc(msg_bytes(s->n));
@@ -578,7 +632,9 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         w->cnt = (size_t)h.cnt;
         switch (stt.MPI_TAG) {
         case PS_PUSH:
-            on_push(s, p, &h, (float *)(s->in + sizeof h));
+            w->t++;
+            if (s->ordered) hold_push(s, p, &h, (float *)(s->in + sizeof h));
+            else on_push(s, p, &h, (float *)(s->in + sizeof h));
             answer_parked(s);
             break;
         case PS_PULL:
@@ -603,6 +659,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     }
     /* every worker is done or evicted: each survivor gets the final slice and
      * statistics (the lead keeps the parameters; all learn of evictions) */
+    if (s->ordered) apply_in_order(s);
     int slow;
     int64_t m = min_clock(s, &slow);
     for (int p = 0; p < cfg->workers; p++)
@@ -627,6 +684,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         free(s->ev_hdr);
     }
     free(s->ev_req);
+    for (int p = 0; p < cfg->workers; p++) free(s->ws[p].held);
     free(s->in); free(s->out_req); free(s->out_from); free(s->wb); free(s->ws);
     optim_free(s->opt);
     return 0;
