@@ -78,19 +78,25 @@ static double shard_limit(const ps_client_t *pc) { return 2 * pc->cfg->timeout_s
  * timeout.) Then the receives still posted are cancelled, the sends left
  * to complete (the shards keep draining them), and the worker stops
  * training (comm->evicted). */
-static int heard_evicted(ps_client_t *pc, int n, MPI_Request *reqs)
+/* Has an eviction notice come? (each shard sends one: the first tells) */
+static int take_notice(ps_client_t *pc)
 {
     comm_t *c = pc->comm;
-    if (!c->evicted) {   /* (each shard sends one notice: the first tells) */
-        int flag = 0;
-        MPI_Status st;
-        if (MPI_Iprobe(MPI_ANY_SOURCE, PS_EVICTED, c->world, &flag, &st) != MPI_SUCCESS || !flag) return 0;
-        ps_hdr_t h;
-        MPI_CHECK(c, MPI_Recv(&h, (int)sizeof h, MPI_BYTE, st.MPI_SOURCE, PS_EVICTED, c->world, MPI_STATUS_IGNORE));
-        c->evicted = 1;
-        c->evicted_step = (long)h.stamp;
-        c->evicted_silent_s = h.silent_s;
-    }
+    if (c->evicted) return 1;
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, PS_EVICTED, c->world, &flag, &st) != MPI_SUCCESS || !flag) return 0;
+    ps_hdr_t h;
+    MPI_CHECK(c, MPI_Recv(&h, (int)sizeof h, MPI_BYTE, st.MPI_SOURCE, PS_EVICTED, c->world, MPI_STATUS_IGNORE));
+    c->evicted = 1;
+    c->evicted_step = (long)h.stamp;
+    c->evicted_silent_s = h.silent_s;
+    return 1;
+}
+
+static int heard_evicted(ps_client_t *pc, int n, MPI_Request *reqs)
+{
+    if (!take_notice(pc)) return 0;
     for (int i = 0; i < n; i++) {
         if (reqs[i] == MPI_REQUEST_NULL) continue;
         int f = 0;
@@ -98,7 +104,16 @@ static int heard_evicted(ps_client_t *pc, int n, MPI_Request *reqs)
         if (f) continue;
         if (reqs == pc->pull_req + 0 && i >= pc->cfg->servers) {   /* a reply that will not come */
             MPI_Cancel(&reqs[i]);
-            MPI_Wait(&reqs[i], MPI_STATUS_IGNORE);
+            /* MPICH cannot cancel a receive whose shard began to answer
+             * and then finished: after 1 s it is abandoned (nothing will
+             * write into the buffer, and this worker stops training) */
+            double t0 = now_s();
+            comm_idle_t idle = comm_idle_start(pc->comm);
+            while (reqs[i] != MPI_REQUEST_NULL && now_s() - t0 < 1.0) {
+                MPI_Test(&reqs[i], &f, MPI_STATUS_IGNORE);
+                comm_idle(&idle);
+            }
+            if (reqs[i] != MPI_REQUEST_NULL) MPI_Request_free(&reqs[i]);
         } else {
             MPI_Request_free(&reqs[i]);   /* a send: the shard receives it and drops it */
         }
@@ -286,34 +301,45 @@ void ps_client_stop(ps_client_t *pc)
     }
 }
 
+/* The end of a worker's run: it tells every shard it is done and waits for
+ * the final message, which the shards send when every worker is done or
+ * evicted; until then they send keep-alives, so only a silent shard runs
+ * into the limit. A worker the shards evicted (frozen past --timeout) that
+ * woke up learns it here at the latest: it still says it is done, so shards
+ * still running count it as returned and answer; shards that finished while
+ * it was frozen answer nothing, and after --timeout + 5 s without a
+ * keep-alive it leaves without them (and without MPI_Finalize, which would
+ * wait for ranks that are gone). Nothing here blocks on a shard: a send to
+ * a finished shard may never complete. */
 void ps_finish(ps_client_t *pc, int lead, float *params)
 {
     const int S = pc->cfg->servers;
     comm_t *c = pc->comm;
     ps_push_wait(pc);
     if (pc->pull_active) ps_pull_wait(pc, params);
+    MPI_Request *done = xcalloc((size_t)S, sizeof(MPI_Request));
+    ps_hdr_t *dh = xcalloc((size_t)S, sizeof(ps_hdr_t));
     for (int k = 0; k < S; k++) {
-        ps_hdr_t h;
-        hdr_init(pc, k, &h);
-        MPI_CHECK(c, MPI_Send(&h, (int)sizeof h, MPI_BYTE, k, PS_DONE, c->world));
+        hdr_init(pc, k, &dh[k]);
+        MPI_CHECK(c, MPI_Isend(&dh[k], (int)sizeof dh[k], MPI_BYTE, k, PS_DONE, c->world, &done[k]));
     }
-    /* the shards answer when every worker is done or evicted; until then
-     * they send keep-alives, so only a silent shard runs into the timeout */
     recv_replies(pc, PS_FINAL, lead ? params : pc->rbuf, pc->pull_req);
     double last = now_s();
+    int all = 0;
     comm_idle_t idle = comm_idle_start(pc->comm);
 #ifdef DSGD_SIM
     /* shards do not send keep-alives in simulation (see the shard loop) */
     if (MPI_Waitall(S, pc->pull_req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
         die("waiting for the final parameters failed: a server shard is unreachable; stopping");
+    all = 1;
 #endif
-    for (;;) {
-        int done = 0;
-        if (comm_testall(S, pc->pull_req, &done) != MPI_SUCCESS) {
+    while (!all) {
+        if (comm_testall(S, pc->pull_req, &all) != MPI_SUCCESS) {
+            if (take_notice(pc)) break;
             comm_fault(c, "the final parameters", NULL, 0);
             die("waiting for the final parameters failed: a server shard is unreachable; stopping");
         }
-        if (done) break;
+        if (all) break;
         int ka = 0;
         MPI_Status st;
         MPI_Iprobe(MPI_ANY_SOURCE, PS_KEEPALIVE, c->world, &ka, &st);
@@ -322,13 +348,27 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
             MPI_Recv(&h, (int)sizeof h, MPI_BYTE, st.MPI_SOURCE, PS_KEEPALIVE, c->world, MPI_STATUS_IGNORE);
             last = now_s();
         }
-        if (now_s() - last > shard_limit(pc)) {
+        if (take_notice(pc) ? now_s() - last > c->timeout_s + 5 : now_s() - last > shard_limit(pc)) {
+            if (c->evicted) break;
             comm_fault(c, "the final parameters", NULL, 0);
             die("the server shards sent neither the final parameters nor a keep-alive within %.0f s; stopping",
                 shard_limit(pc));
         }
         comm_idle(&idle);
     }
-    take_headers(pc, 1);   /* the lead keeps the final statistics; everyone learns of evictions */
-    /* keep-alives still in flight are harmless: nothing receives them */
+    if (all) {
+        for (int k = 0; k < S; k++) MPI_CHECK(c, MPI_Wait(&done[k], MPI_STATUS_IGNORE));
+        free(dh);
+        take_headers(pc, 1);   /* the lead keeps the final statistics; everyone learns of evictions */
+        /* keep-alives still in flight are harmless: nothing receives them */
+    } else {
+        fprintf(stderr, "dsgd: worker %d (rank %d): the server shards finished while it was frozen; it leaves without them\n",
+                pc->worker, c->rank);
+        for (int k = 0; k < S; k++) {
+            if (pc->pull_req[k] != MPI_REQUEST_NULL) { MPI_Cancel(&pc->pull_req[k]); MPI_Request_free(&pc->pull_req[k]); }
+            if (done[k] != MPI_REQUEST_NULL) MPI_Request_free(&done[k]);
+        }
+        c->peer_lost = 1;   /* dh stays with the abandoned sends */
+    }
+    free(done);
 }

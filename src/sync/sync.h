@@ -65,6 +65,7 @@ typedef struct run {
     int replica, replicas;   /* this rank's replica, and how many */
     int mp_index, mp_size;   /* this rank's partition p of M */
     int evaluates;           /* takes part in evaluation: the lead's replica */
+    int left;                /* evicted: it has said so and stopped (train.c) */
     comm_t *dp;              /* data-parallel peers: the ranks holding the same partition (= comm when M = 1) */
     comm_t mp_comm, dp_comm; /* owned groups when M > 1 */
     struct comm_mp *mp;      /* the gather/sum hooks of the model (M > 1) */

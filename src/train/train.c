@@ -451,6 +451,24 @@ static void take_lead(run_t *r, metrics_t *mx, const config_t *cfg, double t0)
     fflush(stderr);
 }
 
+/* Evicted after a silence past --timeout (frozen, not dead): the servers
+ * went on without this worker. It says so in one line and stops; a former
+ * lead leaves the metrics file to the worker that took it over. */
+static void leave_evicted(run_t *r, metrics_t *mx, const config_t *cfg)
+{
+    const comm_t *comm = r->comm;
+    fprintf(stderr, "dsgd: worker %d (rank %d): evicted by the servers at step %ld after %.1f s of silence (--timeout %g); "
+            "it stops training, the job goes on without it\n", r->wrank, comm->rank, comm->evicted_step,
+            comm->evicted_silent_s, cfg->timeout);
+    fflush(stderr);
+    if (r->lead) {
+        mx->keep = 1;
+        metrics_close(mx, 0);
+        r->lead = r->evaluates = 0;
+    }
+    r->left = 1;
+}
+
 /* run_s: seconds since the common start; train_s: the lead's training time so far */
 static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, double train_loss, double sps,
                         double run_s, double train_s, long samples)
@@ -659,15 +677,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         }
         double te = now_s();
         if (comm->evicted) {   /* frozen past --timeout: the servers went on without this worker */
-            fprintf(stderr, "dsgd: worker %d (rank %d): evicted by the servers at step %ld after %.1f s of silence (--timeout %g); "
-                    "it stops training, the job goes on without it\n", r->wrank, comm->rank, comm->evicted_step,
-                    comm->evicted_silent_s, cfg->timeout);
-            fflush(stderr);
-            if (r->lead) {   /* another worker has taken over the metrics: leave its file alone */
-                mx.keep = 1;
-                metrics_close(&mx, 0);
-                r->lead = r->evaluates = 0;
-            }
+            leave_evicted(r, &mx, cfg);
             break;
         }
         int eval_due, stop = bounds_after_step(&bd, r, ts, &te, &eval_due);
@@ -741,6 +751,8 @@ int train_main(const config_t *cfg, comm_t *comm)
     double tf = now_s();
     bd.stop_s = (t_stop >= 0 ? t_stop : tf) - bd.t_start;
     if (r->ops->finish) r->ops->finish(r);
+    /* a worker that woke past its time limit learns of its eviction only now */
+    if (comm->evicted && !r->left) leave_evicted(r, &mx, cfg);
     if (r->ops->sync_bn) r->ops->sync_bn(r);
     if (r->lead && !leading) take_lead(r, &mx, cfg, t0);   /* the paradigm's finish found the lead dead */
     if (r->lead && comm->size > 1) diverge_heard(r, &mx);   /* a worker that diverged near the end */
