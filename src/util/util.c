@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void __attribute__((noreturn)) die_v(int code, const char *fmt, va_list ap)
@@ -39,7 +40,17 @@ static void __attribute__((noreturn)) die_v(int code, const char *fmt, va_list a
     FILE *ef = exit_file ? fopen(exit_file, "w") : NULL;
     if (ef) { fprintf(ef, "%d\n", code); fclose(ef); }
 #endif
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    if (size > 1) {
+#ifndef DSGD_SIM
+        /* the launcher forwards a rank's output through a pipe and stops
+         * reading it once MPI_Abort reaches it: under MPICH the one line
+         * above was lost once in a CI run. A tenth of a second lets it go
+         * out first. */
+        struct timespec ts = { 0, 100000000L };
+        nanosleep(&ts, NULL);
+#endif
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
     exit(code);
 }
 
