@@ -10,7 +10,9 @@
 typedef struct worker_state {
     int64_t t;               /* pushes received: the worker's clock */
     int64_t applied;         /* pushes applied (t, less a push held for its turn) */
-    float *held;             /* (n) bsp-ps / ssp 0: a push that arrived before its turn, or NULL */
+    unsigned char *held;     /* bsp-ps / ssp 0: the receive buffer (header + n floats) of a push that
+                              * arrived before its turn, handed over without a copy; kept as the
+                              * spare the next held push swaps with; or NULL */
     ps_hdr_t held_h;         /* its header */
     int has_held;
     int64_t step;            /* its step count (warm start) */
@@ -422,7 +424,7 @@ static void apply_in_order(shard_t *s)
             w->has_held = 0;
             w->off = (size_t)w->held_h.off;
             w->cnt = (size_t)w->held_h.cnt;
-            on_push(s, s->next, &w->held_h, w->held);
+            on_push(s, s->next, &w->held_h, (float *)(w->held + sizeof(ps_hdr_t)));
         } else if (!w->has_held && w->alive && !w->done && w->t <= s->round) {
             return;   /* its push of the round is still to come */
         }
@@ -430,13 +432,16 @@ static void apply_in_order(shard_t *s)
     }
 }
 
-/* A push at staleness 0: held until its turn (worker order within the round). */
-static void hold_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
+/* A push at staleness 0: held until its turn (worker order within the
+ * round). The worker takes the receive buffer as it is, and the shard
+ * receives on into the worker's spare. */
+static void hold_push(shard_t *s, int p, const ps_hdr_t *h)
 {
     worker_state_t *w = &s->ws[p];
     if (w->has_held) die("server shard %d: worker %d pushed twice in one round at staleness 0 (a bug)", s->k, p);
-    if (!w->held) w->held = xalloc_floats(s->n ? s->n : 1);
-    memcpy(w->held, g, w->cnt * sizeof(float));
+    unsigned char *spare = w->held ? w->held : xmalloc(msg_bytes(s->n));
+    w->held = s->in;
+    s->in = spare;
     w->held_h = *h;
     w->has_held = 1;
 }
@@ -633,7 +638,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         switch (stt.MPI_TAG) {
         case PS_PUSH:
             w->t++;
-            if (s->ordered) hold_push(s, p, &h, (float *)(s->in + sizeof h));
+            if (s->ordered) hold_push(s, p, &h);
             else on_push(s, p, &h, (float *)(s->in + sizeof h));
             answer_parked(s);
             break;

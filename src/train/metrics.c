@@ -152,6 +152,19 @@ void metrics_end(metrics_t *m)
     fflush(m->f);
 }
 
+void metrics_abandon(metrics_t *m)
+{
+    if (m->f) {
+        /* the descriptor goes first, so fclose cannot flush this rank's
+         * buffered events into the file another rank now writes */
+        close(fileno(m->f));
+        fclose(m->f);
+    }
+    free(m->path);
+    free(m->tmp);
+    memset(m, 0, sizeof *m);
+}
+
 int metrics_close(metrics_t *m, int ok)
 {
     int rc = 0;

@@ -33,6 +33,9 @@ void metrics_str(metrics_t *m, const char *key, const char *v);
 /* A value that is already JSON text (an array, say). */
 void metrics_raw(metrics_t *m, const char *key, const char *json);
 void metrics_end(metrics_t *m);
+/* Another rank has taken the file over (a lead evicted while frozen):
+ * close it without writing what this rank still buffers. */
+void metrics_abandon(metrics_t *m);
 /* ok: rename into place; otherwise remove the partial file. */
 int  metrics_close(metrics_t *m, int ok);
 

@@ -462,8 +462,7 @@ static void leave_evicted(run_t *r, metrics_t *mx, const config_t *cfg)
             comm->evicted_silent_s, cfg->timeout);
     fflush(stderr);
     if (r->lead) {
-        mx->keep = 1;
-        metrics_close(mx, 0);
+        metrics_abandon(mx);
         r->lead = r->evaluates = 0;
     }
     r->left = 1;
