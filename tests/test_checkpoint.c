@@ -312,6 +312,43 @@ static void test_write_errors(void)
     optim_free(o);
 }
 
+/* A lead frozen past --timeout is replaced; the new lead takes over the
+ * metrics file and finishes it; the old one, woken, writes the evaluation
+ * it had begun before it learns it was evicted, then abandons its file.
+ * The finished file holds the old lead's lines up to the takeover, the new
+ * lead's after it, and its done event, whole (the old lead's late line once
+ * overwrote the new lead's through the shared file). */
+static void test_metrics_takeover(void)
+{
+    char err[512] = "", mpath[600];
+    snprintf(mpath, sizeof mpath, "%s/t.jsonl", dir);
+    const int files = dir_entries();
+    metrics_t old, lead;
+    CHECK(metrics_open(&old, mpath, 0, err, sizeof err) == 0, "metrics_open: %s", err);
+    metrics_begin(&old, "eval", 1); metrics_long(&old, "step", 1); metrics_end(&old);
+    fputs("{\"event\":\"eval\",\"ti", old.f);   /* half a line: frozen while writing */
+    fflush(old.f);
+    CHECK(metrics_takeover(&lead, mpath, 0, err, sizeof err) == 0, "metrics_takeover: %s", err);
+    metrics_begin(&lead, "takeover", 2); metrics_long(&lead, "step", 2); metrics_end(&lead);
+    metrics_begin(&old, "eval", 3); metrics_long(&old, "step", 3); metrics_str(&old, "from", "the old lead"); metrics_end(&old);
+    metrics_begin(&lead, "done", 4); metrics_str(&lead, "status", "ok"); metrics_end(&lead);
+    CHECK(metrics_close(&lead, 1) == 0, "the new lead's close failed");
+    metrics_begin(&old, "eval", 5); metrics_str(&old, "from", "the old lead, after the rename"); metrics_end(&old);
+    metrics_abandon(&old);
+    FILE *f = fopen(mpath, "r");
+    CHECK(f != NULL, "no metrics file after the takeover");
+    char got[4096] = "";
+    size_t n = f ? fread(got, 1, sizeof got - 1, f) : 0;
+    got[n] = 0;
+    if (f) fclose(f);
+    const char *want = "{\"event\":\"eval\",\"time\":1.000000,\"step\":1}\n"
+                       "{\"event\":\"takeover\",\"time\":2.000000,\"step\":2}\n"
+                       "{\"event\":\"done\",\"time\":4.000000,\"status\":\"ok\"}\n";
+    CHECK(!strcmp(got, want), "the taken-over metrics file is\n%s\nnot\n%s", got, want);
+    unlink(mpath);
+    CHECK(dir_entries() == files, "the takeover left %d files", dir_entries() - files);
+}
+
 /* A diverged run's state is never written, and a file holding NaN or
  * infinity (an older dsgd's, or made by hand) is refused on load. */
 static void test_nonfinite(void)
@@ -373,6 +410,7 @@ int main(int argc, char **argv)
     RUN(test_header_damage_and_shapes);
     RUN(test_f64_sync_tensors);
     RUN(test_nonfinite);
+    RUN(test_metrics_takeover);
     unlink(path);
     rmdir(dir);
     return TEST_END("test_checkpoint");

@@ -90,24 +90,43 @@ int metrics_continue(metrics_t *m, const char *path, double t0, long step, char 
 
 int metrics_takeover(metrics_t *m, const char *path, double t0, char *err, size_t errlen)
 {
-    if (open_part(m, path, t0, "r+", "w", err, errlen) != 0) return -1;
-    if (!m->f) return 0;
-    /* the end of the last whole line: a lead killed while writing leaves half of one */
-    long keep = 0;
-    if (fseek(m->f, 0, SEEK_END) == 0) {
-        for (long at = ftell(m->f); at > 0; at--) {
-            if (fseek(m->f, at - 1, SEEK_SET) != 0) break;
-            if (fgetc(m->f) == '\n') { keep = at; break; }
-        }
-    }
-    fflush(m->f);
-    if (ftruncate(fileno(m->f), keep) != 0 || fseek(m->f, keep, SEEK_SET) != 0) {
-        snprintf(err, errlen, "cannot take over metrics file '%s': %s", m->tmp, strerror(errno));
-        fclose(m->f);
-        free(m->path); free(m->tmp);
+    if (!path || !*path) return open_part(m, path, t0, "w", NULL, err, errlen);
+    /* The old lead may be frozen, not dead, and write again before it
+     * learns it was evicted (an evaluation it had begun): through its
+     * descriptor, at its own offset, it would overwrite this rank's lines.
+     * So the record goes on in a new file that replaces PATH.part, and the
+     * old lead's descriptor is left on the replaced one. */
+    size_t n = strlen(path) + 48;
+    char *part = xmalloc(n), *fresh = xmalloc(n);
+    snprintf(part, n, "%s.part", path);
+    snprintf(fresh, n, "%s.part.%ld", path, (long)getpid());
+    char *old = slurp(part);
+    FILE *f = fopen(fresh, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot take over metrics file '%s': %s", part, strerror(errno));
+        free(old); free(part); free(fresh);
         memset(m, 0, sizeof *m);
         return -1;
     }
+    if (old) {   /* up to the end of the last whole line: a lead killed while writing leaves half of one */
+        char *end = strrchr(old, '\n');
+        if (end) fwrite(old, 1, (size_t)(end - old) + 1, f);
+        free(old);
+    }
+    if (fflush(f) != 0 || rename(fresh, part) != 0) {
+        snprintf(err, errlen, "cannot take over metrics file '%s': %s", part, strerror(errno));
+        fclose(f);
+        unlink(fresh);
+        free(part); free(fresh);
+        memset(m, 0, sizeof *m);
+        return -1;
+    }
+    free(fresh);
+    memset(m, 0, sizeof *m);
+    m->t0 = t0;
+    m->path = xstrdup(path);
+    m->tmp = part;
+    m->f = f;
     return 0;
 }
 

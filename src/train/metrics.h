@@ -22,8 +22,10 @@ int  metrics_open(metrics_t *m, const char *path, double t0, char *err, size_t e
  * (then it is never deleted, whatever happens to this run), 0 if a new file
  * was started, -1 with err set. */
 int  metrics_continue(metrics_t *m, const char *path, double t0, long step, char *err, size_t errlen);
-/* Continue the metrics of a lead that died: its FILE.part, cut after its
- * last whole line, or a new one if it wrote none. */
+/* Continue the metrics of a lead that was lost: its FILE.part, cut after
+ * its last whole line, copied to a new file that replaces FILE.part (a lost
+ * lead that was only frozen writes on into the replaced one), or a new
+ * FILE.part if it wrote none. */
 int  metrics_takeover(metrics_t *m, const char *path, double t0, char *err, size_t errlen);
 /* {"event":"NAME","time":T  … then fields … metrics_end closes the object. */
 void metrics_begin(metrics_t *m, const char *event, double now);
