@@ -109,6 +109,28 @@ for mode in "${modes[@]}"; do
     if [ -n "$fp" ] && [ $rc = 0 ] && [ "$st" = ok ] && [ "$dp" = 0 ] && grep -q "peer rank 2 was frozen, not dead" "$WORK/frz.err"; then
         ok "gossip $mode: rank 2 frozen 3 s past --timeout 1 is taken back when it wakes; the job exits 0 with status ok"
     else bad "gossip $mode, rank 2 frozen" "pid '$fp', exit $rc, status '$st', dead_peers '$dp': $(grep -v '^$' "$WORK/frz.err" | head -4)"; fi
+    # The same freeze placed where it once broke the job (1 run in ~30):
+    # between reading a peer's step and judging its silence. Woken, rank 2
+    # took its own 3 s away for the peer's silence and declared it dead.
+    rm -f "$WORK"/frz.*
+    "${MPIRUN[@]}" -np 4 env DSGD_TEST_STOP_JUDGING=2@300 "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --epochs 100000 --quiet \
+        --sync gossip --gossip $mode --time-limit 8 --timeout 1 --metrics "$WORK/frz.jsonl" > "$WORK/frz.out" 2> "$WORK/frz.err" &
+    pid=$!
+    fp= stopped=0
+    for i in $(seq 100); do [ -e "$WORK/frz.jsonl.part" ] && break; sleep 0.1; done
+    for i in $(seq 100); do
+        [ -n "$fp" ] || fp=$(rank_pid 2 "$WORK/frz.jsonl")
+        [ -n "$fp" ] && [ "$(awk '{print $3}' /proc/"$fp"/stat 2>/dev/null)" = T ] && { stopped=1; break; }
+        sleep 0.1
+    done
+    sleep 3; [ -n "$fp" ] && kill -CONT "$fp"
+    wait $pid
+    rc=$?
+    st=$(json_field "$WORK/frz.jsonl" done status 2>/dev/null); dp=$(json_field "$WORK/frz.jsonl" done dead_peers 2>/dev/null)
+    if [ $stopped = 1 ] && [ $rc = 0 ] && [ "$st" = ok ] && [ "$dp" = 0 ] && ! grep -q "rank 2: peer rank [0-9] is dead" "$WORK/frz.err" &&
+       grep -q "peer rank 2 was frozen, not dead" "$WORK/frz.err"; then
+        ok "gossip $mode: rank 2 frozen between reading a peer and judging it wakes without declaring the peer dead; exit 0, status ok"
+    else bad "gossip $mode, rank 2 frozen while judging a peer" "stopped $stopped, exit $rc, status '$st', dead_peers '$dp': $(grep -v '^$' "$WORK/frz.err" | head -4)"; fi
 done
 
 summary decentral

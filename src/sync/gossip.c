@@ -28,7 +28,9 @@
  * stops dragging the others long before it is declared dead. A peer whose
  * step has not moved for --timeout seconds, or whose window does not answer
  * a read within half the --timeout (pull), or that does not take a message
- * within --timeout (push), is marked dead and never chosen again. */
+ * within --timeout (push), is marked dead and never chosen again. Those
+ * seconds are this rank's own awake time (awake_now): a rank that was
+ * frozen itself does not take its own absence for its peers' silence. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -66,7 +68,7 @@ typedef struct gossip {
     int *alive;              /* (ranks) */
     int *done_from;          /* (ranks) push: that rank's DONE marker has arrived */
     int64_t *seen_step;      /* (ranks) last published step read */
-    double *seen_time;       /* (ranks) when it last moved */
+    double *seen_time;       /* (ranks) when it last moved, on the awake_now clock */
     int64_t *mixed_step;     /* (ranks) pull: the version of that peer last mixed in */
     unsigned char *sbuf[NSEND];
     MPI_Request sreq[NSEND];
@@ -83,10 +85,25 @@ typedef struct gossip {
     float *saved_avg;        /* (n) their mean */
     ckpt_tensor_t tensor;
     int64_t die_publishing;  /* test hook: exit while publishing this step (-1: never) */
+    int64_t stop_judging;    /* test hook: stop (SIGSTOP) between reading a peer and judging it, at this step */
     int64_t fin_step;        /* "alive after all", to the lead (sent from here) */
     double last_step_t;      /* when the last step began: a gap past --timeout was a freeze */
     double revive_t;         /* the lead: when it last looked for a frozen peer's word */
+    double tick_t, away_s;   /* awake_now: when this rank last looked at the clock; the gaps left out */
 } gossip_t;
+
+/* This rank's clock for judging its peers' silence: wall time less the gaps
+ * of more than a quarter of --timeout in which it did not look at the clock
+ * (it was frozen itself, or busy). A rank frozen anywhere (in a read, or
+ * between reading a peer's step and judging it) wakes to its peers' clocks
+ * where it left them, instead of declaring them dead for its own absence. */
+static double awake_now(const run_t *r, gossip_t *g)
+{
+    const double now = now_s();
+    if (g->tick_t > 0 && now - g->tick_t > r->cfg->timeout / 4) g->away_s += now - g->tick_t;
+    g->tick_t = now;
+    return now - g->away_s;
+}
 
 static void publish(run_t *r, gossip_t *g, int64_t step)
 {
@@ -157,6 +174,7 @@ static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
             if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
             if (done) { rc = 0; break; }
             const double now = now_s();
+            awake_now(r, g);
             if (now - last > r->cfg->timeout / 4) t0 = now;   /* this rank was frozen, not the peer: wait anew */
             last = now;
             if (now - t0 > r->cfg->timeout / 2) break;
@@ -185,14 +203,14 @@ static int read_peer(run_t *r, gossip_t *g, int j, int64_t *step)
         r->comm->bytes_sent += 3 * sizeof(published_t);   /* the requests; the data flows to us */
         if (g->seq_a->seq != g->seq_b->seq || (g->seq_a->seq & 1)) continue;
         *step = g->seq_a->step;
-        if (*step != g->seen_step[j]) { g->seen_step[j] = *step; g->seen_time[j] = now_s(); }
+        if (*step != g->seen_step[j]) { g->seen_step[j] = *step; g->seen_time[j] = awake_now(r, g); }
         return 1;
     }
     return 0;
 }
 
 /* Not moved for a tenth of the timeout: left out of the evaluated average. */
-static int is_stale(run_t *r, gossip_t *g, int j) { return now_s() - g->seen_time[j] > r->cfg->timeout / 10; }
+static int is_stale(run_t *r, gossip_t *g, int j) { return awake_now(r, g) - g->seen_time[j] > r->cfg->timeout / 10; }
 
 static void mark_dead(run_t *r, gossip_t *g, int j, const char *why, double secs)
 {
@@ -247,7 +265,7 @@ static int gossip_init(run_t *r)
     g->seen_step = xcalloc((size_t)N, sizeof(int64_t));
     g->seen_time = xcalloc((size_t)N, sizeof(double));
     g->mixed_step = xcalloc((size_t)N, sizeof(int64_t));
-    double now = now_s();
+    double now = awake_now(r, g);
     for (int j = 0; j < N; j++) { g->alive[j] = 1; g->seen_step[j] = g->mixed_step[j] = -1; g->seen_time[j] = now; }
     /* DSGD_TEST_DIE_PUBLISHING=R@S: rank R exits halfway through publishing
      * step S, leaving its copy marked as being written forever (the tests'
@@ -257,6 +275,13 @@ static int gossip_init(run_t *r)
     int die_rank;
     long die_step;
     if (die && sscanf(die, "%d@%ld", &die_rank, &die_step) == 2 && die_rank == r->comm->rank) g->die_publishing = die_step;
+    /* DSGD_TEST_STOP_JUDGING=R@S: rank R stops itself (SIGSTOP, for the test
+     * to continue) at step S between reading a peer's step and judging how
+     * long it has been silent: a freeze at the one moment where a rank's
+     * own absence could pass for its peer's */
+    g->stop_judging = -1;
+    const char *stop = getenv("DSGD_TEST_STOP_JUDGING");
+    if (stop && sscanf(stop, "%d@%ld", &die_rank, &die_step) == 2 && die_rank == r->comm->rank) g->stop_judging = die_step;
     for (int k = 0; k < NSEND; k++) { g->sbuf[k] = xmalloc(g->n * sizeof(float)); g->sreq[k] = MPI_REQUEST_NULL; }
     if (r->lead) g->avg = xalloc_floats(g->n);
 #ifndef DSGD_SIM
@@ -285,11 +310,14 @@ static void step_pull(run_t *r, gossip_t *g)
         if (j < 0) return;
         int64_t step;
         int got = read_peer(r, g, j, &step);
+#ifndef DSGD_SIM
+        if (r->step == g->stop_judging) { g->stop_judging = -1; raise(SIGSTOP); }
+#endif
         if (got < 0) continue;
         /* a peer that has finished (a rank that evaluates runs behind) is
          * not dead: nothing new to mix, and the lead still awaits it */
         if (got && step > r->total_steps) { g->stale_skips++; continue; }
-        if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "its parameters did not change", r->cfg->timeout); continue; }
+        if (awake_now(r, g) - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "its parameters did not change", r->cfg->timeout); continue; }
         if (!got || step == g->mixed_step[j]) { g->stale_skips++; continue; }
         mix_into(r->model->params, (const float *)(g->peer + sizeof(published_t)), g->beta, g->n);
         g->mixed_step[j] = step;
@@ -432,7 +460,7 @@ static void revive_frozen(run_t *r, gossip_t *g)
         MPI_Recv(&step, 1, MPI_INT64_T, j, TAG_GOSSIP_FIN, r->comm->world, MPI_STATUS_IGNORE);
         g->alive[j] = 1;
         g->dead--;
-        g->seen_time[j] = now_s();
+        g->seen_time[j] = awake_now(r, g);
         fprintf(stderr, "dsgd: rank %d: peer rank %d was frozen, not dead (it woke at its step %lld); it is chosen again\n",
                 me, j, (long long)step);
     }
@@ -446,12 +474,8 @@ static int gossip_step(run_t *r)
 {
     gossip_t *g = r->sync_state;
     const double now = now_s();
-    if (g->last_step_t > 0 && now - g->last_step_t > r->cfg->timeout) {
-        /* woken from a freeze: the peers' copies did not stop moving, this
-         * rank stopped looking; its clock of them starts again now */
-        for (int j = 0; j < r->comm->size; j++) g->seen_time[j] = now;
-        tell_alive(r, g);
-    }
+    awake_now(r, g);   /* a freeze since the last step is left out of the peers' silence */
+    if (g->last_step_t > 0 && now - g->last_step_t > r->cfg->timeout) tell_alive(r, g);   /* woken from a freeze */
     g->last_step_t = now;
     if (r->lead && g->dead > 0 && g->mode != GOSSIP_ROUND && now - g->revive_t > 0.05) { g->revive_t = now; revive_frozen(r, g); }
     optim_step(r->opt, r->model->params, r->model->grads, 0, g->np, r->lr);   /* θ' */
@@ -518,12 +542,12 @@ static void lead_final(run_t *r, gossip_t *g)
     for (int j = 0; j < N; j++) {
         int64_t step = -1;
         while (j != me && g->alive[j] && (read_peer(r, g, j, &step) != 1 || step <= r->total_steps)) {
-            if (now_s() - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "it never finished", r->cfg->timeout); break; }
+            if (awake_now(r, g) - g->seen_time[j] > r->cfg->timeout) { mark_dead(r, g, j, "it never finished", r->cfg->timeout); break; }
             comm_idle(&idle);
         }
     }
     /* the final average takes every live replica, stale or not: all have finished */
-    double now = now_s();
+    double now = awake_now(r, g);
     for (int j = 0; j < N; j++) g->seen_time[j] = now;
     memcpy(r->model->params, gossip_average(r), g->n * sizeof(float));
     int lost = r->comm->peer_lost;
@@ -540,7 +564,7 @@ static void watch_lower(run_t *r, gossip_t *g)
         int64_t step = -1;
         int rc = read_peer(r, g, j, &step);
         if (rc < 0 || (rc == 1 && step > r->total_steps)) continue;   /* dead already, or finished */
-        if (now_s() - g->seen_time[j] > r->cfg->timeout) mark_dead(r, g, j, "it stopped before finishing", r->cfg->timeout);
+        if (awake_now(r, g) - g->seen_time[j] > r->cfg->timeout) mark_dead(r, g, j, "it stopped before finishing", r->cfg->timeout);
     }
 }
 
@@ -659,7 +683,7 @@ static int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
             if (rc < 0) break;   /* dead */
             /* a rank killed while publishing leaves its copy half-written
              * for good: without this the lead would read it forever */
-            if (rc == 0 && now_s() - g->seen_time[j] > r->cfg->timeout) {
+            if (rc == 0 && awake_now(r, g) - g->seen_time[j] > r->cfg->timeout) {
                 mark_dead(r, g, j, "its copy stayed half-written", r->cfg->timeout);
                 break;
             }
