@@ -6,9 +6,11 @@
 # Usage: experiments/resnet_paradigms.sh [--quick] [OUT_DIR]
 #   --quick   2000 training samples instead of 60000 (a smoke test)
 #   OUT_DIR   metrics and the table (default: a new folder under /tmp)
-# Rates: 0.05 with momentum 0.9 for the collective paradigms; 0.02 for the
-# parameter-server ones, whose shards apply every worker's push; L-BFGS
-# over 2000-sample batches.
+# Recipe: a cosine schedule over the epoch after a 50-step warm-up,
+# momentum 0.9; rate 0.1 for the collective paradigms and easgd, 0.03 for
+# the parameter-server ones, whose shards apply every worker's push; L-BFGS
+# over 1000-sample batches. The environment may override: PARADIGMS (a
+# list), LR_COLLECTIVE, LR_PS, LBFGS_BATCH.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
@@ -20,15 +22,16 @@ mkdir -p "$OUT"
 mpi_env build
 sub=()
 [ $quick = 1 ] && sub=(--train-subset 2000 --test-subset 1000)
-C=(--model resnet:8,8 --data fashion-mnist --epochs 1 --batch 32 --momentum 0.9 --quiet --timeout 120 "${sub[@]}")
+C=(--model resnet:8,8 --data fashion-mnist --epochs 1 --batch 32 --momentum 0.9 --lr-schedule cosine --lr-warmup 50
+   --quiet --timeout 120 "${sub[@]}")
 printf '| paradigm | ranks | test accuracy | wall s |\n|---|---|---|---|\n' > "$OUT/table.md"
-for s in bsp localsgd fedavg selsync bsp-ps asp ssp dssp downpour easgd gossip sandblaster lbfgs; do
-    np=4 extra=(--lr 0.05)
+for s in ${PARADIGMS:-bsp localsgd fedavg selsync bsp-ps asp ssp dssp downpour easgd gossip sandblaster lbfgs}; do
+    np=4 extra=(--lr ${LR_COLLECTIVE:-0.1})
     case $s in
-        bsp-ps|asp|ssp|dssp|downpour) np=5 extra=(--lr 0.02 --servers 1) ;;
-        easgd) np=5 extra=(--lr 0.05 --servers 1) ;;
-        sandblaster) np=6 extra=(--servers 1 --batch-total 2000) ;;
-        lbfgs) np=1 extra=(--batch-total 2000) ;;
+        bsp-ps|asp|ssp|dssp|downpour) np=5 extra=(--lr ${LR_PS:-0.03} --servers 1) ;;
+        easgd) np=5 extra=(--lr ${LR_COLLECTIVE:-0.1} --servers 1) ;;
+        sandblaster) np=6 extra=(--servers 1 --batch-total ${LBFGS_BATCH:-1000}) ;;
+        lbfgs) np=1 extra=(--batch-total ${LBFGS_BATCH:-1000}) ;;
     esac
     t0=$(date +%s.%N)
     if [ $np = 1 ]; then build/dsgd train "${C[@]}" --sync $s "${extra[@]}" --metrics "$OUT/$s.jsonl" > "$OUT/$s.out" 2>&1
