@@ -10,7 +10,8 @@
 # momentum 0.9; rate 0.1 for the collective paradigms and easgd, 0.03 for
 # the parameter-server ones, whose shards apply every worker's push; L-BFGS
 # over 1000-sample batches. The environment may override: PARADIGMS (a
-# list), LR_COLLECTIVE, LR_PS, LBFGS_BATCH.
+# list), LR_COLLECTIVE, LR_PS, LBFGS_BATCH, BATCH (per worker), EXTRA (more
+# flags for every run), DSGD (the binary).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
@@ -19,11 +20,12 @@ quick=0
 OUT=${1:-$(mktemp -d /tmp/dsgd-resnet-paradigms-XXXXXX)}
 mkdir -p "$OUT"
 . scripts/mpi-env.sh
-mpi_env build
+DSGD=${DSGD:-build/dsgd}
+mpi_env "$(dirname "$DSGD")"
 sub=()
 [ $quick = 1 ] && sub=(--train-subset 2000 --test-subset 1000)
-C=(--model resnet:8,8 --data fashion-mnist --epochs 1 --batch 32 --momentum 0.9 --lr-schedule cosine --lr-warmup 50
-   --quiet --timeout 120 "${sub[@]}")
+C=(--model resnet:8,8 --data fashion-mnist --epochs 1 --batch ${BATCH:-32} --momentum 0.9 --lr-schedule cosine --lr-warmup 50
+   --quiet --timeout 120 "${sub[@]}" ${EXTRA:-})
 printf '| paradigm | ranks | test accuracy | wall s |\n|---|---|---|---|\n' > "$OUT/table.md"
 for s in ${PARADIGMS:-bsp localsgd fedavg selsync bsp-ps asp ssp dssp downpour easgd gossip sandblaster lbfgs}; do
     np=4 extra=(--lr ${LR_COLLECTIVE:-0.1})
@@ -34,8 +36,8 @@ for s in ${PARADIGMS:-bsp localsgd fedavg selsync bsp-ps asp ssp dssp downpour e
         lbfgs) np=1 extra=(--batch-total ${LBFGS_BATCH:-1000}) ;;
     esac
     t0=$(date +%s.%N)
-    if [ $np = 1 ]; then build/dsgd train "${C[@]}" --sync $s "${extra[@]}" --metrics "$OUT/$s.jsonl" > "$OUT/$s.out" 2>&1
-    else "${MPIRUN[@]}" -np $np build/dsgd train "${C[@]}" --sync $s "${extra[@]}" --metrics "$OUT/$s.jsonl" > "$OUT/$s.out" 2>&1; fi
+    if [ $np = 1 ]; then "$DSGD" train "${C[@]}" --sync $s "${extra[@]}" --metrics "$OUT/$s.jsonl" > "$OUT/$s.out" 2>&1
+    else "${MPIRUN[@]}" -np $np "$DSGD" train "${C[@]}" --sync $s "${extra[@]}" --metrics "$OUT/$s.jsonl" > "$OUT/$s.out" 2>&1; fi
     t1=$(date +%s.%N)
     acc=$(python3 -c 'import json,sys
 r=[json.loads(l) for l in open(sys.argv[1]) if "\"done\"" in l]; print("%.4f" % r[-1]["test_acc"])' "$OUT/$s.jsonl" 2>/dev/null || echo failed)

@@ -85,6 +85,12 @@ static void run_set(const conv_kernels_t *k, const char *set)
     conv_set_case(k, set, 2, 1, 10, 10, 2, 1, 3, 0);    /* stride larger than the kernel */
     conv_set_case(k, set, 2, 2, 5, 21, 2, 3, 1, 1);     /* im2col rows of several vectors */
     conv_set_case(k, set, 2, 3, 8, 9, 2, 5, 2, 2);      /* strided im2col path */
+    /* the flat path: stride 1, "same" padding, several input channels */
+    conv_set_case(k, set, 2, 16, 14, 14, 16, 3, 1, 1);  /* whole blocks of output channels */
+    conv_set_case(k, set, 3, 3, 7, 7, 7, 3, 1, 1);      /* a block of 3 left over; a plane of one tile */
+    conv_set_case(k, set, 2, 5, 6, 11, 9, 1, 1, 0);     /* 1x1: nothing padded; a block of 1 left over */
+    conv_set_case(k, set, 1, 4, 9, 12, 6, 5, 1, 2);     /* 5x5; a block of 2 left over */
+    conv_set_case(k, set, 2, 8, 40, 40, 8, 3, 1, 1);    /* large planes; a block of 2 (v4) left over */
 }
 
 static void test_conv_base(void) { run_set(&kernels_base, "baseline"); }

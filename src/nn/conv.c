@@ -11,6 +11,15 @@
  *    registers over the KH·KW taps, and the weight gradient per tap in TW
  *    lanes. Blocks past the output's edge are computed on the padding and
  *    not stored.
+ *  - Stride 1 with "same" padding (3x3 with pad 1, ResNet's convolutions):
+ *    the flat path (conv_kernels.h). Each output plane is computed WP wide
+ *    (the padded input's width, two dropped columns per row for 3x3), so
+ *    every tap is one contiguous vector load at a fixed offset, shared by
+ *    a block of output channels: no im2col and no GEMM packing, which cost
+ *    as much as the arithmetic at ResNet's 16 to 64 channels. The input
+ *    gradient is the same convolution of the padded output gradient with
+ *    the weights flipped and transposed; the weight gradient, a sum over
+ *    every position, stays an im2col GEMM.
  *  - Otherwise, per sample: im2col of one sample (small enough to stay in
  *    cache), then out_b(OC, OH·OW) = w · col_b, which is already the NCHW
  *    layout, so no transpose and no batch-sized col.
@@ -22,7 +31,10 @@
  * baseline copy (16-byte vectors) is built.
  *
  * col workspace, conv_col_size(g) floats:
- *   [ padded input (B, C, HP, WP) | col_b (C·KH·KW, OH·OW) | acc ]
+ *   [ padded input (B, C, HP, WP) | col_b (C·KH·KW, OH·OW) | acc | wt ]
+ * On the flat path col_b's room also holds forward's output planes
+ * (OC, FS), and in backward one sample's padded output gradient and its
+ * input-gradient planes; wt holds the flipped, transposed weights.
  * acc is the weight-gradient accumulator: (OC, KH·KW + 1, TW) lanes on the
  * direct path (the extra tap is the bias), (C·KH·KW, OC) otherwise.
  */
@@ -33,6 +45,9 @@
 #include <string.h>
 
 enum { TW = 16, RB = 4, NT_MAX = 2 };   /* direct path: tile columns, block rows, tiles per block */
+/* flat path: positions per plane rounded up to a multiple of every set's
+ * tile (FNV·VL: 64, 16 or 8) */
+enum { FLAT_BLOCK = 64 };
 
 int conv_geom_init(conv_geom_t *g)
 {
@@ -46,8 +61,10 @@ int conv_geom_init(conv_geom_t *g)
 
 typedef struct conv_layout {
     long HP, WP;          /* padded input plane */
-    long n_pad, n_col, n_acc;
-    int direct;
+    long n_pad, n_col, n_acc, n_wt;
+    long FS;              /* flat path: floats per output plane, OH·WP rounded up to FLAT_BLOCK */
+    long slack;           /* floats after a buffer for the vector loops' overrun */
+    int direct, flat;
 } conv_layout_t;
 
 static long round_up(long x, long m) { return (x + m - 1) / m * m; }
@@ -58,6 +75,9 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
     conv_layout_t L;
     const long s = g->stride, KK = (long)g->KH * g->KW;
     L.direct = g->C == 1;
+    /* stride 1 and "same" padding: the input gradient is then the same
+     * convolution of the padded output gradient, on planes as wide */
+    L.flat = !L.direct && s == 1 && 2 * g->pad == g->KH - 1 && 2 * g->pad == g->KW - 1;
     L.WP = g->W + 2L * g->pad;
     L.HP = g->H + 2L * g->pad;
     if (L.direct) {
@@ -67,43 +87,71 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
     }
     /* the slack after each buffer takes the vector loops' overrun: reads
      * past a row's end, and stores that the next row overwrites */
-    const long slack = TW + g->KW + g->pad;
-    L.n_pad = (long)g->B * g->C * L.HP * L.WP + slack;
+    const long slack = L.slack = TW + g->KW + g->pad + (L.flat ? FLAT_BLOCK : 0);
+    const long plane = L.HP * L.WP;
+    L.FS = round_up((long)g->OH * L.WP, FLAT_BLOCK);
+    L.n_pad = (long)g->B * g->C * plane + slack;
     L.n_col = (long)g->C * KK * g->OH * g->OW + slack;
+    /* flat path: forward's output planes (OC, FS); in backward, after
+     * col_b's use, a sample's padded output gradient (OC, HP, WP) and its
+     * input-gradient planes (C, FS) */
+    if (L.flat) L.n_col = max_l(L.n_col, max_l((long)g->OC * L.FS, (long)g->OC * plane + slack + (long)g->C * L.FS));
     /* + TW: room to align the direct path's vectors */
     L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : (long)g->C * KK * g->OC;
+    L.n_wt = L.flat ? (long)g->C * KK * g->OC : 0;   /* the flipped, transposed weights */
     return L;
 }
 
 long conv_col_size(const conv_geom_t *g)
 {
     conv_layout_t L = conv_layout(g);
-    return L.n_pad + L.n_col + L.n_acc;
+    return L.n_pad + L.n_col + L.n_acc + L.n_wt;
 }
 
-/* P(B, C, HP, WP) = inp with pad zeros above and left, zeros to fill below and right */
-static void pad_input(float *P, const float *inp, const conv_geom_t *g, const conv_layout_t *L)
+/* P(n, HP, WP) = n planes of inp (H, W) with p zeros above and left, zeros
+ * to fill below and right */
+static void pad_planes(float *P, const float *inp, long n, int H, int W, int p, long HP, long WP)
 {
-    const long HW = (long)g->H * g->W, plane = L->HP * L->WP;
-    const int p = g->pad, W = g->W;
+    const long HW = (long)H * W, plane = HP * WP;
     if (plane == HW) {   /* nothing to pad */
-        memcpy(P, inp, sizeof(float) * (size_t)(g->B * g->C * HW));
+        memcpy(P, inp, sizeof(float) * (size_t)(n * HW));
         return;
     }
     /* zeros only where no input lands: the rows above and below, and each
      * row's margins (a whole-plane memset would write it all twice) */
-    const long WP = L->WP, right = WP - p - W, below = L->HP - p - g->H;
-    for (long bc = 0; bc < (long)g->B * g->C; bc++) {
+    const long right = WP - p - W, below = HP - p - H;
+    for (long bc = 0; bc < n; bc++) {
         float *pl = P + bc * plane;
         memset(pl, 0, sizeof(float) * (size_t)(p * WP));
-        for (int ih = 0; ih < g->H; ih++) {
+        for (int ih = 0; ih < H; ih++) {
             float *row = pl + (ih + p) * WP;
             memset(row, 0, sizeof(float) * (size_t)p);
             memcpy(row + p, inp + bc * HW + (long)ih * W, sizeof(float) * (size_t)W);
             memset(row + p + W, 0, sizeof(float) * (size_t)right);
         }
-        memset(pl + (p + g->H) * WP, 0, sizeof(float) * (size_t)(below * WP));
+        memset(pl + (p + H) * WP, 0, sizeof(float) * (size_t)(below * WP));
     }
+}
+
+/* P(B, C, HP, WP): the padded input */
+static void pad_input(float *P, const float *inp, const conv_geom_t *g, const conv_layout_t *L)
+{
+    const long n = (long)g->B * g->C, plane = L->HP * L->WP;
+    if (L->flat)   /* the flat path reads past the last plane (for positions it drops): zeros there */
+        memset(P + n * plane, 0, sizeof(float) * (size_t)(L->n_pad - n * plane));
+    pad_planes(P, inp, n, g->H, g->W, g->pad, L->HP, L->WP);
+}
+
+/* out(n, OH, OW) = the first OW columns of each WP-wide row of y(n, FS) (+ b) */
+static void flat_unpack(float *out, const float *y, int n, int OH, int OW, long WP, long FS, const float *b)
+{
+    for (int c = 0; c < n; c++)
+        for (int oh = 0; oh < OH; oh++) {
+            float *o = out + ((long)c * OH + oh) * OW;
+            const float *r = y + c * FS + oh * WP;
+            if (b) for (int ow = 0; ow < OW; ow++) o[ow] = r[ow] + b[c];
+            else memcpy(o, r, sizeof(float) * (size_t)OW);
+        }
 }
 
 /* Σ x[0..n), in 8 lanes so that it vectorizes */
@@ -128,6 +176,8 @@ typedef struct conv_kernels {
                            const conv_geom_t *g, const conv_layout_t *L, int nt);
     void (*direct_backward)(float *acc, const float *P, const float *dout,
                             const conv_geom_t *g, const conv_layout_t *L, int nt);
+    void (*flat_conv)(float *y, long ys, const float *x, long xplane, const float *w, int Cin, int Cout,
+                      int KH, int KW, long WP, long nq);
     int nt;   /* direct path: column tiles per block */
 } conv_kernels_t;
 
@@ -197,6 +247,14 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *col,
         k->direct_forward(out, P, w, b, g, &L, k->nt);
         return;
     }
+    if (L.flat) {
+        const long plane = L.HP * L.WP;
+        for (int bb = 0; bb < g->B; bb++) {
+            k->flat_conv(cb, L.FS, P + bb * g->C * plane, plane, w, g->C, g->OC, g->KH, g->KW, L.WP, L.FS);
+            flat_unpack(out + (long)bb * g->OC * g->OH * g->OW, cb, g->OC, g->OH, g->OW, L.WP, L.FS, b);
+        }
+        return;
+    }
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
     for (int bb = 0; bb < g->B; bb++) {
         k->im2col(cb, P + (long)bb * g->C * L.HP * L.WP, g, &L);
@@ -229,6 +287,15 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
     } else if (db) {
         memset(db, 0, sizeof(float) * (size_t)g->OC);
     }
+    /* flat path: the input gradient is the convolution of the output
+     * gradient, padded as the input was, with the weights flipped in both
+     * taps and transposed, wt[c][oc][KK−1−t] = w[oc][c][t] (the weight
+     * gradient stays a GEMM: its sum over positions is what BLAS does well) */
+    float *wt = acc + L.n_acc, *Dp = cb, *yd = cb + (long)g->OC * L.HP * L.WP + L.slack;
+    if (L.flat && dinp)
+        for (int oc = 0; oc < g->OC; oc++)
+            for (int c = 0; c < g->C; c++)
+                for (int t = 0; t < KK; t++) wt[((long)c * g->OC + oc) * KK + KK - 1 - t] = w[((long)oc * g->C + c) * KK + t];
     for (int bb = 0; bb < g->B; bb++) {
         const float *d = dout + (long)bb * g->OC * OHW;   /* (OC, OHW) */
         if (!L.direct) {
@@ -240,7 +307,14 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CKK, g->OC, OHW,
                         1.0f, cb, OHW, d, OHW, bb ? 1.0f : 0.0f, acc, g->OC);
         }
-        if (dinp) {
+        if (dinp && L.flat) {
+            /* after the weight gradient's use of col_b: Dp and yd overlay it */
+            const long dplane = L.HP * L.WP;
+            pad_planes(Dp, d, g->OC, g->OH, g->OW, g->pad, L.HP, L.WP);
+            memset(Dp + g->OC * dplane, 0, sizeof(float) * (size_t)L.slack);
+            k->flat_conv(yd, L.FS, Dp, dplane, wt, g->OC, g->C, g->KH, g->KW, L.WP, L.FS);
+            flat_unpack(dinp + (long)bb * g->C * g->H * g->W, yd, g->C, g->H, g->W, L.WP, L.FS, NULL);
+        } else if (dinp) {
             /* dcol_b(CKK, OHW) = wᵀ · d_b, into the col_b buffer */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, OHW, g->OC,
                         1.0f, w, CKK, d, OHW, 0.0f, cb, OHW);

@@ -286,8 +286,79 @@ KATTR static void KFN(direct_backward)(float *acc, const float *P, const float *
     else KFN(direct_backward_blocks)(va, P, dout, g, L, 1);
 }
 
+/* ---- flat path: stride 1, "same" padding, several input channels ----
+ * An output position q = oh·WP + ow of a plane laid out WP wide (the padded
+ * input's width; the columns ow >= OW are computed and dropped) reads tap
+ * (ki, kj) at x[q + ki·WP + kj]: one contiguous vector load per tap for
+ * FNV·VL positions at once, shared by FOC output channels, each weight
+ * broadcast once per tap. No im2col, no packing: the input planes of a
+ * sample stay in cache while every block of output channels passes them. */
+
+#define FNV (KVB == 64 ? 4 : 2)   /* vectors of positions per tile */
+#define FOC (KVB == 64 ? 6 : 4)   /* output channels per tile, at most */
+
+static inline __attribute__((always_inline)) void
+KFN(flat_tile)(float *y, long ys, const float *x, long xplane, const float *w, int Cin, int KH, int KW,
+               long WP, int ocb)
+{
+    const int KK = KH * KW;
+    VF acc[FOC][FNV];
+    for (int o = 0; o < ocb; o++)
+        for (int u = 0; u < FNV; u++) acc[o][u] = (VF){ 0 };
+    for (int c = 0; c < Cin; c++) {
+        const float *xc = x + (long)c * xplane, *wc = w + (long)c * KK;
+        for (int ki = 0; ki < KH; ki++)
+            for (int kj = 0; kj < KW; kj++) {
+                const float *xs = xc + ki * WP + kj;
+                VF xv[FNV];
+                for (int u = 0; u < FNV; u++) xv[u] = *(const VFU *)(xs + u * VL);
+                for (int o = 0; o < ocb; o++) {
+                    const float wv = wc[(long)o * Cin * KK + ki * KW + kj];
+                    for (int u = 0; u < FNV; u++) acc[o][u] += wv * xv[u];
+                }
+            }
+    }
+    for (int o = 0; o < ocb; o++)
+        for (int u = 0; u < FNV; u++) *(VFU *)(y + o * ys + u * VL) = acc[o][u];
+}
+
+static inline __attribute__((always_inline)) void
+KFN(flat_blocks)(float *y, long ys, const float *x, long xplane, const float *w, int Cin, int Cout,
+                 int KH, int KW, long WP, long nq)
+{
+    const long wo = (long)Cin * KH * KW;
+    for (int oc = 0, ocb; oc < Cout; oc += ocb) {
+        ocb = Cout - oc >= FOC ? FOC : Cout - oc >= 4 ? 4 : Cout - oc;
+        for (long q = 0; q < nq; q += FNV * VL) {
+            float *yq = y + oc * ys + q;
+            const float *xq = x + q, *wq = w + oc * wo;
+            switch (ocb) {   /* constants, so that the tile's loops unroll */
+            case FOC: KFN(flat_tile)(yq, ys, xq, xplane, wq, Cin, KH, KW, WP, FOC); break;
+#if FOC > 4
+            case 4: KFN(flat_tile)(yq, ys, xq, xplane, wq, Cin, KH, KW, WP, 4); break;
+#endif
+            case 3: KFN(flat_tile)(yq, ys, xq, xplane, wq, Cin, KH, KW, WP, 3); break;
+            case 2: KFN(flat_tile)(yq, ys, xq, xplane, wq, Cin, KH, KW, WP, 2); break;
+            default: KFN(flat_tile)(yq, ys, xq, xplane, wq, Cin, KH, KW, WP, 1); break;
+            }
+        }
+    }
+}
+
+/* y(Cout, ys)[0..nq) = Σ_c Σ_ki,kj w[oc][c][ki][kj] · x[c][q + ki·WP + kj]; nq a
+ * multiple of FLAT_BLOCK; x readable FLAT_BLOCK + KW floats past its last plane */
+KATTR static void KFN(flat_conv)(float *y, long ys, const float *x, long xplane, const float *w, int Cin,
+                                 int Cout, int KH, int KW, long WP, long nq)
+{
+    if (KH == 3 && KW == 3) KFN(flat_blocks)(y, ys, x, xplane, w, Cin, Cout, 3, 3, WP, nq);
+    else KFN(flat_blocks)(y, ys, x, xplane, w, Cin, Cout, KH, KW, WP, nq);
+}
+
+#undef FNV
+#undef FOC
+
 static const conv_kernels_t KFN(kernels) = {
-    KFN(im2col_sample), KFN(col2im_sample), KFN(direct_forward), KFN(direct_backward), KNT,
+    KFN(im2col_sample), KFN(col2im_sample), KFN(direct_forward), KFN(direct_backward), KFN(flat_conv), KNT,
 };
 
 #undef VL
