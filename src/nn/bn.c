@@ -116,7 +116,16 @@ BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float
             const float *g = dout + o, *x = inp + o, *y = out + o;
             float a[16] = { 0 }, q[16] = { 0 };
             int i = 0;
-            if (relu) {
+            if (relu && dinp) {
+                /* the masked gradient goes where the input gradient will:
+                 * two plain loops vectorize where one with the mask inside
+                 * the lanes does not, and the second pass reads one array
+                 * less */
+                float *gm = dinp + o;
+                for (int j = 0; j < HW; j++) gm[j] = y[j] > 0.0f ? g[j] : 0.0f;
+                g = gm;
+            }
+            if (relu && !dinp) {
                 for (; i + 16 <= HW; i += 16)
                     for (int j = 0; j < 16; j++) {
                         float gv = y[i + j] > 0.0f ? g[i + j] : 0.0f;
@@ -150,10 +159,10 @@ BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float
         const float c1 = -k * dg * is / (float)n, c0 = -k * db / (float)n - c1 * mu;
         for (int b = 0; b < B; b++) {
             const long o = ((long)b * C + c) * HW;
-            const float *g = dout + o, *x = inp + o, *y = out + o;
+            const float *g = dout + o, *x = inp + o;
             float *dx = dinp + o;
-            if (relu)
-                for (int i = 0; i < HW; i++) dx[i] = (y[i] > 0.0f ? k * g[i] : 0.0f) + c0 + c1 * x[i];
+            if (relu)   /* dx holds the masked gradient */
+                for (int i = 0; i < HW; i++) dx[i] = k * dx[i] + c0 + c1 * x[i];
             else
                 for (int i = 0; i < HW; i++) dx[i] = k * g[i] + c0 + c1 * x[i];
         }

@@ -18,8 +18,11 @@
  *    a block of output channels: no im2col and no GEMM packing, which cost
  *    as much as the arithmetic at ResNet's 16 to 64 channels. The input
  *    gradient is the same convolution of the padded output gradient with
- *    the weights flipped and transposed; the weight gradient, a sum over
- *    every position, stays an im2col GEMM.
+ *    the weights flipped and transposed. The weight gradient sums, for each
+ *    tap, the padded output gradient against the input at that tap's
+ *    offset, over the batch: a tile of 3 output channels × 9 taps stays in
+ *    registers (2.3-3.5x faster than an im2col GEMM per sample, whose 16 to
+ *    64 columns OpenBLAS packs at the cost of the arithmetic).
  *  - Otherwise, per sample: im2col of one sample (small enough to stay in
  *    cache), then out_b(OC, OH·OW) = w · col_b, which is already the NCHW
  *    layout, so no transpose and no batch-sized col.
@@ -32,11 +35,12 @@
  *
  * col workspace, conv_col_size(g) floats:
  *   [ padded input (B, C, HP, WP) | col_b (C·KH·KW, OH·OW) | acc | wt ]
- * On the flat path col_b's room also holds forward's output planes
- * (OC, FS), and in backward one sample's padded output gradient and its
- * input-gradient planes; wt holds the flipped, transposed weights.
- * acc is the weight-gradient accumulator: (OC, KH·KW + 1, TW) lanes on the
- * direct path (the extra tap is the bias), (C·KH·KW, OC) otherwise.
+ * On the flat path col_b's room holds forward's output planes (OC, FS)
+ * instead, and in backward the batch's padded output gradient
+ * (B, OC, HP, WP) and one sample's input-gradient planes (C, FS); wt holds
+ * the flipped, transposed weights. acc is the weight-gradient accumulator:
+ * (OC, KH·KW + 1, TW) lanes on the direct path (the extra tap is the
+ * bias), (C·KH·KW, OC) on the im2col path, nothing on the flat path.
  */
 #include "layers.h"
 
@@ -92,12 +96,12 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
     L.FS = round_up((long)g->OH * L.WP, FLAT_BLOCK);
     L.n_pad = (long)g->B * g->C * plane + slack;
     L.n_col = (long)g->C * KK * g->OH * g->OW + slack;
-    /* flat path: forward's output planes (OC, FS); in backward, after
-     * col_b's use, a sample's padded output gradient (OC, HP, WP) and its
-     * input-gradient planes (C, FS) */
-    if (L.flat) L.n_col = max_l(L.n_col, max_l((long)g->OC * L.FS, (long)g->OC * plane + slack + (long)g->C * L.FS));
+    /* flat path, no im2col: forward's output planes (OC, FS); in backward
+     * the padded output gradient of the batch (B, OC, HP, WP) and one
+     * sample's input-gradient planes (C, FS) */
+    if (L.flat) L.n_col = max_l((long)g->OC * L.FS, (long)g->B * g->OC * plane + slack + (long)g->C * L.FS);
     /* + TW: room to align the direct path's vectors */
-    L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : (long)g->C * KK * g->OC;
+    L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : L.flat ? 0 : (long)g->C * KK * g->OC;
     L.n_wt = L.flat ? (long)g->C * KK * g->OC : 0;   /* the flipped, transposed weights */
     return L;
 }
@@ -178,6 +182,8 @@ typedef struct conv_kernels {
                             const conv_geom_t *g, const conv_layout_t *L, int nt);
     void (*flat_conv)(float *y, long ys, const float *x, long xplane, const float *w, int Cin, int Cout,
                       int KH, int KW, long WP, long nq);
+    void (*flat_dw)(float *dw, const float *d, long dbs, long dplane, const float *x, long xbs, long xplane,
+                    int B, int Cin, int Cout, int KH, int KW, long WP, long nvalid, long zeros);
     int nt;   /* direct path: column tiles per block */
 } conv_kernels_t;
 
@@ -287,15 +293,31 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
     } else if (db) {
         memset(db, 0, sizeof(float) * (size_t)g->OC);
     }
-    /* flat path: the input gradient is the convolution of the output
-     * gradient, padded as the input was, with the weights flipped in both
-     * taps and transposed, wt[c][oc][KK−1−t] = w[oc][c][t] (the weight
-     * gradient stays a GEMM: its sum over positions is what BLAS does well) */
-    float *wt = acc + L.n_acc, *Dp = cb, *yd = cb + (long)g->OC * L.HP * L.WP + L.slack;
-    if (L.flat && dinp)
+    if (L.flat) {
+        /* D(B, OC, HP, WP): the output gradient padded as the input was. Its
+         * planes from offset pad·WP + pad are the flat layout, zeros in the
+         * dropped columns: the weight gradient sums them against the input's
+         * taps; the input gradient is their convolution with the weights
+         * flipped in both taps and transposed, wt[c][oc][KK−1−t] = w[oc][c][t] */
+        const long dplane = L.HP * L.WP;
+        float *D = cb, *yd = cb + (long)g->B * g->OC * dplane + L.slack, *wt = acc + L.n_acc;
+        pad_planes(D, dout, (long)g->B * g->OC, g->OH, g->OW, g->pad, L.HP, L.WP);
+        memset(D + (long)g->B * g->OC * dplane, 0, sizeof(float) * (size_t)L.slack);
+        if (db)
+            for (int bb = 0; bb < g->B; bb++)
+                for (int oc = 0; oc < g->OC; oc++) db[oc] += sum_floats(dout + ((long)bb * g->OC + oc) * OHW, OHW);
+        k->flat_dw(dw, D + g->pad * L.WP + g->pad, (long)g->OC * dplane, dplane, P, plane, L.HP * L.WP, g->B, g->C,
+                   g->OC, g->KH, g->KW, L.WP, (long)g->OH * L.WP, 2L * g->pad * L.WP);
+        if (!dinp) return;
         for (int oc = 0; oc < g->OC; oc++)
             for (int c = 0; c < g->C; c++)
                 for (int t = 0; t < KK; t++) wt[((long)c * g->OC + oc) * KK + KK - 1 - t] = w[((long)oc * g->C + c) * KK + t];
+        for (int bb = 0; bb < g->B; bb++) {
+            k->flat_conv(yd, L.FS, D + (long)bb * g->OC * dplane, dplane, wt, g->OC, g->C, g->KH, g->KW, L.WP, L.FS);
+            flat_unpack(dinp + (long)bb * g->C * g->H * g->W, yd, g->C, g->H, g->W, L.WP, L.FS, NULL);
+        }
+        return;
+    }
     for (int bb = 0; bb < g->B; bb++) {
         const float *d = dout + (long)bb * g->OC * OHW;   /* (OC, OHW) */
         if (!L.direct) {
@@ -307,14 +329,7 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CKK, g->OC, OHW,
                         1.0f, cb, OHW, d, OHW, bb ? 1.0f : 0.0f, acc, g->OC);
         }
-        if (dinp && L.flat) {
-            /* after the weight gradient's use of col_b: Dp and yd overlay it */
-            const long dplane = L.HP * L.WP;
-            pad_planes(Dp, d, g->OC, g->OH, g->OW, g->pad, L.HP, L.WP);
-            memset(Dp + g->OC * dplane, 0, sizeof(float) * (size_t)L.slack);
-            k->flat_conv(yd, L.FS, Dp, dplane, wt, g->OC, g->C, g->KH, g->KW, L.WP, L.FS);
-            flat_unpack(dinp + (long)bb * g->C * g->H * g->W, yd, g->C, g->H, g->W, L.WP, L.FS, NULL);
-        } else if (dinp) {
+        if (dinp) {
             /* dcol_b(CKK, OHW) = wᵀ · d_b, into the col_b buffer */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, OHW, g->OC,
                         1.0f, w, CKK, d, OHW, 0.0f, cb, OHW);

@@ -354,11 +354,119 @@ KATTR static void KFN(flat_conv)(float *y, long ys, const float *x, long xplane,
     else KFN(flat_blocks)(y, ys, x, xplane, w, Cin, Cout, KH, KW, WP, nq);
 }
 
+/* ---- flat path, weight gradient ----
+ * dw[oc][c][ki][kj] = Σ_b Σ_q d[b][oc][q] · x[b][c][q + ki·WP + kj] over the
+ * flat positions q < nvalid, where d is the output gradient laid out WP
+ * wide with zeros in the dropped columns. A tile keeps DOC output channels
+ * × up to DKK taps of one input channel in registers, as lanes, over a
+ * chunk of samples: one load of d per channel and one of x per tap feed
+ * DOC FMAs each; the lanes are summed once per chunk. */
+
+#define DOC (KVB == 64 ? 3 : 1)
+#ifndef KEEP_IN_REGISTER
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KEEP_IN_REGISTER(v) __asm__("" : "+v"(v))
+#else
+#define KEEP_IN_REGISTER(v) ((void)0)
+#endif
+#endif   /* output channels per tile */
+#define DKK 9
+
+static inline __attribute__((always_inline)) void
+KFN(dw_tile)(float *dw, long dws, const float *d, long dbs, long dplane, const float *x, long xbs, int nb,
+             int t0, int nt, int KW, long WP, long nv, const VF *mask, int docb)
+{
+    VF acc[DOC][DKK];
+    long off[DKK];
+    for (int t = 0; t < nt; t++) off[t] = (long)((t0 + t) / KW) * WP + (t0 + t) % KW;
+    for (int o = 0; o < docb; o++)
+        for (int t = 0; t < nt; t++) acc[o][t] = (VF){ 0 };
+    /* mask NULL: d is zero past nvalid up to the last vector's end */
+    const long nfull = mask ? nv - 1 : nv;
+    for (int b = 0; b < nb; b++) {
+        const float *db = d + b * dbs, *xb = x + b * xbs;
+        for (long v = 0; v < nfull; v++) {
+            const long q = v * VL;
+            VF dv[DOC];
+            for (int o = 0; o < docb; o++) dv[o] = *(const VFU *)(db + o * dplane + q);
+            for (int t = 0; t < nt; t++) {
+                VF xv = *(const VFU *)(xb + q + off[t]);
+                KEEP_IN_REGISTER(xv);   /* one load for DOC FMAs, not one load folded into each */
+                for (int o = 0; o < docb; o++) acc[o][t] += dv[o] * xv;
+            }
+        }
+        if (mask) {   /* the last vector: its lanes past nvalid count nothing */
+            const long q = nfull * VL;
+            for (int o = 0; o < docb; o++) {
+                const VF dv = *(const VFU *)(db + o * dplane + q) * *mask;
+                for (int t = 0; t < nt; t++) acc[o][t] += dv * *(const VFU *)(xb + q + off[t]);
+            }
+        }
+    }
+    for (int o = 0; o < docb; o++)
+        for (int t = 0; t < nt; t++) {
+            float s = 0.0f;
+            for (int j = 0; j < VL; j++) s += acc[o][t][j];
+            dw[o * dws + t0 + t] += s;
+        }
+}
+
+static inline __attribute__((always_inline)) void
+KFN(dw_blocks)(float *dw, const float *d, long dbs, long dplane, const float *x, long xbs, long xplane, int B,
+               int Cin, int Cout, int KH, int KW, long WP, long nvalid, long zeros)
+{
+    const int KK = KH * KW;
+    const long nv = (nvalid + VL - 1) / VL, rem = nvalid - (nv - 1) * VL;
+    VF mask;
+    for (int j = 0; j < VL; j++) mask[j] = j < rem ? 1.0f : 0.0f;
+    const VF *mk = nv * VL - nvalid <= zeros ? NULL : &mask;
+    /* a chunk of samples whose planes stay in cache while every tile passes */
+    const long per = dbs + xbs;
+    const long fit = (192L * 1024) / (per > 0 ? per : 1);
+    const int chunk = fit < 1 ? 1 : fit > B ? B : (int)fit;
+    memset(dw, 0, sizeof(float) * (size_t)Cout * Cin * KK);
+    for (int b0 = 0; b0 < B; b0 += chunk) {
+        const int nb = B - b0 < chunk ? B - b0 : chunk;
+        for (int oc = 0, docb; oc < Cout; oc += docb) {
+            docb = Cout - oc >= DOC ? DOC : Cout - oc;
+            for (int c = 0; c < Cin; c++)
+                for (int t0 = 0; t0 < KK; t0 += DKK) {
+                    const int nt = KK - t0 < DKK ? KK - t0 : DKK;
+                    float *dwq = dw + ((long)oc * Cin + c) * KK;
+                    const float *dq = d + b0 * dbs + oc * dplane, *xq = x + b0 * xbs + c * xplane;
+                    const long dws = (long)Cin * KK;
+                    if (nt == DKK && docb == DOC)   /* constants, so that the tile's loops unroll */
+                        {
+                        if (mk) KFN(dw_tile)(dwq, dws, dq, dbs, dplane, xq, xbs, nb, t0, DKK, KW, WP, nv, mk, DOC);
+                        else KFN(dw_tile)(dwq, dws, dq, dbs, dplane, xq, xbs, nb, t0, DKK, KW, WP, nv, NULL, DOC);
+                    } else
+                        for (int o = 0; o < docb; o++)
+                            KFN(dw_tile)(dwq + o * dws, dws, dq + o * dplane, dbs, dplane, xq, xbs, nb, t0, nt, KW, WP,
+                                         nv, mk, 1);
+                }
+        }
+    }
+}
+
+/* dw(Cout, Cin, KH, KW) = Σ_b Σ_q<nvalid d[b·dbs + oc·dplane + q] ·
+ * x[b·xbs + c·xplane + q + ki·WP + kj]; d zero in the dropped columns and
+ * in the `zeros` floats after each plane's last position; both readable a
+ * vector past the last position read */
+KATTR static void KFN(flat_dw)(float *dw, const float *d, long dbs, long dplane, const float *x, long xbs,
+                               long xplane, int B, int Cin, int Cout, int KH, int KW, long WP, long nvalid,
+                               long zeros)
+{
+    if (KH == 3 && KW == 3) KFN(dw_blocks)(dw, d, dbs, dplane, x, xbs, xplane, B, Cin, Cout, 3, 3, WP, nvalid, zeros);
+    else KFN(dw_blocks)(dw, d, dbs, dplane, x, xbs, xplane, B, Cin, Cout, KH, KW, WP, nvalid, zeros);
+}
+
+#undef DOC
+#undef DKK
 #undef FNV
 #undef FOC
 
 static const conv_kernels_t KFN(kernels) = {
-    KFN(im2col_sample), KFN(col2im_sample), KFN(direct_forward), KFN(direct_backward), KFN(flat_conv), KNT,
+    KFN(im2col_sample), KFN(col2im_sample), KFN(direct_forward), KFN(direct_backward), KFN(flat_conv), KFN(flat_dw), KNT,
 };
 
 #undef VL
