@@ -44,6 +44,9 @@ if [ "$frac" = "1" ]; then ok "selsync --delta 0 synchronizes every step"; else 
 frac=$(json_field "$WORK/ss.jsonl" done sync_fraction)
 if awk -v f="$frac" 'BEGIN{exit !(f > 0 && f < 1)}'; then ok "selsync --delta 0.3 skips steps (sync_fraction $frac)"
 else bad "selsync default delta" "sync_fraction $frac"; fi
+sm=$(json_field "$WORK/ss.jsonl" done smoothed_change)
+if awk -v f="$sm" 'BEGIN{exit !(f > 0 && f < 1)}'; then ok "selsync reports the smoothed change delta is compared with ($sm)"
+else bad "selsync smoothed_change" "'$sm'"; fi
 # local SGD really is local between averages: period 8 differs from bsp
 "${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync localsgd --period 8 --checkpoint "$WORK/ls8.st" > /dev/null
 d=$(python3 "$HERE/ckpt_diff.py" "$WORK/bsp2.st" "$WORK/ls8.st")

@@ -92,6 +92,7 @@ static void run_set(const conv_kernels_t *k, const char *set)
     conv_set_case(k, set, 1, 4, 9, 12, 6, 5, 1, 2);     /* 5x5; a block of 2 left over */
     conv_set_case(k, set, 2, 8, 40, 40, 8, 3, 1, 1);    /* large planes; a block of 2 (v4) left over */
     conv_set_case(k, set, 9, 16, 28, 28, 16, 3, 1, 1);  /* the weight gradient over chunks of samples */
+    conv_set_case(k, set, 2, 3, 1, 3, 4, 3, 1, 1);      /* a plane shorter than the zeros after it: the masked tail */
 }
 
 static void test_conv_base(void) { run_set(&kernels_base, "baseline"); }

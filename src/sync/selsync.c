@@ -197,10 +197,13 @@ static void selsync_destroy(run_t *r)
 static int selsync_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     selsync_t *s = r->sync_state;
-    if (max < 2 || !s) return 0;
+    if (max < 3 || !s) return 0;
     out[0] = (sync_stat_t){ "sync_fraction", s->steps ? (double)s->syncs / (double)s->steps : 0.0, NULL };
     out[1] = (sync_stat_t){ "syncs", (double)s->syncs, NULL };
-    return 2;
+    /* this worker's smoothed relative change at its last step: what --delta
+     * is compared with, so that a user can place delta in its range */
+    out[2] = (sync_stat_t){ "smoothed_change", s->last_sm, NULL };
+    return 3;
 }
 
 const sync_ops_t sync_selsync = {
