@@ -384,6 +384,24 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
     return 0;
 }
 
+int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick)(void *), void *arg)
+{
+    if (SIM_BLOCKING) return MPI_Wait(req, MPI_STATUS_IGNORE) == MPI_SUCCESS ? 0 : -1;
+    double t0 = now_s(), last = t0;
+    comm_idle_t idle = comm_idle_start(c);
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
+        if (done) return 0;
+        const double now = now_s();
+        if (tick) tick(arg);
+        if (now - last > timeout_s / 2) t0 = now;   /* this process was frozen, not the peer: wait anew */
+        last = now;
+        if (now - t0 > timeout_s) return -1;
+        comm_idle(&idle);
+    }
+}
+
 void comm_iallreduce_sum(comm_t *c, float *buf, size_t n, MPI_Request *req)
 {
     if (n > CHUNK) die("comm_iallreduce_sum: span of %zu floats exceeds one MPI call; split it", n);

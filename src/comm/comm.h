@@ -135,6 +135,17 @@ int comm_testall(int n, MPI_Request *reqs, int *done);
  * returns a hang. `what` names the operation in that message. */
 int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what);
 
+/* Wait for one request from a peer that may be dead, for at most
+ * timeout_s seconds, idling by the --wait policy. Returns 0 when it
+ * completed, -1 when it did not (or failed): the caller gives the peer up
+ * and abandons the request and its buffer to MPI. A gap of more than
+ * timeout_s/2 between two looks at the clock means this process was
+ * frozen, not the peer silent: the wait starts anew. `tick`, when not
+ * NULL, is called at each look (a caller that keeps its own awake clock).
+ * The simulated build waits once: nobody dies there, and each poll would
+ * cost the simulator an event. */
+int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick)(void *), void *arg);
+
 /* Sum-all-reduce of floats / ints with the timeout above; counted. */
 void comm_allreduce_sum(comm_t *c, float *buf, size_t n, const char *what);
 void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what);

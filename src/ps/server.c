@@ -486,17 +486,7 @@ static int recv_or_evict(shard_t *s, const MPI_Status *st, int p)
     MPI_Request req;
     MPI_CHECK(s->c, MPI_Irecv(s->in, (int)msg_bytes(s->n), MPI_BYTE, st->MPI_SOURCE, st->MPI_TAG, s->c->world, &req));
     double t0 = now_s();
-#ifdef DSGD_SIM
-    if (MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS) return 0;
-#endif
-    comm_idle_t idle = comm_idle_start(s->c);
-    for (;;) {
-        int done = 0;
-        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-        if (done) return 0;
-        if (now_s() - t0 > s->cfg->timeout_s) break;
-        comm_idle(&idle);
-    }
+    if (comm_wait_bounded(s->c, &req, s->cfg->timeout_s, NULL, NULL) == 0) return 0;
     s->in = xmalloc(msg_bytes(s->n));   /* the old buffer stays with the dead request */
     if (p >= 0 && p < s->cfg->workers && s->ws[p].alive) {
         evict(s, p, now_s() - t0);

@@ -229,54 +229,22 @@ int config_parse(config_t *c, const opt_def_t *table, int argc, char **argv, cha
 int config_validate(const config_t *c, char *err, size_t errlen)
 {
 #define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
-    if (c->batch < 1 || c->batch > 1000000) BAD("--batch must be a positive integer (got %ld)", c->batch);
-    if (!(c->lr > 0)) BAD("--lr must be positive (got %g)", c->lr);
-    if (c->epochs < 0 || (c->epochs == 0 && c->steps <= 0)) BAD("--epochs must be positive (got %ld), or give --steps", c->epochs);
-    if (c->steps < 0) BAD("--steps must be >= 0 (got %ld)", c->steps);
-    if (c->momentum < 0 || c->momentum >= 1) BAD("--momentum must be in [0, 1) (got %g)", c->momentum);
-    if (c->weight_decay < 0) BAD("--weight-decay must be >= 0 (got %g)", c->weight_decay);
-    if (!(c->adagrad_eps > 0)) BAD("--adagrad-eps must be positive (got %g)", c->adagrad_eps);
-    if (!(c->lr_gamma > 0)) BAD("--lr-gamma must be positive (got %g)", c->lr_gamma);
-    if (c->lr_step_every < 0 || c->lr_warmup < 0) BAD("--lr-step-every and --lr-warmup must be >= 0");
-    if (c->train_subset < 0 || c->test_subset < 0) BAD("--train-subset and --test-subset must be >= 0");
-    if (c->eval_every < 0 || c->checkpoint_every < 0) BAD("--eval-every and --checkpoint-every must be >= 0");
-    if (c->time_limit < 0 || c->eval_every_s < 0) BAD("--time-limit and --eval-every-s must be >= 0 (0: off)");
-    if (c->target_acc < 0 || c->target_acc > 1) BAD("--target-acc must be a test accuracy in [0, 1] (got %g; 0: off)", c->target_acc);
-    if (c->threads < 1 || c->threads > 256) BAD("--threads must be in 1..256 (got %ld)", c->threads);
+    /* each numeric option's own range is checked as it is parsed (the table
+     * above); here, what one option's range cannot say */
+    if (c->epochs == 0 && c->steps <= 0) BAD("--epochs must be positive (got %ld), or give --steps", c->epochs);
     if (strcmp(c->denormals, "flush") && strcmp(c->denormals, "keep"))
         BAD("unknown --denormals '%s'; choose flush or keep", c->denormals);
     if (strcmp(c->wait, "backoff") && strcmp(c->wait, "spin"))
         BAD("unknown --wait '%s'; choose backoff or spin", c->wait);
     if (c->checkpoint_every > 0 && !*c->checkpoint) BAD("--checkpoint-every needs --checkpoint FILE");
-    if (!(c->timeout >= 0.5)) BAD("--timeout must be at least 0.5 seconds (got %g): shorter, a rank that waits for a core is taken for dead", c->timeout);
-    if (!(c->progress_every >= 0)) BAD("--progress-every must be >= 0 seconds (got %g)", c->progress_every);
-    if (c->period < 1) BAD("--period must be >= 1 (got %ld)", c->period);
-    if (!(c->fedavg_fraction > 0 && c->fedavg_fraction <= 1)) BAD("--fedavg-fraction must be in (0, 1] (got %g)", c->fedavg_fraction);
-    if (c->delta < 0) BAD("--delta must be >= 0 (got %g)", c->delta);
-    if (c->window < 1) BAD("--window must be >= 1 (got %ld)", c->window);
-    if (!(c->smoothing >= 0 && c->smoothing < 1)) BAD("--smoothing must be in [0, 1) (got %g)", c->smoothing);
     if (strcmp(c->aggregation, "parameter") && strcmp(c->aggregation, "gradient"))
         BAD("unknown --aggregation '%s'; choose parameter or gradient", c->aggregation);
-    if (c->servers < 1) BAD("--servers must be >= 1 (got %ld)", c->servers);
-    if (c->staleness < 0 || c->staleness_low < 0 || c->staleness_high < 0) BAD("staleness bounds must be >= 0");
-    if (c->fetch_every < 1 || c->push_every < 1) BAD("--fetch-every and --push-every must be >= 1");
-    if (c->warmup_steps < 0 || c->adagrad_lr < 0) BAD("--warmup-steps and --adagrad-lr must be >= 0");
-    if (c->tau < 1) BAD("--tau must be >= 1 (got %ld)", c->tau);
-    if (c->model_parallel < 1 || c->model_parallel > 1024) BAD("--model-parallel must be in 1..1024 (got %ld)", c->model_parallel);
-    if (c->alpha < 0 || c->alpha >= 1) BAD("--alpha must be in [0, 1) (got %g)", c->alpha);
-    if (c->momentum_nesterov < 0 || c->momentum_nesterov >= 1) BAD("--momentum-nesterov must be in [0, 1)");
-    if (!(c->beta > 0 && c->beta <= 1)) BAD("--beta must be in (0, 1] (got %g)", c->beta);
-    if (c->batch_total < 0) BAD("--batch-total must be >= 0 (got %ld; 0: the whole training set)", c->batch_total);
-    if (c->push_portions < 1) BAD("--push-portions must be >= 1 (got %ld)", c->push_portions);
-    if (c->lbfgs_history < 1 || c->lbfgs_history > 1000) BAD("--lbfgs-history must be in 1..1000 (got %ld)", c->lbfgs_history);
     if (strcmp(c->line_search, "wolfe") && strcmp(c->line_search, "armijo"))
         BAD("unknown --line-search '%s'; choose wolfe or armijo", c->line_search);
     if (strcmp(c->portion, "auto")) {
         long p;
         if (parse_long(c->portion, &p) != 0 || p < 1) BAD("--portion must be a positive number of samples or auto (got '%s')", c->portion);
     }
-    if (c->inject_alpha < 0 || c->inject_alpha > 1 || c->inject_beta < 0)
-        BAD("--inject-alpha must be in [0, 1] and --inject-beta >= 0");
     if (*c->metrics && *c->checkpoint && !strcmp(c->metrics, c->checkpoint))
         BAD("--metrics and --checkpoint name the same file '%s'", c->metrics);
     return 0;

@@ -55,9 +55,11 @@ void config_defaults(config_t *c, const opt_def_t *table);
 /* Parse argv[0..argc) as --name value / --name=value / --flag. On error
  * writes a one-line message to err and returns -1. */
 int config_parse(config_t *c, const opt_def_t *table, int argc, char **argv, char *err, size_t errlen);
-/* Range checks shared by every command; -1 with a message on error. */
 /* Whether a numeric option has an accepted range (every one must). */
 int config_range_known(const char *name);
+/* What no single option's range says (an option that needs another, names
+ * of choices, two outputs on one file); -1 with a message on error. Each
+ * numeric option's range is checked once, as config_parse reads it. */
 int config_validate(const config_t *c, char *err, size_t errlen);
 void config_help(FILE *f, const opt_def_t *table);
 /* "name=value\n" for every option: what ranks compare at start-up. */

@@ -118,6 +118,15 @@ void gossip_window_close(gossip_t *g)
     MPI_Win_free(&g->win);   /* frees pub too */
 }
 
+typedef struct tick_arg { const run_t *r; gossip_t *g; } tick_arg_t;
+
+/* each look at the clock during a read keeps this rank's awake clock going */
+static void tick(void *arg)
+{
+    const tick_arg_t *t = arg;
+    gossip_awake_now(t->r, t->g);
+}
+
 /* One get from rank j's window, polled for half the --timeout. -1: no
  * answer (the request and its buffer are abandoned to MPI). Half: a rank
  * stuck on a dead peer's window does not step meanwhile (under MPICH such a
@@ -129,29 +138,8 @@ static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
     watchdog(r, 1);
     int rc = -1;
     const double t_in = now_s();   /* a read is communication: the done event's comm_s counts it */
-    if (MPI_Rget(dst, (int)len, MPI_BYTE, j, 0, (int)len, MPI_BYTE, g->win, &q) == MPI_SUCCESS) {
-#ifdef DSGD_SIM
-        /* nobody dies in simulation, and each poll of a 1 MB read costs the
-         * simulator an engine round (100+ per read at 10 GbE): wait once */
-        if (MPI_Wait(&q, MPI_STATUS_IGNORE) == MPI_SUCCESS) rc = 0;
-        watchdog(r, 0);
-        r->comm->comm_s += now_s() - t_in;
-        return rc;
-#endif
-        double t0 = now_s(), last = t0;
-        comm_idle_t idle = comm_idle_start(r->comm);
-        for (;;) {
-            int done = 0;
-            if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-            if (done) { rc = 0; break; }
-            const double now = now_s();
-            gossip_awake_now(r, g);
-            if (now - last > r->cfg->timeout / 4) t0 = now;   /* this rank was frozen, not the peer: wait anew */
-            last = now;
-            if (now - t0 > r->cfg->timeout / 2) break;
-            comm_idle(&idle);
-        }
-    }
+    if (MPI_Rget(dst, (int)len, MPI_BYTE, j, 0, (int)len, MPI_BYTE, g->win, &q) == MPI_SUCCESS)
+        rc = comm_wait_bounded(r->comm, &q, r->cfg->timeout / 2, tick, &(tick_arg_t){ r, g });
     watchdog(r, 0);
     r->comm->comm_s += now_s() - t_in;
     return rc;
@@ -215,12 +203,7 @@ int gossip_drain_inbox(run_t *r, gossip_t *g, int first)
         MPI_Request q;
         MPI_CHECK(r->comm, MPI_Irecv(buf, (int)g->n, MPI_FLOAT, st.MPI_SOURCE, TAG_GOSSIP, r->comm->world, &q));
         double t0 = now_s();
-        int got = 0;
-#ifdef DSGD_SIM
-        got = MPI_Wait(&q, MPI_STATUS_IGNORE) == MPI_SUCCESS;   /* as get_bounded */
-#endif
-        comm_idle_t idle = comm_idle_start(r->comm);
-        while (!got && now_s() - t0 < r->cfg->timeout) { MPI_Test(&q, &got, MPI_STATUS_IGNORE); if (!got) comm_idle(&idle); }
+        int got = comm_wait_bounded(r->comm, &q, r->cfg->timeout, NULL, NULL) == 0;
         r->comm->comm_s += now_s() - t0;
         if (!got) {
             g->peer = xmalloc(g->bytes);   /* the old buffer stays with the dead request */

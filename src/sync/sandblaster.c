@@ -225,15 +225,9 @@ static void wait_task(run_t *r, sb_task_t *t)
     for (;;) {
         MPI_Request q;
         MPI_CHECK(r->comm, MPI_Irecv(t, (int)sizeof *t, MPI_BYTE, 0, SB_TASK, r->comm->world, &q));
-        double t0 = now_s();
-        comm_idle_t idle = comm_idle_start(r->comm);
-        for (int done = 0; !done;) {
-            MPI_CHECK(r->comm, MPI_Test(&q, &done, MPI_STATUS_IGNORE));
-            if (!done && now_s() - t0 > r->cfg->timeout)
-                die("sandblaster replica %d: the coordinator (rank 0) has not answered for %.1f s (--timeout %g); stopping",
-                    s->me, now_s() - t0, r->cfg->timeout);
-            if (!done) comm_idle(&idle);
-        }
+        if (comm_wait_bounded(r->comm, &q, r->cfg->timeout, NULL, NULL) != 0)
+            die("sandblaster replica %d: the coordinator (rank 0) has not answered for %g s (--timeout); stopping",
+                s->me, r->cfg->timeout);
         if (t->action != ACT_KEEPALIVE) return;
     }
 }

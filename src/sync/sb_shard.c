@@ -119,15 +119,7 @@ static int recv_push(shard_t *s, const MPI_Status *st, int q)
 {
     MPI_Request req;
     MPI_CHECK(s->c, MPI_Irecv(s->in, (int)push_bytes(s), MPI_BYTE, st->MPI_SOURCE, SB_PUSH, s->c->world, &req));
-    double t0 = now_s();
-    comm_idle_t idle = comm_idle_start(s->c);
-    for (;;) {
-        int done = 0;
-        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-        if (done) return 0;
-        if (now_s() - t0 > s->timeout) break;
-        comm_idle(&idle);
-    }
+    if (comm_wait_bounded(s->c, &req, s->timeout, NULL, NULL) == 0) return 0;
     s->in = xmalloc(push_bytes(s));
     if (q >= 0 && q < s->R) s->dead[q] = 1;
     return -1;
