@@ -560,6 +560,293 @@ static int preempt_due(run_t *r, const bounds_t *b)
 #endif
 }
 
+/* The step loop's bookkeeping: what it measures and when it reports. */
+typedef struct loop {
+    double t0;                   /* the run's start */
+    int own_data;                /* the paradigm's step draws its samples (Sandblaster's coordinator) */
+    long eval_every;             /* steps between evaluations (0: none by steps) */
+    long start_step, samples_per_step;
+    double train_s, compute_s;   /* stepping (all of it); computing the batch's gradient */
+    double loss_sum, seg_t;      /* since the last evaluation: training loss, time */
+    long loss_n, seg_samples;
+    int tty, beat, leading;      /* a live line; heartbeats; this rank has led */
+    double tty_last, beat_last;
+    double t_carry;              /* the last step's end, when nothing happened after it (-1: read the clock) */
+    double t_stop;               /* when the rank left the loop, if it left at a step's end */
+    int preempted;
+    diverge_watch_t dw;
+} loop_t;
+
+/* The metrics record's start (a resumed run continues the record of the
+ * run it resumes) and the run's header on stdout. */
+static void open_record(run_t *r, metrics_t *mx, double t0)
+{
+    const config_t *cfg = r->cfg;
+    comm_t *comm = r->comm;
+    const int lead = r->lead;
+    char err[512];
+    int continued = *cfg->resume ? metrics_continue(mx, lead ? cfg->metrics : NULL, t0, r->step, err, sizeof err)
+                                 : metrics_open(mx, lead ? cfg->metrics : NULL, t0, err, sizeof err);
+    if (continued < 0) die("%s", err);
+    if (lead && !cfg->quiet) {
+        config_print(stdout, cfg, config_train_opts);
+        print_header(r);
+        fflush(stdout);
+    }
+    if (*cfg->resume && lead)   /* even with --quiet: where the run starts is part of its result */
+        printf("resumed from step %ld of '%s'%s\n", r->step, cfg->resume,
+               continued > 0 ? "; the metrics continue the resumed run's record" : "");
+    if (continued > 0) {   /* a resume event, in place of the record's second config event */
+        metrics_begin(mx, "resume", now_s());
+        metrics_long(mx, "step", r->step);
+        metrics_str(mx, "checkpoint", cfg->resume);
+    } else {
+        metrics_begin(mx, "config", now_s());
+    }
+    if (mx->f) { fputs(",\"config\":{", mx->f); config_json(mx->f, cfg, config_train_opts); fputc('}', mx->f); }
+    metrics_long(mx, "nparams", (long)r->model->full_nparams);
+    metrics_long(mx, "ranks", comm->size);
+    metrics_long(mx, "workers", r->nworkers);
+    metrics_long(mx, "replicas", r->replicas);
+    metrics_long(mx, "model_parallel", r->mp_size);
+    if (r->mp_size > 1) metrics_long(mx, "nparams_per_rank", (long)r->model->nparams);   /* the lead's partition */
+    metrics_long(mx, "train_samples", r->train.n);
+    metrics_long(mx, "test_samples", r->test.n);
+    /* the idle policy's parameters on this (the lead's) host: comm_idle */
+    metrics_double(mx, "wake_us", comm->wake_s * 1e6);
+    metrics_double(mx, "poll_us", (comm->wait_spin ? 50e-6 : comm->poll_s) * 1e6);
+    metrics_long(mx, "oversubscribed", comm->oversubscribed);
+#ifdef DSGD_SIM
+    metrics_str(mx, "clock", "simulated");   /* times are simulated seconds (dsgd-plot says so) */
+#else
+    metrics_str(mx, "clock", "real");
+#endif
+    metrics_end(mx);
+}
+
+static void loop_start(loop_t *L, run_t *r, double t0)
+{
+    const config_t *cfg = r->cfg;
+    memset(L, 0, sizeof *L);
+    L->t0 = t0;
+    /* a clock schedule (--eval-every-s) replaces the per-epoch one */
+    L->eval_every = cfg->eval_every > 0 ? cfg->eval_every : cfg->eval_every_s > 0 ? 0 : r->steps_per_epoch;
+    L->own_data = r->ops->step_samples != NULL;
+    L->start_step = r->step;
+    L->samples_per_step = L->own_data ? r->ops->step_samples(r) : (long)r->it->nb * r->replicas;
+    L->beat_last = now_s();
+    L->tty = live_line(r);
+    L->beat = r->lead && !cfg->quiet && !L->tty;
+    L->leading = r->lead;
+    L->t_carry = L->t_stop = -1;
+    L->dw = (diverge_watch_t){ .since = -1 };
+}
+
+/* The next batch's loss and gradient, from ts (the step's start). */
+static void compute_gradient(run_t *r, faults_t *faults, loop_t *L, double ts)
+{
+    batch_iter_next(r->it);
+    augment_batch(&r->aug, r->it->x, r->it->nb, (uint64_t)r->cfg->seed, (uint64_t)r->replica, r->step);
+    model_forward(r->model, r->it->x, r->it->nb);
+    r->loss = model_loss(r->model, r->it->y, r->it->nb);
+    model_backward(r->model, r->it->y, r->it->nb);
+    if (faults->slowdown > 1.0) faults_delay(faults, now_s() - ts);
+    L->compute_s += now_s() - ts;   /* the batch, forward and backward (a --slowdown's delay included) */
+}
+
+/* A loss past --diverge-loss (or not finite) here or, said by another
+ * rank, at the lead: the run stops with status diverged. */
+static void watch_divergence(run_t *r, metrics_t *mx, loop_t *L, const bounds_t *bd, double te)
+{
+    const config_t *cfg = r->cfg;
+    if (!isfinite(r->loss) || r->loss > cfg->diverge_loss) {
+        char why[160];
+        snprintf(why, sizeof why, "the loss is %g (--diverge-loss %g)", (double)r->loss, cfg->diverge_loss);
+        if (r->lead || bd->lead_rank == r->comm->rank) run_diverged(r, mx, "%s", why);
+        diverge_notify(r, &L->dw, bd->lead_rank, why);
+    }
+    if (L->dw.since >= 0 && now_s() - L->dw.since > cfg->timeout + 5)
+        run_diverged_at(r, mx, L->dw.note, "%s (the lead did not stop the job within --timeout + 5 s)", L->dw.note + strlen(L->dw.note) + 1);
+    if (r->lead && r->comm->size > 1 && diverge_check_due(&L->dw.probed, te)) diverge_heard(r, mx);
+}
+
+/* An evaluation during the run: the training loss and speed since the last
+ * one, the paradigm's model's test accuracy; returns the bounds' verdict. */
+static int evaluate_during(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluator_t *ev)
+{
+    double tl = L->loss_sum / (double)L->loss_n, sps = L->seg_t > 0 ? L->seg_samples / L->seg_t : 0, at = bounds_now(bd);
+    L->beat_last = now_s();
+    if (r->ops->sync_bn) r->ops->sync_bn(r);
+    if (r->evaluates) {
+        evaluate(r, ev, 1);
+        print_progress(r, ev, tl, sps, now_s() - L->t0);
+        eval_record(r, mx, ev, tl, sps, at, L->train_s, r->step * L->samples_per_step);
+    }
+    int stop = bounds_after_eval(bd, r, ev->acc, at, L->train_s);
+    L->loss_sum = 0; L->loss_n = 0; L->seg_t = 0; L->seg_samples = 0;
+    return stop;
+}
+
+static void checkpoint_during(run_t *r, metrics_t *mx)
+{
+    ckpt_meta_t state = { .nextra = 0 };
+    if (r->evaluates && !params_finite(r->model)) run_diverged(r, mx, "the parameters hold NaN or infinite values");
+    if (r->ops->sync_bn) r->ops->sync_bn(r);
+    if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(mx, "%s", r->err);
+    if (r->evaluates && save_checkpoint(r, &state) != 0) run_abort(mx, "%s", r->err);
+}
+
+/* Everything after a step that ended at te and began at ts: the bounds,
+ * preemption, divergence, progress, evaluation and checkpoint schedules.
+ * Returns 1 when the loop stops. */
+static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluator_t *ev, double ts, double te)
+{
+    const config_t *cfg = r->cfg;
+    int eval_due, stop = bounds_after_step(bd, r, ts, &te, &eval_due);
+    if (!stop && preempt_due(r, bd)) {
+        stop = L->preempted = 1;
+        if (r->lead)
+            fprintf(stderr, "dsgd: %s: stopping after step %ld, saving what the run has%s; send it again to stop at once\n",
+                    preempt_signal == SIGINT ? "SIGINT" : "SIGTERM", r->step, *cfg->checkpoint ? " (checkpoint)" : "");
+    }
+    double dt = te - ts;
+    L->train_s += dt;
+    L->seg_t += dt;
+    L->seg_samples += L->samples_per_step;
+    L->loss_sum += r->loss;
+    L->loss_n++;
+    watch_divergence(r, mx, L, bd, te);
+    if (L->tty && now_s() - L->tty_last > 0.25) {
+        L->tty_last = now_s();
+        printf("\r\033[Kstep %ld/%ld  loss %.4f", r->step, r->total_steps, L->loss_sum / (double)L->loss_n);
+        fflush(stdout);
+    }
+    /* a run that stops here is evaluated after its final synchronization */
+    int periodic = L->eval_every > 0 && r->step % L->eval_every == 0 && r->step < r->total_steps;
+    if (r->step >= r->total_steps) eval_due = 0;   /* the final evaluation follows: one record, not two */
+    int idle_tail = 1;   /* nothing but bookkeeping after the step's end (te) */
+    if (L->beat && te - L->beat_last >= cfg->progress_every && !periodic && !eval_due) {
+        L->beat_last = te;
+        idle_tail = 0;
+        print_heartbeat(r, L->loss_sum / (double)L->loss_n, L->seg_t > 0 ? L->seg_samples / L->seg_t : 0, L->beat_last - L->t0);
+    }
+    if ((periodic || eval_due) && !stop) stop = evaluate_during(r, mx, L, bd, ev);
+    if ((periodic || eval_due) && !stop) idle_tail = 0;
+    if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && !r->server_ckpt) {
+        idle_tail = 0;
+        checkpoint_during(r, mx);
+    }
+    if (stop) {
+        /* stopped by the decision at te: that is when the rank left */
+        if (idle_tail) L->t_stop = te;
+        return 1;
+    }
+    if (idle_tail && !L->tty) L->t_carry = te;
+    return 0;
+}
+
+/* The done event: the run's outcome, its traffic and its regime. */
+static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, const evaluator_t *ev)
+{
+    const long steps = r->step - L->start_step;
+    metrics_begin(mx, "done", now_s());
+    metrics_long(mx, "steps", r->step);
+    metrics_str(mx, "status", L->preempted ? "preempted" : "ok");
+    metrics_long(mx, "samples", bounds_samples(bd, r, steps * L->samples_per_step));
+    /* the lead's traffic, its replica and data-parallel groups' included */
+    const comm_t *g[3] = { r->comm, &r->mp_comm, &r->dp_comm };
+    uint64_t bytes = 0, msgs = 0, colls = 0;
+    double comm_s = 0;
+    for (int i = 0; i < (r->mp_size > 1 ? 3 : 1); i++) {
+        bytes += g[i]->bytes_sent; msgs += g[i]->msgs_sent; colls += g[i]->collectives; comm_s += g[i]->comm_s;
+    }
+    metrics_long(mx, "bytes_sent", (long)bytes);
+    metrics_long(mx, "msgs_sent", (long)msgs);
+    metrics_long(mx, "collectives", (long)colls);
+    metrics_double(mx, "comm_s", comm_s);
+    /* the regime: computing against communicating (or waiting for it), per
+     * step of the lead; a paradigm whose step draws its own samples
+     * (Sandblaster's coordinator) computes nothing here */
+    if (!L->own_data && steps > 0) {
+        metrics_double(mx, "compute_s", L->compute_s);
+        metrics_double(mx, "compute_s_per_step", L->compute_s / (double)steps);
+        metrics_double(mx, "comm_s_per_step", comm_s / (double)steps);
+        if (comm_s > 0) metrics_double(mx, "compute_comm_ratio", L->compute_s / comm_s);
+    }
+    if (r->mp_size > 1) {   /* of which within the replica: activations and input gradients */
+        metrics_long(mx, "mp_bytes_sent", (long)r->mp_comm.bytes_sent);
+        metrics_double(mx, "mp_comm_s", r->mp_comm.comm_s);
+        if (r->model->spatial && steps > 0) {   /* an lc model's blocks: the halos, forward and backward */
+            metrics_long(mx, "halo_bytes_per_step", (long)(r->mp->halo_bytes / (uint64_t)steps));
+            metrics_double(mx, "halo_wait_share", L->train_s > 0 ? r->mp->halo_wait_s / L->train_s : 0.0);
+        }
+    }
+    metrics_double(mx, "peak_rss_mib", peak_rss_mib());   /* the lead's */
+    metrics_double(mx, "wall_s", now_s() - L->t0);
+    metrics_double(mx, "train_s", L->train_s);
+    metrics_double(mx, "test_acc", ev->acc);
+    metrics_double(mx, "test_loss", ev->loss);
+    bounds_write_done(bd, r, mx);
+    sync_stat_t st[16];
+    int nst = r->ops->stats ? r->ops->stats(r, st, 16, 0) : 0;
+    for (int i = 0; i < nst; i++) {
+        if (st[i].raw) metrics_raw(mx, st[i].key, st[i].raw);
+        else metrics_double(mx, st[i].key, st[i].value);
+    }
+    metrics_end(mx);
+}
+
+/* The lead's closing lines on stdout. */
+static void print_done(run_t *r, const loop_t *L, const bounds_t *bd, const evaluator_t *ev)
+{
+    const config_t *cfg = r->cfg;
+    const long steps = r->step - L->start_step;
+    char extra[512];
+    stats_text(r, extra, sizeof extra);
+    if (L->tty) fputs("\r\033[K", stdout);
+    printf("done: test accuracy %.4f, test loss %.4f after %ld %s (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)%s\n",
+           ev->acc, ev->loss, r->step, counts_iterations(r) ? "iterations" : "steps",
+           (double)r->step / (double)r->steps_per_epoch, now_s() - L->t0, L->train_s,
+           L->train_s > 0 ? steps * L->samples_per_step / L->train_s : 0.0, extra);
+    if (bd->why) printf("stopped early: %s\n", bd->why == BOUNDS_TIME ? "time limit reached" : "target accuracy reached");
+    if (L->preempted)
+        printf("preempted (%s) at step %ld%s%s%s; exit status %d\n", preempt_signal == SIGINT ? "SIGINT" : "SIGTERM", r->step,
+               *cfg->checkpoint ? ": resume with --resume " : "", cfg->checkpoint, *cfg->checkpoint ? "" : " (no --checkpoint: nothing to resume from)",
+               PREEMPT_EXIT);
+    if (bd->reached) printf("time to target %.4f: %.2f s training, %.2f s since start (step %ld)\n", cfg->target_acc,
+                            bd->ttt_train, bd->ttt_wall, bd->ttt_step);
+    fflush(stdout);
+}
+
+/* The loop has ended: the paradigm's state as the loop left it (a resumed
+ * run goes on from there), its final synchronization, the final evaluation
+ * and checkpoint. */
+static void finish_run(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluator_t *ev)
+{
+    const config_t *cfg = r->cfg;
+    ckpt_meta_t state = { .nextra = 0 };
+    if (*cfg->checkpoint && !r->server_ckpt && r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(mx, "%s", r->err);
+    double tf = now_s();
+    bd->stop_s = (L->t_stop >= 0 ? L->t_stop : tf) - bd->t_start;
+    if (r->ops->finish) r->ops->finish(r);
+    /* a worker that woke past its time limit learns of its eviction only now */
+    if (r->comm->evicted && !r->left) leave_evicted(r, mx, cfg);
+    if (r->ops->sync_bn) r->ops->sync_bn(r);
+    if (r->lead && !L->leading) take_lead(r, mx, cfg, L->t0);   /* the paradigm's finish found the lead dead */
+    if (r->lead && r->comm->size > 1) diverge_heard(r, mx);   /* a worker that diverged near the end */
+    L->train_s += now_s() - tf;
+    bd->sync_done_s = bounds_now(bd);
+    if (r->evaluates) {
+        double tl = L->loss_n ? L->loss_sum / (double)L->loss_n : NAN, sps = L->seg_t > 0 ? L->seg_samples / L->seg_t : 0;
+        bd->final_eval_s = bounds_now(bd);
+        evaluate(r, ev, 0);   /* after finish the local model is the final one */
+        print_progress(r, ev, tl, sps, now_s() - L->t0);
+        eval_record(r, mx, ev, tl, sps, bd->final_eval_s, L->train_s, r->step * L->samples_per_step);
+        bounds_record_eval(bd, r, ev->acc, bd->final_eval_s, L->train_s);
+    }
+    if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_abort(mx, "%s", r->err);
+}
+
 int train_main(const config_t *cfg, comm_t *comm)
 {
     const double t0 = now_s();
@@ -587,256 +874,56 @@ int train_main(const config_t *cfg, comm_t *comm)
         teardown(r);
         return 0;
     }
-    const int lead = r->lead;
-    char err[512];
     metrics_t mx;
-    /* a resumed run continues the record of the run it resumes */
-    int continued = *cfg->resume ? metrics_continue(&mx, lead ? cfg->metrics : NULL, t0, r->step, err, sizeof err)
-                                 : metrics_open(&mx, lead ? cfg->metrics : NULL, t0, err, sizeof err);
-    if (continued < 0) die("%s", err);
+    open_record(r, &mx, t0);
     fault_rec_t fault = { .mx = &mx, .r = r };
     comm->on_fault = record_fault;
     comm->fault_ctx = &fault;
-    if (lead && !cfg->quiet) {
-        config_print(stdout, cfg, config_train_opts);
-        print_header(r);
-        fflush(stdout);
-    }
-    if (*cfg->resume && lead)   /* even with --quiet: where the run starts is part of its result */
-        printf("resumed from step %ld of '%s'%s\n", r->step, cfg->resume,
-               continued > 0 ? "; the metrics continue the resumed run's record" : "");
-    if (continued > 0) {   /* a resume event, in place of the record's second config event */
-        metrics_begin(&mx, "resume", now_s());
-        metrics_long(&mx, "step", r->step);
-        metrics_str(&mx, "checkpoint", cfg->resume);
-    } else {
-        metrics_begin(&mx, "config", now_s());
-    }
-    if (mx.f) { fputs(",\"config\":{", mx.f); config_json(mx.f, cfg, config_train_opts); fputc('}', mx.f); }
-    metrics_long(&mx, "nparams", (long)r->model->full_nparams);
-    metrics_long(&mx, "ranks", comm->size);
-    metrics_long(&mx, "workers", r->nworkers);
-    metrics_long(&mx, "replicas", r->replicas);
-    metrics_long(&mx, "model_parallel", r->mp_size);
-    if (r->mp_size > 1) metrics_long(&mx, "nparams_per_rank", (long)r->model->nparams);   /* the lead's partition */
-    metrics_long(&mx, "train_samples", r->train.n);
-    metrics_long(&mx, "test_samples", r->test.n);
-    /* the idle policy's parameters on this (the lead's) host: comm_idle */
-    metrics_double(&mx, "wake_us", comm->wake_s * 1e6);
-    metrics_double(&mx, "poll_us", (comm->wait_spin ? 50e-6 : comm->poll_s) * 1e6);
-    metrics_long(&mx, "oversubscribed", comm->oversubscribed);
-#ifdef DSGD_SIM
-    metrics_str(&mx, "clock", "simulated");   /* times are simulated seconds (dsgd-plot says so) */
-#else
-    metrics_str(&mx, "clock", "real");
-#endif
-    metrics_end(&mx);
-
     evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN };
     for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
-    /* a clock schedule (--eval-every-s) replaces the per-epoch one */
-    const long eval_every = cfg->eval_every > 0 ? cfg->eval_every : cfg->eval_every_s > 0 ? 0 : r->steps_per_epoch;
-    const int own_data = r->ops->step_samples != NULL;   /* the paradigm's step draws its samples */
-    const long start_step = r->step, samples_per_step = own_data ? r->ops->step_samples(r) : (long)r->it->nb * r->replicas;
-    double train_s = 0, compute_s = 0, loss_sum = 0, seg_t = 0, tty_last = 0, beat_last = now_s();
-    long loss_n = 0, seg_samples = 0;
-    const int tty = live_line(r);
-    int beat = lead && !cfg->quiet && !tty, leading = lead;
+    loop_t L;
+    loop_start(&L, r, t0);
 
-    double t_carry = -1, t_stop = -1;
-    int preempted = 0;
-    diverge_watch_t dw = { .since = -1 };
     while (r->step < r->total_steps) {
         comm->step = r->step;
-        if (r->step == faults.fail_step && !own_data) {
+        if (r->step == faults.fail_step && !L.own_data) {
             fprintf(stderr, "dsgd: worker %d (rank %d) exits at step %ld as --fail asked\n", r->wrank, comm->rank, r->step);
             fflush(stderr);
             _exit(3);  /* abrupt: no goodbye to the peers */
         }
         /* the clock is read once per step when nothing happens between
          * steps (see bounds_after_step on why that matters in simulation) */
-        double ts = t_carry >= 0 ? t_carry : now_s();
-        t_carry = -1;
-        if (!own_data) {
-            batch_iter_next(r->it);
-            augment_batch(&r->aug, r->it->x, r->it->nb, (uint64_t)cfg->seed, (uint64_t)r->replica, r->step);
-            model_forward(r->model, r->it->x, r->it->nb);
-            r->loss = model_loss(r->model, r->it->y, r->it->nb);
-            model_backward(r->model, r->it->y, r->it->nb);
-            if (faults.slowdown > 1.0) faults_delay(&faults, now_s() - ts);
-            compute_s += now_s() - ts;   /* the batch, forward and backward (a --slowdown's delay included) */
-        }
+        double ts = L.t_carry >= 0 ? L.t_carry : now_s();
+        L.t_carry = -1;
+        if (!L.own_data) compute_gradient(r, &faults, &L, ts);
         r->lr = lr_at(&r->sched, r->step);
         if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
         r->step++;
         if (!r->lead && r->ops->lead_lost && r->ops->lead_lost(r)) {
             take_lead(r, &mx, cfg, t0);
-            beat = !cfg->quiet && !tty;
-            leading = 1;
+            L.beat = !cfg->quiet && !L.tty;
+            L.leading = 1;
         }
         double te = now_s();
         if (comm->evicted) {   /* frozen past --timeout: the servers went on without this worker */
             leave_evicted(r, &mx, cfg);
             break;
         }
-        int eval_due, stop = bounds_after_step(&bd, r, ts, &te, &eval_due);
-        if (!stop && preempt_due(r, &bd)) {
-            stop = preempted = 1;
-            if (r->lead)
-                fprintf(stderr, "dsgd: %s: stopping after step %ld, saving what the run has%s; send it again to stop at once\n",
-                        preempt_signal == SIGINT ? "SIGINT" : "SIGTERM", r->step, *cfg->checkpoint ? " (checkpoint)" : "");
-        }
-        double dt = te - ts;
-        train_s += dt;
-        seg_t += dt;
-        seg_samples += samples_per_step;
-        loss_sum += r->loss;
-        loss_n++;
-        if (!isfinite(r->loss) || r->loss > cfg->diverge_loss) {
-            char why[160];
-            snprintf(why, sizeof why, "the loss is %g (--diverge-loss %g)", (double)r->loss, cfg->diverge_loss);
-            if (r->lead || bd.lead_rank == comm->rank) run_diverged(r, &mx, "%s", why);
-            diverge_notify(r, &dw, bd.lead_rank, why);
-        }
-        if (dw.since >= 0 && now_s() - dw.since > cfg->timeout + 5)
-            run_diverged_at(r, &mx, dw.note, "%s (the lead did not stop the job within --timeout + 5 s)", dw.note + strlen(dw.note) + 1);
-        if (r->lead && comm->size > 1 && diverge_check_due(&dw.probed, te)) diverge_heard(r, &mx);
-        if (tty && now_s() - tty_last > 0.25) {
-            tty_last = now_s();
-            printf("\r\033[Kstep %ld/%ld  loss %.4f", r->step, r->total_steps, loss_sum / (double)loss_n);
-            fflush(stdout);
-        }
-        /* a run that stops here is evaluated after its final synchronization */
-        int periodic = eval_every > 0 && r->step % eval_every == 0 && r->step < r->total_steps;
-        if (r->step >= r->total_steps) eval_due = 0;   /* the final evaluation follows: one record, not two */
-        int idle_tail = 1;   /* nothing but bookkeeping after the step's end (te) */
-        if (beat && te - beat_last >= cfg->progress_every && !periodic && !eval_due) {
-            beat_last = te;
-            idle_tail = 0;
-            print_heartbeat(r, loss_sum / (double)loss_n, seg_t > 0 ? seg_samples / seg_t : 0, beat_last - t0);
-        }
-        if ((periodic || eval_due) && !stop) {
-            double tl = loss_sum / (double)loss_n, sps = seg_t > 0 ? seg_samples / seg_t : 0, at = bounds_now(&bd);
-            beat_last = now_s();
-            if (r->ops->sync_bn) r->ops->sync_bn(r);
-            if (r->evaluates) {
-                evaluate(r, &ev, 1);
-                print_progress(r, &ev, tl, sps, now_s() - t0);
-                eval_record(r, &mx, &ev, tl, sps, at, train_s, r->step * samples_per_step);
-            }
-            stop = bounds_after_eval(&bd, r, ev.acc, at, train_s);
-            loss_sum = 0; loss_n = 0; seg_t = 0; seg_samples = 0;
-        }
-        if ((periodic || eval_due) && !stop) idle_tail = 0;
-        if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && !r->server_ckpt) {
-            idle_tail = 0;
-            ckpt_meta_t state = { .nextra = 0 };
-            if (r->evaluates && !params_finite(r->model)) run_diverged(r, &mx, "the parameters hold NaN or infinite values");
-            if (r->ops->sync_bn) r->ops->sync_bn(r);
-            if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
-            if (r->evaluates && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
-        }
-        if (stop) {
-            /* stopped by the decision at te: that is when the rank left */
-            if (idle_tail) t_stop = te;
-            break;
-        }
-        if (idle_tail && !tty) t_carry = te;
+        if (after_step(r, &mx, &L, &bd, &ev, ts, te)) break;
     }
-    /* the paradigm's state as the loop left it (a resumed run goes on from
-     * there), its final synchronization, then the final evaluation */
-    ckpt_meta_t state = { .nextra = 0 };
-    if (*cfg->checkpoint && !r->server_ckpt && r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(&mx, "%s", r->err);
-    double tf = now_s();
-    bd.stop_s = (t_stop >= 0 ? t_stop : tf) - bd.t_start;
-    if (r->ops->finish) r->ops->finish(r);
-    /* a worker that woke past its time limit learns of its eviction only now */
-    if (comm->evicted && !r->left) leave_evicted(r, &mx, cfg);
-    if (r->ops->sync_bn) r->ops->sync_bn(r);
-    if (r->lead && !leading) take_lead(r, &mx, cfg, t0);   /* the paradigm's finish found the lead dead */
-    if (r->lead && comm->size > 1) diverge_heard(r, &mx);   /* a worker that diverged near the end */
-    train_s += now_s() - tf;
-    bd.sync_done_s = bounds_now(&bd);
-    if (r->evaluates) {
-        double tl = loss_n ? loss_sum / (double)loss_n : NAN, sps = seg_t > 0 ? seg_samples / seg_t : 0;
-        bd.final_eval_s = bounds_now(&bd);
-        evaluate(r, &ev, 0);   /* after finish the local model is the final one */
-        print_progress(r, &ev, tl, sps, now_s() - t0);
-        eval_record(r, &mx, &ev, tl, sps, bd.final_eval_s, train_s, r->step * samples_per_step);
-        bounds_record_eval(&bd, r, ev.acc, bd.final_eval_s, train_s);
-    }
-    if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_abort(&mx, "%s", r->err);
-    dump_state_for_tests(r);
 
-    const long steps = r->step - start_step;
-    bounds_gather(&bd, r, steps, steps * (own_data ? samples_per_step : (long)r->it->nb), train_s);
+    finish_run(r, &mx, &L, &bd, &ev);
+    dump_state_for_tests(r);
+    const long steps = r->step - L.start_step;
+    bounds_gather(&bd, r, steps, steps * (L.own_data ? L.samples_per_step : (long)r->it->nb), L.train_s);
     comm->on_fault = NULL;   /* from here on a fault is not the run's: it has ended */
-    metrics_begin(&mx, "done", now_s());
-    metrics_long(&mx, "steps", r->step);
-    metrics_str(&mx, "status", preempted ? "preempted" : "ok");
-    metrics_long(&mx, "samples", bounds_samples(&bd, r, steps * samples_per_step));
-    /* the lead's traffic, its replica and data-parallel groups' included */
-    const comm_t *g[3] = { comm, &r->mp_comm, &r->dp_comm };
-    uint64_t bytes = 0, msgs = 0, colls = 0;
-    double comm_s = 0;
-    for (int i = 0; i < (r->mp_size > 1 ? 3 : 1); i++) {
-        bytes += g[i]->bytes_sent; msgs += g[i]->msgs_sent; colls += g[i]->collectives; comm_s += g[i]->comm_s;
-    }
-    metrics_long(&mx, "bytes_sent", (long)bytes);
-    metrics_long(&mx, "msgs_sent", (long)msgs);
-    metrics_long(&mx, "collectives", (long)colls);
-    metrics_double(&mx, "comm_s", comm_s);
-    /* the regime: computing against communicating (or waiting for it), per
-     * step of the lead; a paradigm whose step draws its own samples
-     * (Sandblaster's coordinator) computes nothing here */
-    if (!own_data && steps > 0) {
-        metrics_double(&mx, "compute_s", compute_s);
-        metrics_double(&mx, "compute_s_per_step", compute_s / (double)steps);
-        metrics_double(&mx, "comm_s_per_step", comm_s / (double)steps);
-        if (comm_s > 0) metrics_double(&mx, "compute_comm_ratio", compute_s / comm_s);
-    }
-    if (r->mp_size > 1) {   /* of which within the replica: activations and input gradients */
-        metrics_long(&mx, "mp_bytes_sent", (long)r->mp_comm.bytes_sent);
-        metrics_double(&mx, "mp_comm_s", r->mp_comm.comm_s);
-        if (r->model->spatial && steps > 0) {   /* an lc model's blocks: the halos, forward and backward */
-            metrics_long(&mx, "halo_bytes_per_step", (long)(r->mp->halo_bytes / (uint64_t)steps));
-            metrics_double(&mx, "halo_wait_share", train_s > 0 ? r->mp->halo_wait_s / train_s : 0.0);
-        }
-    }
-    metrics_double(&mx, "peak_rss_mib", peak_rss_mib());   /* the lead's */
-    metrics_double(&mx, "wall_s", now_s() - t0);
-    metrics_double(&mx, "train_s", train_s);
-    metrics_double(&mx, "test_acc", ev.acc);
-    metrics_double(&mx, "test_loss", ev.loss);
-    bounds_write_done(&bd, r, &mx);
-    sync_stat_t st[16];
-    int nst = r->ops->stats ? r->ops->stats(r, st, 16, 0) : 0;
-    for (int i = 0; i < nst; i++) {
-        if (st[i].raw) metrics_raw(&mx, st[i].key, st[i].raw);
-        else metrics_double(&mx, st[i].key, st[i].value);
-    }
-    metrics_end(&mx);
+    record_done(r, &mx, &L, &bd, &ev);
     if (metrics_close(&mx, 1) != 0) die("cannot write metrics file '%s': %s", cfg->metrics, strerror(errno));
-    if (r->lead) {
-        char extra[512];
-        stats_text(r, extra, sizeof extra);
-        if (tty) fputs("\r\033[K", stdout);
-        printf("done: test accuracy %.4f, test loss %.4f after %ld %s (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)%s\n",
-               ev.acc, ev.loss, r->step, counts_iterations(r) ? "iterations" : "steps",
-               (double)r->step / (double)r->steps_per_epoch, now_s() - t0, train_s,
-               train_s > 0 ? steps * samples_per_step / train_s : 0.0, extra);
-        if (bd.why) printf("stopped early: %s\n", bd.why == BOUNDS_TIME ? "time limit reached" : "target accuracy reached");
-        if (preempted)
-            printf("preempted (%s) at step %ld%s%s%s; exit status %d\n", preempt_signal == SIGINT ? "SIGINT" : "SIGTERM", r->step,
-                   *cfg->checkpoint ? ": resume with --resume " : "", cfg->checkpoint, *cfg->checkpoint ? "" : " (no --checkpoint: nothing to resume from)",
-                   PREEMPT_EXIT);
-        if (bd.reached) printf("time to target %.4f: %.2f s training, %.2f s since start (step %ld)\n", cfg->target_acc,
-                               bd.ttt_train, bd.ttt_wall, bd.ttt_step);
-        fflush(stdout);
-    }
+    if (r->lead) print_done(r, &L, &bd, &ev);
     bounds_free(&bd);
     free(ev.labels);
     free(ev.x);
+    const int preempted = L.preempted;
     teardown(r);
     return preempted ? PREEMPT_EXIT : 0;
 }
