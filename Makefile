@@ -49,7 +49,8 @@ CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-para
 LDFLAGS += $(SANFLAGS)
 LDLIBS := -lopenblas -lcjson -lz -lm
 
-SRC := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
+SRC := $(filter-out src/cli/main.c,$(wildcard src/*/*.c src/*/*/*.c))
+HDR := $(wildcard src/*/*.h src/*/*/*.h)
 OBJ := $(SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -74,7 +75,7 @@ ifneq ($(filter check-deps,$(MAKECMDGOALS)),)
 endif
 endif
 
-$(BUILD)/%.o: %.c $(wildcard src/*/*.h)
+$(BUILD)/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -131,7 +132,7 @@ FUZZ_NAMES := idx cifar checkpoint options
 FUZZ_OBJ := $(SRC:%.c=build-fuzz/%.o)
 FUZZ_BIN := $(FUZZ_NAMES:%=build-fuzz/fuzz_%)
 
-build-fuzz/src/%.o: src/%.c $(wildcard src/*/*.h)
+build-fuzz/src/%.o: src/%.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 

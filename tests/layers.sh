@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 # From the bottom.
 ORDER=(util nn optim data comm ps run sync train cli)
 
-# Upward includes allowed, "FILE HEADER" (HEADER as written after ../):
+# Upward includes allowed, "FILE HEADER" (HEADER as a path under src/):
 # none today. One added here must also be explained in docs/design.md.
 ALLOW=()
 
@@ -31,6 +31,7 @@ rank_of() {   # the layer's index in ORDER, or -1
 
 declare -A seen=()
 for dir in src/*/; do
+    dir=${dir%/}
     layer=$(basename "$dir")
     lr=$(rank_of "$layer")
     if [ "$lr" -lt 0 ]; then
@@ -38,18 +39,18 @@ for dir in src/*/; do
         continue
     fi
     down=0 allowed=0 up=0
-    for f in "$dir"*.c "$dir"*.h; do
-        [ -e "$f" ] || continue
-        f=${f#./}
-        # every quoted include naming a folder: "../X/h.h" (or "X/h.h")
-        while IFS=: read -r line path; do
-            path=${path#../}
-            case $path in */*) ;; *) continue ;; esac   # same folder
+    # every source of the layer, its family folders (src/sync/ps, ...) included
+    while IFS= read -r f; do
+        # every quoted include, resolved against the including file's folder:
+        # "../X/h.h" from src/L/ or "../../X/h.h" from src/L/F/ name layer X
+        while IFS=: read -r line inc; do
+            path=$(realpath -m --relative-to=src "$(dirname "$f")/$inc")
+            case $path in ../*) bad "$f:$line" "includes $inc, which is outside src/"; continue ;; esac
             target=${path%%/*}
             [ "$target" = "$layer" ] && continue
             tr=$(rank_of "$target")
             if [ "$tr" -lt 0 ]; then
-                bad "$f:$line" "includes $path from '$target', which is not a layer of src/"
+                bad "$f:$line" "includes $inc from '$target', which is not a layer of src/"
             elif [ "$tr" -lt "$lr" ]; then
                 down=$((down + 1))
             else
@@ -61,12 +62,12 @@ for dir in src/*/; do
                     seen[$entry]=1
                 else
                     up=$((up + 1))
-                    bad "$f:$line" "includes $path: $layer is below $target (arrows point down; docs/design.md, \"Arrows\")"
+                    bad "$f:$line" "includes $inc: $layer is below $target (arrows point down; docs/design.md, \"Arrows\")"
                 fi
             fi
         done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' "$f" |
                  sed -E 's/^([0-9]+):[^"]*"([^"]*)".*/\1:\2/')
-    done
+    done < <(find "$dir" -name '*.[ch]' | sort)
     if [ $up = 0 ]; then
         note=""
         [ $allowed -gt 0 ] && note=" ($allowed known exception(s))"

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "../util/util.h"
-#include "ps_sync.h"
+#include "ps/ps_sync.h"
 
 typedef struct easgd_sync {
     ps_sync_t ps;            /* async: the shards and client; must stay first */
@@ -48,18 +48,12 @@ static int easgd_init(run_t *r)
 {
     const config_t *cfg = r->cfg;
     easgd_t *e = xcalloc(1, sizeof *e);
-    /* ps_sync_init allocates its own state; keep ours around it */
-    if (!is_sync(r)) {
-        if (ps_sync_init(r, GATE_ASP, 0) != 0) { free(e); return -1; }
-        ps_sync_t *ps = r->sync_state;
-        e->ps = *ps;
-        free(ps);
+    r->sync_state = e;
+    if (!is_sync(r)) {   /* the shards and the client, in e->ps */
+        if (ps_sync_setup(r, &e->ps, GATE_ASP, 0) != 0) return -1;
         e->ps.pcfg.opt = (optim_cfg_t){ .kind = OPT_SGD };   /* x̃ += d: plain addition */
         e->ps.pcfg.fixed_lr = 0;
-        if (e->ps.client) e->ps.client->cfg = &e->ps.pcfg;
-        if (e->ps.pcfg.snap_ctx) e->ps.pcfg.snap_ctx = &e->ps;   /* the checkpoint writer's state moved */
     }
-    r->sync_state = e;
     e->sync_mode = is_sync(r);
     e->alpha = cfg->alpha > 0 ? (float)cfg->alpha : 0.9f / (float)r->nworkers;
     const size_t n = r->model->nparams;
@@ -133,12 +127,7 @@ static void easgd_destroy(run_t *r)
     sync_rows_free(&e->rows);
     free(e->center);
     free(e->diff);
-    ps_client_free(e->ps.client);
-    free(e->ps.eval);
-    optim_free(e->ps.restore_opt);
-    free(e->ps.restore_clock);
-    free(e->ps.restore_step);
-    free(e->ps.clk64);
+    ps_sync_release(&e->ps);
     free(e);
     r->sync_state = NULL;
 }

@@ -22,13 +22,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/util.h"
+#include "../../util/util.h"
 #include "ps_sync.h"
+
+typedef struct downpour {
+    ps_sync_t ps;            /* the shards and client; must stay first */
+    float *local_acc;        /* gradients accumulated since the last push */
+    float *acc_sent;         /* the accumulator of the push in flight (sent without a copy) */
+    long since_push;
+} downpour_t;
 
 static int downpour_init(run_t *r)
 {
-    if (ps_sync_init(r, GATE_ASP, r->cfg->warmup_steps) != 0) return -1;
-    ps_sync_t *s = r->sync_state;
+    downpour_t *s = xcalloc(1, sizeof *s);
+    r->sync_state = s;
+    if (ps_sync_setup(r, &s->ps, GATE_ASP, r->cfg->warmup_steps) != 0) return -1;
     if (r->is_worker) {
         s->local_acc = xalloc_floats(r->model->nparams);
         s->acc_sent = xalloc_floats(r->model->nparams);
@@ -38,14 +46,14 @@ static int downpour_init(run_t *r)
 
 static int downpour_step(run_t *r)
 {
-    ps_sync_t *s = r->sync_state;
+    downpour_t *s = r->sync_state;
     model_t *m = r->model;
     const size_t n = m->nparams;
     if (r->step == 0 && r->replica != 0 && r->cfg->warmup_steps > 0) {
         /* warm start: this step only fetches worker 0's parameters, which
          * the shards hand out once it has trained --warmup-steps alone */
-        ps_pull_start(s->client, 0, m->params);
-        ps_pull_wait(s->client, m->params);
+        ps_pull_start(s->ps.client, 0, m->params);
+        ps_pull_wait(s->ps.client, m->params);
         return 0;
     }
     for (size_t i = 0; i < n; i++) s->local_acc[i] += m->grads[i];
@@ -53,24 +61,35 @@ static int downpour_step(run_t *r)
     if (++s->since_push >= r->cfg->push_every) {
         /* the push goes from local_acc as it is; accumulate into the other
          * buffer, whose own push the start of this one has completed */
-        ps_push_start(s->client, s->local_acc, r->lr, r->step + 1);
+        ps_push_start(s->ps.client, s->local_acc, r->lr, r->step + 1);
         float *sent = s->local_acc;
         s->local_acc = s->acc_sent;
         s->acc_sent = sent;
         memset(s->local_acc, 0, n * sizeof(float));
         s->since_push = 0;
     }
-    if (s->client->pull_active) ps_pull_wait(s->client, m->params);
+    if (s->ps.client->pull_active) ps_pull_wait(s->ps.client, m->params);
     /* the next forward and backward read params while this fetch is in flight: it lands in the client's buffer */
-    if ((r->step + 1) % r->cfg->fetch_every == 0) ps_pull_start(s->client, 0, NULL);
+    if ((r->step + 1) % r->cfg->fetch_every == 0) ps_pull_start(s->ps.client, 0, NULL);
     return 0;
 }
 
 static void downpour_finish(run_t *r)
 {
-    ps_sync_t *s = r->sync_state;
-    if (s->since_push > 0) ps_push_start(s->client, s->local_acc, r->lr, r->step);
+    downpour_t *s = r->sync_state;
+    if (s->since_push > 0) ps_push_start(s->ps.client, s->local_acc, r->lr, r->step);
     ps_sync_finish(r);
+}
+
+static void downpour_destroy(run_t *r)
+{
+    downpour_t *s = r->sync_state;
+    if (!s) return;
+    ps_sync_release(&s->ps);
+    free(s->local_acc);
+    free(s->acc_sent);
+    free(s);
+    r->sync_state = NULL;
 }
 
 const sync_ops_t sync_downpour = {
@@ -81,7 +100,7 @@ const sync_ops_t sync_downpour = {
     .step = downpour_step,
     .serve = ps_sync_serve,
     .finish = downpour_finish,
-    .destroy = ps_sync_destroy,
+    .destroy = downpour_destroy,
     .stats = ps_sync_stats,
     .eval_params = ps_sync_eval_params,
     .resume = ps_sync_resume,

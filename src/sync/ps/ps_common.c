@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/util.h"
+#include "../../util/util.h"
 #include "ps_sync.h"
 
 int ps_sync_layout(run_t *r)
@@ -81,9 +81,14 @@ static void ps_sync_write(void *ctx, const ps_snapshot_t *snap)
 
 int ps_sync_init(run_t *r, ps_gate_kind_t gate, long warmup_steps)
 {
-    const config_t *cfg = r->cfg;
     ps_sync_t *s = xcalloc(1, sizeof *s);
     r->sync_state = s;
+    return ps_sync_setup(r, s, gate, warmup_steps);
+}
+
+int ps_sync_setup(run_t *r, ps_sync_t *s, ps_gate_kind_t gate, long warmup_steps)
+{
+    const config_t *cfg = r->cfg;
     ps_config_t *pc = &s->pcfg;
     pc->servers = (int)cfg->servers;
     pc->workers = r->nworkers;
@@ -254,16 +259,19 @@ void ps_sync_destroy(run_t *r)
 {
     ps_sync_t *s = r->sync_state;
     if (!s) return;
+    ps_sync_release(s);
+    free(s);
+    r->sync_state = NULL;
+}
+
+void ps_sync_release(ps_sync_t *s)
+{
     ps_client_free(s->client);
     optim_free(s->restore_opt);
     free(s->restore_clock);
     free(s->restore_step);
     free(s->clk64);
-    free(s->local_acc);
-    free(s->acc_sent);
     free(s->eval);
-    free(s);
-    r->sync_state = NULL;
 }
 
 sync_stop_mode_t ps_sync_stop_mode(const run_t *r) { return STOP_OWN_CLOCK; }

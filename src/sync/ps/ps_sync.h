@@ -3,16 +3,13 @@
 #ifndef DSGD_PS_SYNC_H
 #define DSGD_PS_SYNC_H
 
-#include "../ps/ps.h"
-#include "sync.h"
+#include "../../ps/ps.h"
+#include "../sync.h"
 
 typedef struct ps_sync {
     ps_config_t pcfg;
     ps_client_t *client;     /* workers */
     float *eval;             /* (nparams) the lead's copy of the global model */
-    float *local_acc;        /* downpour: gradients accumulated since the last push */
-    float *acc_sent;         /* downpour: the accumulator of the push in flight (sent without a copy) */
-    long since_push;
     char hist_json[PS_HIST * 24];  /* the staleness histogram, for the done event */
     /* Checkpoints from the shards, and resume (ps_common.c). */
     run_t *run;
@@ -25,10 +22,15 @@ typedef struct ps_sync {
 
 int   ps_sync_layout(run_t *r);
 int   ps_sync_init(run_t *r, ps_gate_kind_t gate, long warmup_steps);
+/* The same for a paradigm that extends this state (its struct begins with
+ * a ps_sync_t, r->sync_state points at it): sets up s in place. */
+int   ps_sync_setup(run_t *r, ps_sync_t *s, ps_gate_kind_t gate, long warmup_steps);
 int   ps_sync_serve(run_t *r);
 float *ps_sync_eval_params(run_t *r);
 void  ps_sync_finish(run_t *r);
 void  ps_sync_destroy(run_t *r);
+/* What ps_sync_setup allocated, freed (not s itself). */
+void  ps_sync_release(ps_sync_t *s);
 /* Take the servers' state back from a checkpoint (every rank; servers:
  * model, optimizer state, clocks; workers: their clock and step). */
 int   ps_sync_resume(run_t *r, const ckpt_t *ck);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/util.h"
+#include "../../util/util.h"
 #include "sb.h"
 
 long sb_step_samples(run_t *r)

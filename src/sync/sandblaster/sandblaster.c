@@ -26,8 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../run/faults.h"
-#include "../util/util.h"
+#include "../../run/faults.h"
+#include "../../util/util.h"
 #include "sb_coord.h"
 
 typedef struct sb {

@@ -12,9 +12,9 @@
 
 #include <stdint.h>
 
-#include "../optim/lbfgs.h"
-#include "../ps/ps.h"
-#include "sync.h"
+#include "../../optim/lbfgs.h"
+#include "../../ps/ps.h"
+#include "../sync.h"
 
 #define SB_MAX_PUSH 64       /* portions in one push (--push-portions) */
 

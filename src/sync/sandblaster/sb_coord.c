@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/util.h"
+#include "../../util/util.h"
 #include "sb_coord.h"
 
 enum { PENDING, ISSUED, KEPT };

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/util.h"
+#include "../../util/util.h"
 #include "sb.h"
 
 typedef struct shard {
