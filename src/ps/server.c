@@ -1,10 +1,12 @@
 /* One parameter-server shard: the receive loop, the server-side optimizer,
- * per-worker clocks, the consistency gate (ASP / SSP / DSSP), staleness
- * bookkeeping and eviction of silent workers. */
+ * per-worker clocks, Downpour's warm start, staleness bookkeeping and
+ * eviction of silent workers. The consistency gate the paradigm chose
+ * (ASP / SSP / DSSP) is in gate.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/util.h"
+#include "gate.h"
 #include "ps.h"
 
 typedef struct worker_state {
@@ -17,9 +19,6 @@ typedef struct worker_state {
     int has_held;
     int64_t step;            /* its step count (warm start) */
     double last_seen;
-    double A_prev, A_last;   /* DSSP: its last two push times */
-    int64_t r;               /* DSSP: extra iterations still granted */
-    int granted;             /* DSSP: its next pull is answered regardless of s_L */
     int parked;              /* a pull is waiting for the gate */
     int alive, done;
     int returned;            /* evicted, then said it is done: it gets the final message */
@@ -42,6 +41,7 @@ typedef struct shard {
     int nwb;
     optim_t *opt;            /* state of the slice */
     worker_state_t *ws;      /* (workers) */
+    ps_gate_t gate;
     unsigned char *in;       /* receive buffer: header + n floats */
     /* Replies go out with MPI_Isend, one slot per worker and kind (pull or
      * evaluation): a blocking send to a worker that died after asking would
@@ -298,36 +298,16 @@ static void send_params(shard_t *s, int p, int tag, int64_t stamp)
     s->c->msgs_sent++;
 }
 
-/* DSSP's synchronization controller: how many more iterations r* in
- * [0, rmax] the fastest worker may run so that it stops closest to the
- * slowest worker's next push (docs/algorithms.md §6, J = 1). */
-static int64_t dssp_controller(const shard_t *s, int fast, int slow, int64_t rmax)
-{
-    const worker_state_t *F = &s->ws[fast], *L = &s->ws[slow];
-    if (F->A_prev <= 0 || L->A_prev <= 0) return 0;   /* fewer than two timestamps: SSP(s_L) */
-    double If = F->A_last - F->A_prev, Is = L->A_last - L->A_prev;
-    double Ts = L->A_last + Is, best = 1e300;
-    int64_t arg = 0;
-    for (int64_t k = 0; k <= rmax; k++) {
-        double d = F->A_last + (double)k * If - Ts;
-        if (d < 0) d = -d;
-        if (d < best) { best = d; arg = k; }
-    }
-    return arg;
-}
-
-/* May worker p's pull be answered now? */
+/* May worker p's pull be answered now? Downpour's warm start (--warmup-steps
+ * K) holds every other replica's first pull until worker 0 has trained K
+ * steps alone; then the gate decides. */
 static int gate_open(shard_t *s, int p)
 {
-    worker_state_t *w = &s->ws[p];
     if (s->cfg->warmup_steps > 0 && p >= s->cfg->replica_size && s->ws[0].alive && !s->ws[0].done &&
         s->ws[0].step < s->cfg->warmup_steps)
         return 0;
-    if (s->cfg->gate == GATE_ASP) return 1;
     int slow;
-    int64_t m = min_clock(s, &slow);
-    if (w->t - m <= s->cfg->staleness) return 1;
-    return s->cfg->gate == GATE_DSSP && w->granted;
+    return ps_gate_open(&s->gate, p, s->ws[p].t, min_clock(s, &slow));
 }
 
 static void apply_in_order(shard_t *s);
@@ -340,7 +320,7 @@ static void answer_parked(shard_t *s)
         if (!w->parked || !gate_open(s, p)) continue;
         int slow;
         w->parked = 0;
-        w->granted = 0;
+        ps_gate_answered(&s->gate, p);
         w->last_seen = now_s();   /* its silence starts now, not when it asked */
         send_params(s, p, PS_PARAMS, min_clock(s, &slow));
     }
@@ -379,31 +359,9 @@ static void on_push(shard_t *s, int p, const ps_hdr_t *h, float *g)
         int64_t c = s->sum_step / ((int64_t)s->cfg->snap_every * s->cfg->workers);
         if (c > s->snap_index) { s->snap_index = c; snap_take(s, c); }
     }
-    double now = now_s();
-    w->A_prev = w->A_last;
-    w->A_last = now;
-    if (s->cfg->gate == GATE_DSSP) {
-        int slow, fast = fastest(s);
-        int64_t m = min_clock(s, &slow);
-        if (w->r > 0) {
-            w->r--;
-            w->granted = 1;
-        } else if (w->t - m <= s->cfg->staleness) {
-            w->granted = 1;
-        } else if (p == fast) {
-            /* At distance d = t[p] − t[slow] > s_L, r* granted iterations end
-             * at distance d + r* − 1, so r* ≤ s_U − d + 1 keeps every
-             * staleness ≤ s_U. On the first grant (d = s_L + 1) that is the
-             * paper's r_max = s_U − s_L; capping it also on later grants is
-             * what stops a worker that is always fastest from being granted
-             * again and again past s_U. */
-            int64_t d = w->t - m, room = s->cfg->staleness_high - d + 1;
-            int64_t rmax = s->cfg->staleness_high - s->cfg->staleness;
-            if (room < rmax) rmax = room;
-            int64_t rstar = rmax > 0 ? dssp_controller(s, fast, slow, rmax) : 0;
-            if (rstar > 0) { w->r = rstar - 1; w->granted = 1; }   /* "− 1": this push is the first */
-        }
-    }
+    int slow, fast = fastest(s);
+    int64_t m = min_clock(s, &slow);
+    ps_gate_pushed(&s->gate, p, now_s(), w->t, m, slow, fast);
 }
 
 /* Staleness 0: apply the held pushes whose turn has come. Round r holds
@@ -530,6 +488,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     s->opt = optim_create(&cfg->opt, s->n);
     s->opt->base = s->lo;   /* its nodecay spans are in whole-vector keys */
     s->ws = xcalloc((size_t)cfg->workers, sizeof(worker_state_t));
+    ps_gate_init(&s->gate, cfg);
     s->nparams = nparams;
     double t0 = now_s();
     for (int p = 0; p < cfg->workers; p++) {
@@ -681,6 +640,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     free(s->ev_req);
     for (int p = 0; p < cfg->workers; p++) free(s->ws[p].held);
     free(s->in); free(s->out_req); free(s->out_from); free(s->wb); free(s->ws);
+    ps_gate_free(&s->gate);
     optim_free(s->opt);
     return 0;
 }

@@ -1,5 +1,5 @@
 /* --sync asp | ssp | dssp | bsp-ps: SGD through the parameter server under
- * one consistency gate (docs/algorithms.md §4–§6; the gate is in ps/server.c).
+ * one consistency gate (docs/algorithms.md §4–§6; the gates are in ps/gate.c).
  *
  * Worker, every step:  g = ∇ at the parameters of the last pull (stamped m)
  *                      push g to every shard (clock c → c + 1)
