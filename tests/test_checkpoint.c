@@ -397,6 +397,34 @@ static void test_nonfinite(void)
     model_free(m); optim_free(o); model_free(rn); optim_free(ro);
 }
 
+/* A paradigm's sync_state: its keys in any order, each once, nothing else,
+ * plain integers; the writer's text is what the paradigms wrote before the
+ * helper existed (old checkpoints keep loading). */
+static void test_sync_state_text(void)
+{
+    static const char *const keys[] = { "steps", "syncs", "workers", "window" };
+    char out[256];
+    long v[4];
+    CHECK(ckpt_state_write(out, sizeof out, 4, keys, (long[]){ 300, 12, 4, 25 }) == 0, "write");
+    CHECK(!strcmp(out, "steps=300,syncs=12,workers=4,window=25"), "written as '%s'", out);
+    CHECK(ckpt_state_read(out, 4, keys, v) == 0 && v[0] == 300 && v[1] == 12 && v[2] == 4 && v[3] == 25, "read back");
+    CHECK(ckpt_state_read("window=25,workers=4,syncs=12,steps=300", 4, keys, v) == 0 && v[0] == 300 && v[3] == 25,
+          "another order");
+    CHECK(ckpt_state_read("steps=-1,syncs=0,workers=1,window=1", 4, keys, v) == 0 && v[0] == -1,
+          "a negative value is read (the paradigm judges its range)");
+    static const char *const bad[] = {
+        "", ",", "steps=300,syncs=12,workers=4", "steps=300,syncs=12,workers=4,window=25,extra=1",
+        "steps=300,syncs=12,workers=4,steps=25", "steps=300,syncs=12,workers=4,window=", "steps=300,syncs=12,workers=4,window",
+        "steps=300,syncs=12,workers=4,window=2.5", "steps=300,syncs=12,workers=4,window= 25", "steps=300,,syncs=12,workers=4,window=25",
+        "steps=300,syncs=12,workers=4,window=25,", ",steps=300,syncs=12,workers=4,window=25", "steps=300,syncs=12,workers=4,window=1e3",
+        "steps=300,syncs=12,workers=4,window=99999999999999999999", "Steps=300,syncs=12,workers=4,window=25",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(ckpt_state_read(bad[i], 4, keys, v) != 0, "'%s' accepted", bad[i]);
+    char small[16];
+    CHECK(ckpt_state_write(small, sizeof small, 4, keys, (long[]){ 300, 12, 4, 25 }) != 0, "a text too long for the field is refused");
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -411,6 +439,7 @@ int main(int argc, char **argv)
     RUN(test_f64_sync_tensors);
     RUN(test_nonfinite);
     RUN(test_metrics_takeover);
+    RUN(test_sync_state_text);
     unlink(path);
     rmdir(dir);
     return TEST_END("test_checkpoint");

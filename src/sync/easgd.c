@@ -16,6 +16,7 @@
  *     x_i −= α (x_i − x̃);   x̃ = (1 − β) x̃ + β x̄   (β = Nα), then the local step.
  *
  * The model evaluated and saved is the center variable x̃. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,9 @@ typedef struct easgd_sync {
     float *diff;             /* (n) d = α (x − x̃) */
     sync_rows_t rows;        /* sync: every worker's state, gathered for a checkpoint */
 } easgd_t;
+
+/* the checkpoint's sync_state */
+static const char *const STATE_KEYS[] = { "workers" };
 
 static int is_sync(const run_t *r) { return !strcmp(r->cfg->easgd_mode, "sync"); }
 
@@ -146,7 +150,7 @@ static int easgd_ckpt_state(run_t *r, ckpt_meta_t *meta)
     if (r->model->nstate) sync_rows_add(r, &e->rows, "sync.worker_state", r->model->state, r->model->nstate);
     sync_rows_meta(r, &e->rows, meta);
     meta->params = e->center;
-    snprintf(meta->sync_state, sizeof meta->sync_state, "workers=%d", r->nworkers);
+    ckpt_state_write(meta->sync_state, sizeof meta->sync_state, 1, STATE_KEYS, (long[]){ r->nworkers });
     return 0;
 }
 
@@ -164,12 +168,12 @@ static int easgd_resume(run_t *r, const ckpt_t *ck)
     }
     const ckpt_meta_t *m = &ck->meta;
     if (strcmp(m->sync, "easgd") || !ckpt_rows(ck, "sync.worker_params")) return 0;
-    int workers, end = 0;
-    if (sscanf(m->sync_state, "workers=%d%n", &workers, &end) != 1 || m->sync_state[end] || workers < 1) {
+    long workers;
+    if (ckpt_state_read(m->sync_state, 1, STATE_KEYS, &workers) != 0 || workers < 1 || workers > INT_MAX) {
         snprintf(r->err, sizeof r->err, "checkpoint's EASGD state '%.64s' is malformed", m->sync_state);
         return -1;
     }
-    if (sync_same_workers(r, workers, "the EASGD local models") != 0) return -1;
+    if (sync_same_workers(r, (int)workers, "the EASGD local models") != 0) return -1;
     float *v[3];
     const char *names[3];
     int nv = sync_worker_vectors(r, v, names);

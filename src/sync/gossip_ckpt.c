@@ -15,6 +15,8 @@
  * stalled its own pushes in flight and with them the peer it waited for),
  * and a dead one's row is the others' mean. Their optimizer state stays local (a momentum
  * buffer restarts at zero on resume). */
+static const char *const STATE_KEYS[] = { "workers" };   /* the checkpoint's sync_state */
+
 int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
 {
     gossip_t *g = r->sync_state;
@@ -36,7 +38,7 @@ int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
             meta->params = g->saved_avg;
             meta->state = g->saved_avg + g->np;
         }
-        snprintf(meta->sync_state, sizeof meta->sync_state, "workers=%d", N);
+        ckpt_state_write(meta->sync_state, sizeof meta->sync_state, 1, STATE_KEYS, (long[]){ N });
         return 0;
     }
     if (!r->lead) return 0;
@@ -79,7 +81,7 @@ int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
     meta->extra = &g->tensor;
     meta->nextra = 1;
     if (r->step < r->total_steps) { meta->params = g->saved_avg; meta->state = g->saved_avg + g->np; }
-    snprintf(meta->sync_state, sizeof meta->sync_state, "workers=%d", N);
+    ckpt_state_write(meta->sync_state, sizeof meta->sync_state, 1, STATE_KEYS, (long[]){ N });
     return 0;
 }
 
@@ -94,13 +96,13 @@ int gossip_resume(run_t *r, const ckpt_t *ck)
     /* the final checkpoint of a rank that took over from a lead dead before
      * the end holds the final average only: every replica starts from it */
     if (!*m->sync_state && ckpt_rows(ck, "sync.worker_params") == 0) return 0;
-    int workers, end = 0;
-    if (sscanf(m->sync_state, "workers=%d%n", &workers, &end) != 1 || m->sync_state[end] || workers < 2) {
+    long workers;
+    if (ckpt_state_read(m->sync_state, 1, STATE_KEYS, &workers) != 0 || workers < 2) {
         snprintf(r->err, sizeof r->err, "checkpoint's gossip state '%.64s' is malformed", m->sync_state);
         return -1;
     }
     if (workers != r->comm->size) {
-        snprintf(r->err, sizeof r->err, "checkpoint holds the replicas of %d gossip ranks, not %d; resume with %d ranks",
+        snprintf(r->err, sizeof r->err, "checkpoint holds the replicas of %ld gossip ranks, not %d; resume with %ld ranks",
                  workers, r->comm->size, workers);
         return -1;
     }

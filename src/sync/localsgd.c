@@ -11,12 +11,13 @@
  * unsampled ones' work is discarded by giving them weight 0), which is
  * equivalent to FedAvg where only the sampled clients train from the global
  * model. Momentum/Adagrad state stays local and is never averaged. */
+#include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include <stdlib.h>
-
 #include "../util/util.h"
+#include "rules.h"
 #include "sync.h"
 
 typedef struct localsgd {
@@ -28,6 +29,8 @@ typedef struct localsgd {
     float *saved;          /* lead, at a checkpoint: (vectors, nworkers, nparams) every worker's state */
     ckpt_tensor_t tensors[4];
 } localsgd_t;
+
+static const char *const STATE_KEYS[] = { "rounds", "workers" };   /* the checkpoint's sync_state */
 
 static int localsgd_init(run_t *r)
 {
@@ -44,26 +47,36 @@ static int localsgd_init(run_t *r)
     return sync_bcast_params(r);
 }
 
+void fedavg_sample(uint64_t seed, long round, int N, double fraction, int *chosen)
+{
+    int m = (int)ceil(fraction * N - 1e-9);
+    if (m < 1) m = 1;
+    memset(chosen, 0, sizeof(int) * (size_t)N);
+    if (m == N) {
+        for (int k = 0; k < N; k++) chosen[k] = 1;
+    } else {
+        rng_t g;
+        rng_seed(&g, seed, 0xfeda0000ULL + (uint64_t)round);
+        for (int got = 0; got < m;) {
+            int k = (int)rng_below(&g, (uint32_t)N);
+            if (!chosen[k]) { chosen[k] = 1; got++; }
+        }
+    }
+}
+
+float fedavg_weight(const double *n_k, const int *chosen, int N, int k)
+{
+    double sum = 0;
+    for (int j = 0; j < N; j++) if (chosen[j]) sum += n_k[j];
+    return chosen[k] ? (float)(n_k[k] / sum) : 0.0f;
+}
+
 /* This round's weight for this rank. */
 static float round_weight(run_t *r, localsgd_t *s)
 {
     if (!s->fedavg) return 1.0f / (float)r->nworkers;
-    int N = r->nworkers, m = (int)ceil(r->cfg->fedavg_fraction * N - 1e-9);
-    if (m < 1) m = 1;
-    memset(s->chosen, 0, sizeof(int) * (size_t)N);
-    if (m == N) {
-        for (int k = 0; k < N; k++) s->chosen[k] = 1;
-    } else {
-        rng_t g;
-        rng_seed(&g, (uint64_t)r->cfg->seed, 0xfeda0000ULL + (uint64_t)s->rounds);
-        for (int got = 0; got < m;) {
-            int k = (int)rng_below(&g, (uint32_t)N);
-            if (!s->chosen[k]) { s->chosen[k] = 1; got++; }
-        }
-    }
-    double sum = 0;
-    for (int k = 0; k < N; k++) if (s->chosen[k]) sum += s->n_k[k];
-    return s->chosen[r->wrank] ? (float)(s->n_k[r->wrank] / sum) : 0.0f;
+    fedavg_sample((uint64_t)r->cfg->seed, s->rounds, r->nworkers, r->cfg->fedavg_fraction, s->chosen);
+    return fedavg_weight(s->n_k, s->chosen, r->nworkers, r->wrank);
 }
 
 static void localsgd_average(run_t *r)
@@ -122,7 +135,7 @@ static int localsgd_ckpt_state(run_t *r, ckpt_meta_t *meta)
     for (int i = 0; i < nv; i++) s->tensors[i] = (ckpt_tensor_t){ .name = names[i], .data = s->saved + at[i], .rows = (long)N, .cols = (long)len[i] };
     meta->extra = s->tensors;
     meta->nextra = nv;
-    snprintf(meta->sync_state, sizeof meta->sync_state, "rounds=%ld,workers=%d", s->rounds, r->nworkers);
+    ckpt_state_write(meta->sync_state, sizeof meta->sync_state, 2, STATE_KEYS, (long[]){ s->rounds, r->nworkers });
     return 0;
 }
 
@@ -133,12 +146,13 @@ static int localsgd_resume(run_t *r, const ckpt_t *ck)
     localsgd_t *s = r->sync_state;
     const ckpt_meta_t *m = &ck->meta;
     if (strcmp(m->sync, "localsgd") && strcmp(m->sync, "fedavg")) return 0;
-    long rounds;
-    int workers, end = 0;
-    if (sscanf(m->sync_state, "rounds=%ld,workers=%d%n", &rounds, &workers, &end) != 2 || m->sync_state[end] || rounds < 0) {
+    long kv[2];   /* rounds, workers */
+    if (ckpt_state_read(m->sync_state, 2, STATE_KEYS, kv) != 0 || kv[0] < 0 || kv[1] < 1 || kv[1] > INT_MAX) {
         snprintf(r->err, sizeof r->err, "checkpoint's local-SGD state '%.64s' is malformed", m->sync_state);
         return -1;
     }
+    const long rounds = kv[0];
+    const int workers = (int)kv[1];
     if (sync_same_workers(r, workers, "the local models") != 0) return -1;
     float *v[4];
     const char *names[4];

@@ -14,12 +14,13 @@
  * EWMA_W is the normalized sliding-window mean over the last W values with
  * weight (1−a)^j for the j-th newest (j = 1..W), a = --smoothing.
  * δ = 0 synchronizes every step; with gradient aggregation that is BSP. */
+#include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include <stdlib.h>
-
 #include "../util/util.h"
+#include "rules.h"
 #include "sync.h"
 
 typedef struct window {
@@ -38,19 +39,23 @@ typedef struct selsync {
     sync_rows_t rows;
 } selsync_t;
 
+static const char *const STATE_KEYS[] = { "steps", "syncs", "workers", "window" };   /* the checkpoint's sync_state */
+
 static void window_push(window_t *w, long W, double x) { w->v[w->count++ % W] = x; }
 
-static double window_ewma(const window_t *w, long W, double a)
+double selsync_ewma(const double *v, long count, long W, double a)
 {
-    long have = w->count < W ? w->count : W;
+    long have = count < W ? count : W;
     double num = 0, den = 0, weight = 1;
     for (long j = 1; j <= have; j++) {      /* j-th newest */
         weight *= 1.0 - a;
-        num += weight * w->v[(w->count - j) % W];
+        num += weight * v[(count - j) % W];
         den += weight;
     }
     return den > 0 ? num / den : 0;
 }
+
+static double window_ewma(const window_t *w, long W, double a) { return selsync_ewma(w->v, w->count, W, a); }
 
 static int selsync_init(run_t *r)
 {
@@ -141,8 +146,7 @@ static int selsync_ckpt_state(run_t *r, ckpt_meta_t *meta)
     s->mine[2 * W + 1] = s->last_sm;
     sync_rows_add64(r, &s->rows, "sync.worker_ewma", s->mine, 2 * W + 2);
     sync_rows_meta(r, &s->rows, meta);
-    snprintf(meta->sync_state, sizeof meta->sync_state, "steps=%ld,syncs=%ld,workers=%d,window=%ld", s->steps, s->syncs,
-             r->nworkers, s->W);
+    ckpt_state_write(meta->sync_state, sizeof meta->sync_state, 4, STATE_KEYS, (long[]){ s->steps, s->syncs, r->nworkers, s->W });
     return 0;
 }
 
@@ -153,14 +157,14 @@ static int selsync_resume(run_t *r, const ckpt_t *ck)
     selsync_t *s = r->sync_state;
     const ckpt_meta_t *m = &ck->meta;
     if (strcmp(m->sync, "selsync")) return 0;
-    long steps, syncs, W;
-    int workers, end = 0;
-    if (sscanf(m->sync_state, "steps=%ld,syncs=%ld,workers=%d,window=%ld%n", &steps, &syncs, &workers, &W, &end) != 4 ||
-        m->sync_state[end] || steps < 0 || steps > m->step || syncs < 0 || syncs > steps || workers < 1 || W < 1) {
+    long kv[4];   /* steps, syncs, workers, window */
+    if (ckpt_state_read(m->sync_state, 4, STATE_KEYS, kv) != 0 || kv[0] < 0 || kv[0] > m->step || kv[1] < 0 || kv[1] > kv[0] ||
+        kv[2] < 1 || kv[2] > INT_MAX || kv[3] < 1) {
         snprintf(r->err, sizeof r->err, "checkpoint's selsync state '%.64s' is malformed or out of range", m->sync_state);
         return -1;
     }
-    if (sync_same_workers(r, workers, "the selsync state") != 0) return -1;
+    const long steps = kv[0], syncs = kv[1], W = kv[3];
+    if (sync_same_workers(r, (int)kv[2], "the selsync state") != 0) return -1;
     if (W != s->W) {
         snprintf(r->err, sizeof r->err, "checkpoint's selsync windows hold W = %ld values, not --window %ld; resume with --window %ld",
                  W, s->W, W);

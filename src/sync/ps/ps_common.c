@@ -31,6 +31,10 @@ int ps_sync_layout(run_t *r)
     return 0;
 }
 
+
+/* the shards' checkpoint's sync_state */
+static const char *const STATE_KEYS[] = { "workers", "updates" };
+
 static int server_opt(const config_t *cfg, optim_cfg_t *o, char *err, size_t len)
 {
     *o = (optim_cfg_t){ .momentum = (float)cfg->momentum, .weight_decay = (float)cfg->weight_decay,
@@ -68,7 +72,7 @@ static void ps_sync_write(void *ctx, const ps_snapshot_t *snap)
     ckpt_meta_t meta = { .step = (long)(sum / W), .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
                          .w = r->model->in_w, .classes = r->model->classes, .extra = &clk, .nextra = 1,
                          .params = snap->params };
-    snprintf(meta.sync_state, sizeof meta.sync_state, "workers=%d,updates=%lld", W, (long long)snap->updates);
+    ckpt_state_write(meta.sync_state, sizeof meta.sync_state, 2, STATE_KEYS, (long[]){ W, (long)snap->updates });
     snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
     snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
     snprintf(meta.optimizer, sizeof meta.optimizer, "%s", optim_kind_name(s->pcfg.opt.kind));
@@ -143,10 +147,8 @@ int ps_sync_resume(run_t *r, const ckpt_t *ck)
     for (int p = 0; p < W; p++) s->restore_step[p] = m->step;
     const long rows = ckpt_rows(ck, "sync.ps_clocks");
     if (rows > 0) {
-        int workers, end = 0;
-        long long updates;
-        if (sscanf(m->sync_state, "workers=%d,updates=%lld%n", &workers, &updates, &end) != 2 || m->sync_state[end] ||
-            workers < 1 || workers != rows || updates < 0) {
+        long kv[2];   /* workers, updates */
+        if (ckpt_state_read(m->sync_state, 2, STATE_KEYS, kv) != 0 || kv[0] < 1 || kv[0] != rows || kv[1] < 0) {
             snprintf(r->err, sizeof r->err, "checkpoint's parameter-server state '%.64s' is malformed or does not match its %ld clocks",
                      m->sync_state, rows);
             return -1;

@@ -92,6 +92,9 @@ typedef struct local {
     ckpt_tensor_t tensors[4];
 } local_t;
 
+/* the L-BFGS state's sync_state: the history's bookkeeping and counters */
+static const char *const LBFGS_KEYS[] = { "history", "head", "count", "have_g", "g_batch", "evals", "ls_failures", "resets" };
+
 static double l_dot(void *c, int a, int b)
 {
     local_t *l = c;
@@ -207,24 +210,22 @@ void sb_lbfgs_save(const lbfgs_t *lb, double *scalars, const float *g, const flo
     scalars[m] = lb->gamma;
     scalars[m + 1] = lb->f;
     scalars[m + 2] = lb->t;
-    snprintf(meta->sync_state, sizeof meta->sync_state,
-             "history=%d,head=%d,count=%d,have_g=%d,g_batch=%ld,evals=%ld,ls_failures=%ld,resets=%ld", m, lb->head,
-             lb->count, lb->have_g, lb->g_batch, lb->evals, lb->ls_failures, lb->resets);
+    ckpt_state_write(meta->sync_state, sizeof meta->sync_state, 8, LBFGS_KEYS,
+                     (long[]){ m, lb->head, lb->count, lb->have_g, lb->g_batch, lb->evals, lb->ls_failures, lb->resets });
 }
 
 int sb_lbfgs_load(lbfgs_t *lb, const ckpt_t *ck, double *scalars, char *err, size_t len)
 {
     const ckpt_meta_t *md = &ck->meta;
     if (!sb_lbfgs_in(ck)) return 0;
-    long g_batch, evals, lsf, resets;
-    int m, head, count, have_g, end = 0;
-    if (sscanf(md->sync_state, "history=%d,head=%d,count=%d,have_g=%d,g_batch=%ld,evals=%ld,ls_failures=%ld,resets=%ld%n",
-               &m, &head, &count, &have_g, &g_batch, &evals, &lsf, &resets, &end) != 8 || md->sync_state[end] ||
-        m < 1 || head < 0 || head >= m || count < 0 || count > m || have_g < 0 || have_g > 1 || g_batch < 0 ||
-        g_batch > md->step || evals < 0 || lsf < 0 || resets < 0) {
+    long v[8];
+    if (ckpt_state_read(md->sync_state, 8, LBFGS_KEYS, v) != 0 || v[0] < 1 || v[0] > 1000 || v[1] < 0 || v[1] >= v[0] ||
+        v[2] < 0 || v[2] > v[0] || v[3] < 0 || v[3] > 1 || v[4] < 0 || v[4] > md->step || v[5] < 0 || v[6] < 0 || v[7] < 0) {
         snprintf(err, len, "checkpoint's L-BFGS state '%.100s' is malformed or out of range", md->sync_state);
         return -1;
     }
+    const int m = (int)v[0], head = (int)v[1], count = (int)v[2], have_g = (int)v[3];
+    const long g_batch = v[4], evals = v[5], lsf = v[6], resets = v[7];
     if (m != lb->m) {
         snprintf(err, len, "checkpoint holds %d L-BFGS curvature pairs, not --lbfgs-history %d; resume with --lbfgs-history %d",
                  m, lb->m, m);

@@ -10,8 +10,6 @@
 #include "../../util/util.h"
 #include "sb_coord.h"
 
-enum { PENDING, ISSUED, KEPT };
-
 static void send_task(sb_coord_t *co, int q, int action, int verdict, int portion, int flags)
 {
     sb_task_t t = { action, verdict, portion, flags, co->pass, co->batch, co->c->peer_lost, 0 };
@@ -58,9 +56,7 @@ static int near_end(const sb_coord_t *co, int q)
     return others >= (double)co->npending;
 }
 
-/* Lowest pending portion, else (backup tasks) the outstanding portion with
- * a single copy that was issued first; -1 if none. */
-static int pick(sb_coord_t *co, int *dup)
+int sb_coord_pick(sb_coord_t *co, int *dup)
 {
     *dup = 0;
     for (int p = co->next; p < co->P; p++)
@@ -77,7 +73,7 @@ static int pick(sb_coord_t *co, int *dup)
 static void assign(sb_coord_t *co, int q, int verdict)
 {
     sb_rep_t *rp = &co->rep[q];
-    int dup = 0, p = co->open ? pick(co, &dup) : -1;
+    int dup = 0, p = co->open ? sb_coord_pick(co, &dup) : -1;
     if (p >= 0) {
         if (dup) co->dup_issued++;
         else { co->npending--; co->issued++; co->issued_at[p] = now_s(); }

@@ -15,6 +15,8 @@ typedef struct sb_rep {
     double dur;              /* moving average of its time per portion (0: unknown) */
 } sb_rep_t;
 
+enum { PENDING, ISSUED, KEPT };   /* a portion's state in a pass */
+
 typedef struct sb_coord {
     comm_t *c;
     int S, R, P, first_replica, no_backup;
@@ -49,5 +51,9 @@ void sb_coord_replies(sb_coord_t *co, int op, int a, int b, const char *what);
 double sb_coord_pass(sb_coord_t *co, long batch);
 /* End of run: stop every replica, then the shards. */
 void sb_coord_stop(sb_coord_t *co);
+/* The next portion to hand out: the lowest pending one (from co->next on),
+ * else, with backup tasks, the outstanding portion with a single copy that
+ * was issued first (*dup = 1); -1 if none. Reads only the portion table. */
+int sb_coord_pick(sb_coord_t *co, int *dup);
 
 #endif
