@@ -54,6 +54,8 @@ HDR := $(wildcard src/*/*.h src/*/*/*.h)
 OBJ := $(SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# tests that run under mpirun (a suite launches them): tests/mpi_*.c
+TEST_BIN += $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 

@@ -47,8 +47,11 @@ static void rows_add(run_t *r, sync_rows_t *sr, const char *name, const void *v,
     const size_t N = (size_t)r->nworkers, size = f64 ? sizeof(double) : sizeof(float);
     const int i = sr->nt++;
     if (r->lead && !sr->buf[i]) sr->buf[i] = xmalloc(N * n * size);
-    MPI_CHECK(r->comm, MPI_Gather(v, (int)n, f64 ? MPI_DOUBLE : MPI_FLOAT, r->lead ? sr->buf[i] : NULL, (int)n,
-                                  f64 ? MPI_DOUBLE : MPI_FLOAT, 0, r->comm->world));
+    /* bounded by --timeout: a dead worker is named, not waited for */
+    MPI_Request req;
+    MPI_CHECK(r->comm, MPI_Igather(v, (int)n, f64 ? MPI_DOUBLE : MPI_FLOAT, r->lead ? sr->buf[i] : NULL, (int)n,
+                                   f64 ? MPI_DOUBLE : MPI_FLOAT, 0, r->comm->world, &req));
+    comm_waitall(r->comm, 1, &req, "the checkpoint's gather of every worker's state");
     sr->t[i] = (ckpt_tensor_t){ .name = name, .rows = (long)N, .cols = (long)n };
     if (f64) sr->t[i].data64 = sr->buf[i];
     else sr->t[i].data = sr->buf[i];

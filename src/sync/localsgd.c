@@ -26,8 +26,7 @@ typedef struct localsgd {
     double total_n;        /* Σ n_k over all workers */
     double *n_k;           /* (nworkers) sample counts */
     int *chosen;           /* (nworkers) this round's sample */
-    float *saved;          /* lead, at a checkpoint: (vectors, nworkers, nparams) every worker's state */
-    ckpt_tensor_t tensors[4];
+    sync_rows_t rows;      /* every worker's state, gathered for a checkpoint */
 } localsgd_t;
 
 static const char *const STATE_KEYS[] = { "rounds", "workers" };   /* the checkpoint's sync_state */
@@ -118,23 +117,13 @@ static int state_vectors(run_t *r, float **v, const char **names, size_t *len)
 static int localsgd_ckpt_state(run_t *r, ckpt_meta_t *meta)
 {
     localsgd_t *s = r->sync_state;
-    const size_t np = r->model->nparams, N = (size_t)r->nworkers;
-    if (np > (size_t)INT32_MAX) { snprintf(r->err, sizeof r->err, "a model of %zu parameters is too large to checkpoint per worker", np); return -1; }
     float *v[4];
     const char *names[4];
-    size_t len[4], at[4], total = 0;
+    size_t len[4];
     int nv = state_vectors(r, v, names, len);
-    for (int i = 0; i < nv; i++) { at[i] = total; total += N * len[i]; }
-    if (r->lead && !s->saved) s->saved = xalloc_floats(total);
-    MPI_Request req[4];
-    for (int i = 0; i < nv; i++)
-        MPI_CHECK(r->comm, MPI_Igather(v[i], (int)len[i], MPI_FLOAT, r->lead ? s->saved + at[i] : NULL, (int)len[i],
-                                       MPI_FLOAT, 0, r->comm->world, &req[i]));
-    comm_waitall(r->comm, nv, req, "the checkpoint's gather of the workers' state");
+    for (int i = 0; i < nv; i++) sync_rows_add(r, &s->rows, names[i], v[i], len[i]);
+    sync_rows_meta(r, &s->rows, meta);
     if (!r->lead) return 0;
-    for (int i = 0; i < nv; i++) s->tensors[i] = (ckpt_tensor_t){ .name = names[i], .data = s->saved + at[i], .rows = (long)N, .cols = (long)len[i] };
-    meta->extra = s->tensors;
-    meta->nextra = nv;
     ckpt_state_write(meta->sync_state, sizeof meta->sync_state, 2, STATE_KEYS, (long[]){ s->rounds, r->nworkers });
     return 0;
 }
@@ -152,18 +141,13 @@ static int localsgd_resume(run_t *r, const ckpt_t *ck)
         return -1;
     }
     const long rounds = kv[0];
-    const int workers = (int)kv[1];
-    if (sync_same_workers(r, workers, "the local models") != 0) return -1;
+    if (sync_same_workers(r, (int)kv[1], "the local models") != 0) return -1;
     float *v[4];
     const char *names[4];
     size_t len[4];
     int nv = state_vectors(r, v, names, len);
     for (int i = 0; i < nv; i++)
-        if (ckpt_read_row(ck, names[i], r->wrank, v[i], len[i]) != 0) {
-            snprintf(r->err, sizeof r->err, "checkpoint has no %s for %d workers of %zu parameters (another optimizer?)",
-                     names[i], workers, r->model->nparams);
-            return -1;
-        }
+        if (sync_rows_read(r, ck, names[i], v[i], len[i]) != 0) return -1;
     s->rounds = rounds;
     return 0;
 }
@@ -171,7 +155,7 @@ static int localsgd_resume(run_t *r, const ckpt_t *ck)
 static void localsgd_destroy(run_t *r)
 {
     localsgd_t *s = r->sync_state;
-    free(s->saved);
+    sync_rows_free(&s->rows);
     free(s->n_k);
     free(s->chosen);
     free(s);
