@@ -65,6 +65,8 @@ static int gossip_init(run_t *r)
     g->mix = xalloc_floats(g->n);
     g->alive = xcalloc((size_t)N, sizeof(int));
     g->done_from = xcalloc((size_t)N, sizeof(int));
+    g->max_inbox = 2 * N;
+    g->inbox = xcalloc((size_t)g->max_inbox, sizeof(gossip_inbox_t));
     g->seen_step = xcalloc((size_t)N, sizeof(int64_t));
     g->seen_time = xcalloc((size_t)N, sizeof(double));
     g->mixed_step = xcalloc((size_t)N, sizeof(int64_t));
@@ -110,14 +112,16 @@ static void step_pull(run_t *r, gossip_t *g)
 
 static void step_push(run_t *r, gossip_t *g)
 {
-    /* a free send slot; a send pending past the timeout means a dead receiver */
+    /* a free send slot; a send pending past twice the timeout means a dead
+     * receiver (twice: a live receiver may itself spend up to --timeout on a
+     * frozen or dead sender's half-received message before it drains ours) */
     int slot = -1;
     for (int k = 0; k < NSEND && slot < 0; k++) {
         int done = 1;
         if (g->sreq[k] != MPI_REQUEST_NULL) MPI_Test(&g->sreq[k], &done, MPI_STATUS_IGNORE);
         if (done) slot = k;
-        else if (now_s() - g->stime[k] > r->cfg->timeout) {
-            gossip_mark_dead(r, g, g->sdest[k], "it took no message", r->cfg->timeout);
+        else if (gossip_awake_now(r, g) - g->stime[k] > 2 * r->cfg->timeout) {
+            gossip_mark_dead(r, g, g->sdest[k], "it took no message", 2 * r->cfg->timeout);
             g->sbuf[k] = xmalloc(g->n * sizeof(float));   /* abandon the buffer to MPI */
             g->sreq[k] = MPI_REQUEST_NULL;
             slot = k;
@@ -128,7 +132,7 @@ static void step_push(run_t *r, gossip_t *g)
         memcpy(g->sbuf[slot], r->model->params, g->n * sizeof(float));
         MPI_CHECK(r->comm, MPI_Isend(g->sbuf[slot], (int)g->n, MPI_FLOAT, j, TAG_GOSSIP, r->comm->world, &g->sreq[slot]));
         g->sdest[slot] = j;
-        g->stime[slot] = now_s();
+        g->stime[slot] = gossip_awake_now(r, g);
         r->comm->bytes_sent += g->n * sizeof(float);
         r->comm->msgs_sent++;
     }
@@ -192,11 +196,16 @@ static void gossip_destroy(run_t *r)
     free(g->saved_avg);
     /* MPI_Win_free is collective: with a dead peer it would wait forever */
     if (!r->comm->peer_lost) {
-        for (int k = 0; k < NSEND; k++) MPI_Wait(&g->sreq[k], MPI_STATUS_IGNORE);
-        for (int k = 0; k < NSEND; k++) free(g->sbuf[k]);
+        /* a push to a peer that finished before it arrived is never taken:
+         * given up after --timeout, its buffer left to MPI */
+        for (int k = 0; k < NSEND; k++)
+            if (comm_wait_bounded(r->comm, &g->sreq[k], r->cfg->timeout, NULL, NULL) == 0) free(g->sbuf[k]);
         gossip_window_close(g);
     }
     free(g->seq_a); free(g->seq_b); free(g->used);
+    if (!r->comm->peer_lost)
+        for (int k = 0; k < g->max_inbox; k++) free(g->inbox[k].buf);
+    free(g->inbox);
     free(g->peer); free(g->mix); free(g->alive); free(g->done_from); free(g->seen_step); free(g->seen_time); free(g->mixed_step); free(g->avg);
     free(g);
     r->sync_state = NULL;

@@ -20,6 +20,14 @@ typedef struct published {
 
 typedef enum gossip_mode { GOSSIP_PULL, GOSSIP_PUSH, GOSSIP_ROUND, GOSSIP_BAD = -1 } gossip_mode_t;
 
+/* push: a message whose receive is posted, not yet complete */
+typedef struct gossip_inbox {
+    MPI_Request req;
+    float *buf;              /* (n) */
+    int src;
+    double since;            /* posted, on the gossip_awake_now clock */
+} gossip_inbox_t;
+
 typedef struct gossip {
     gossip_mode_t mode;      /* --gossip */
     float beta;
@@ -29,6 +37,8 @@ typedef struct gossip {
     MPI_Win win;
     unsigned char *peer;     /* a peer's published copy */
     float *mix;              /* (n) push: Σ received; round: partner's θ' */
+    gossip_inbox_t *inbox;   /* (max_inbox) push: receives in flight, the first ninbox of them */
+    int ninbox, max_inbox;
     int *alive;              /* (ranks) */
     int *done_from;          /* (ranks) push: that rank's DONE marker has arrived */
     int64_t *seen_step;      /* (ranks) last published step read */
@@ -37,7 +47,7 @@ typedef struct gossip {
     unsigned char *sbuf[NSEND];
     MPI_Request sreq[NSEND];
     int sdest[NSEND];
-    double stime[NSEND];
+    double stime[NSEND];     /* when each push was sent, on the gossip_awake_now clock */
     published_t *seq_a, *seq_b;   /* a read's two sequence gets */
     int *used;               /* (ranks) lead: replicas in the last average */
     int64_t seq;             /* own publication count x 2 */
@@ -57,6 +67,10 @@ typedef struct gossip {
 } gossip_t;
 
 /* gossip_window.c */
+/* Push: receive every message that has arrived without waiting for any:
+ * post a receive for each, mix (sum into g->mix; first: the first one
+ * replaces it) those that are complete, declare dead a sender whose message
+ * stays incomplete for --timeout. Returns how many were mixed. */
 void gossip_test_hooks(run_t *r, gossip_t *g);
 void gossip_window_open(run_t *r, gossip_t *g);
 void gossip_window_close(gossip_t *g);

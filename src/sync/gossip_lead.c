@@ -107,8 +107,8 @@ void gossip_finish(run_t *r)
             gossip_drain_inbox(r, g, 0);
             int missing = -1;
             for (int j = 0; j < N; j++) if (j != me && g->alive[j] && !g->done_from[j]) missing = j;
-            if (missing < 0) break;
-            if (now_s() - t0 > r->cfg->timeout + 10) { gossip_mark_dead(r, g, missing, "it never finished", r->cfg->timeout + 10); t0 = now_s(); }
+            if (missing < 0 && g->ninbox == 0) break;   /* every DONE in, every message received */
+            if (missing >= 0 && now_s() - t0 > r->cfg->timeout + 10) { gossip_mark_dead(r, g, missing, "it never finished", r->cfg->timeout + 10); t0 = now_s(); }
             comm_idle(&idle);
         }
     }

@@ -181,10 +181,26 @@ void gossip_mark_dead(run_t *r, gossip_t *g, int j, const char *why, double secs
             r->comm->rank, j, why, secs, r->cfg->timeout);
 }
 
-/* Receive whatever arrived; sum into g->mix. Returns the count. A sender
- * that dies mid-message is given up after the timeout. */
+/* Push: a whole message from a peer declared dead proves it was frozen,
+ * not dead (a stopped process, a swapped-out host): it is chosen again, and
+ * its DONE is awaited at the finish. */
+static void revive(run_t *r, gossip_t *g, int j)
+{
+    if (g->alive[j]) return;
+    g->alive[j] = 1;
+    g->dead--;
+    r->comm->peer_lost = g->dead > 0;
+    g->seen_time[j] = gossip_awake_now(r, g);
+    fprintf(stderr, "dsgd: rank %d: peer rank %d was frozen, not dead (a message from it arrived); it is chosen again\n",
+            r->comm->rank, j);
+}
+
+/* (gossip.h) Never waiting here keeps a rank that a frozen or dead sender's
+ * half-sent message would hold for --timeout from looking dead to its own
+ * senders, who would then drop it in turn. */
 int gossip_drain_inbox(run_t *r, gossip_t *g, int first)
 {
+    const double t_in = now_s();
     int count = 0;
     for (;;) {
         int flag = 0;
@@ -195,26 +211,45 @@ int gossip_drain_inbox(run_t *r, gossip_t *g, int first)
             int v;
             MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, TAG_GOSSIP_DONE, r->comm->world, MPI_STATUS_IGNORE);
             g->done_from[st.MPI_SOURCE] = 1;   /* may come while this rank still trains */
+            revive(r, g, st.MPI_SOURCE);
             continue;
         }
+        if (g->ninbox == g->max_inbox) break;   /* enough in flight: the rest next step */
         MPI_CHECK(r->comm, MPI_Iprobe(MPI_ANY_SOURCE, TAG_GOSSIP, r->comm->world, &flag, &st));
-        if (!flag) return count;
-        float *buf = (float *)g->peer;   /* large enough for n floats */
-        MPI_Request q;
-        MPI_CHECK(r->comm, MPI_Irecv(buf, (int)g->n, MPI_FLOAT, st.MPI_SOURCE, TAG_GOSSIP, r->comm->world, &q));
-        double t0 = now_s();
-        int got = comm_wait_bounded(r->comm, &q, r->cfg->timeout, NULL, NULL) == 0;
-        r->comm->comm_s += now_s() - t0;
-        if (!got) {
-            g->peer = xmalloc(g->bytes);   /* the old buffer stays with the dead request */
-            gossip_mark_dead(r, g, st.MPI_SOURCE, "it stopped in the middle of a message", r->cfg->timeout);
-            continue;
-        }
-        if (first && count == 0) memcpy(g->mix, buf, g->n * sizeof(float));
-        else for (size_t i = 0; i < g->n; i++) g->mix[i] += buf[i];
-        count++;
-        first = 1;
+        if (!flag) break;
+        /* the receive matches the probed message (the earliest of its sender's) */
+        gossip_inbox_t *in = &g->inbox[g->ninbox++];
+        if (!in->buf) in->buf = xalloc_floats(g->n);
+        in->src = st.MPI_SOURCE;
+        in->since = gossip_awake_now(r, g);
+        MPI_CHECK(r->comm, MPI_Irecv(in->buf, (int)g->n, MPI_FLOAT, in->src, TAG_GOSSIP, r->comm->world, &in->req));
+#ifdef DSGD_SIM
+        MPI_Wait(&in->req, MPI_STATUS_IGNORE);   /* nobody dies in simulation: one event, not a poll per step */
+#endif
     }
+    /* mix what has come in whole; a message still incomplete after --timeout
+     * (of this rank's awake time) is a dead sender's */
+    for (int k = 0; k < g->ninbox;) {
+        gossip_inbox_t *in = &g->inbox[k];
+        int done = 0;
+        if (MPI_Test(&in->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 0;
+        if (!done && gossip_awake_now(r, g) - in->since <= r->cfg->timeout) { k++; continue; }
+        if (done) {
+            revive(r, g, in->src);
+            if (first && count == 0) memcpy(g->mix, in->buf, g->n * sizeof(float));
+            else for (size_t i = 0; i < g->n; i++) g->mix[i] += in->buf[i];
+            count++;
+            first = 1;
+        } else {
+            in->buf = NULL;   /* the buffer stays with the dead request */
+            gossip_mark_dead(r, g, in->src, "it stopped in the middle of a message", r->cfg->timeout);
+        }
+        gossip_inbox_t t = *in;   /* out of the list; its buffer is kept for the next message */
+        *in = g->inbox[--g->ninbox];
+        g->inbox[g->ninbox] = t;
+    }
+    r->comm->comm_s += now_s() - t_in;
+    return count;
 }
 
 /* A peer declared dead that was only frozen (a stopped process, a swapped-out
