@@ -8,12 +8,8 @@
 # refused with one line.
 # Usage: tests/bounds.sh BUILD_DIR   (prints "bounds: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-bounds-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-. "$HERE/lib.sh"
+. "$(dirname "$0")/lib.sh"
+suite_begin bounds "$@"
 
 LIMIT=1
 C=(--data synthetic:2048 --model mlp:32 --batch 32 --epochs 100000 --lr 0.05 --test-subset 256 --quiet)

@@ -4,16 +4,8 @@
 # by plain Python, and one-line errors on bad input with no files left behind.
 # Usage: tests/cli.sh BUILD_DIR   (prints "cli: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-WORK=$(mktemp -d /tmp/dsgd-cli-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
-
-
-
-# ge A B: A >= B as numbers
-ge() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a+0 >= b+0)}'; }
+suite_begin cli "$@"
 
 # expect_error NAME NEEDLE CMD...: non-zero exit, exactly one stderr line
 # naming the problem, and no file created in $WORK/out.

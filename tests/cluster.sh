@@ -8,14 +8,12 @@
 # namespaces cannot be created.
 # Usage: tests/cluster.sh BUILD_DIR   (prints "cluster: N passed, M failed")
 set -u
-BUILD=${1:-build}
-HERE=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/lib.sh"
+suite_begin cluster "$@"
 DSGD=$(cd "$BUILD" && pwd)/dsgd
 CL="$HERE/../scripts/dsgd-cluster"
-WORK=$(mktemp -d /tmp/dsgd-cluster-XXXXXX)
 CN=dt$$
 export DSGD_CLUSTER_NAME=$CN
-. "$HERE/lib.sh"
 # whatever happens, the cluster and its processes go
 trap '"$CL" down > /dev/null 2>&1; rm -rf "$WORK"' EXIT
 if ! why=$("$CL" check 2>&1); then
@@ -79,7 +77,6 @@ secs_until() {
     awk -v a="$t0" -v b="$now" 'BEGIN{printf "%.1f\n", b - a}'
 }
 within() { awk -v s="$1" -v l="$2" 'BEGIN{exit !(s != "never" && s + 0 <= l + 0)}'; }
-ge() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a != "None" && a + 0 >= b + 0)}'; }
 # hydra_lost TAG ACTION: under MPICH, a killed host takes its Hydra proxy
 # with it, and mpiexec ends the whole job (-disable-auto-cleanup keeps the
 # other ranks of a dead rank running, not those of a dead proxy): no rank

@@ -3,19 +3,15 @@
 # convergence of the center variable, and a dead peer.
 # Usage: tests/decentral.sh BUILD_DIR   (prints "decentral: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-dec-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
+suite_begin decentral "$@"
 C=(train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet)
 
 # round gossip on 2 ranks with beta 0.5 is a parameter average every step
 "${MPIRUN[@]}" -np 2 "$DSGD" "${C[@]}" --sync localsgd --period 1 --checkpoint "$WORK/avg.st" > /dev/null
 "${MPIRUN[@]}" -np 2 "$DSGD" "${C[@]}" --sync gossip --gossip round --beta 0.5 --checkpoint "$WORK/round.st" > /dev/null
 d=$(python3 "$HERE/ckpt_diff.py" "$WORK/avg.st" "$WORK/round.st" 2>&1)
-if awk -v d="$d" 'BEGIN{exit !(d != "" && d+0 <= 1e-6)}'; then ok "gossip round, 2 ranks, beta 0.5 equals averaging every step (max |diff| $d)"
+if le "$d" 1e-6; then ok "gossip round, 2 ranks, beta 0.5 equals averaging every step (max |diff| $d)"
 else bad "gossip round vs averaging" "max |diff| $d"; fi
 # pull gossip with the default mlp on Fashion-MNIST: a 940 KB window, not a
 # whole number of pages. MPICH 4.0 served reads of such shared windows from
@@ -25,7 +21,7 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
     "${MPIRUN[@]}" -np 2 "$DSGD" train --data fashion-mnist --train-subset 4000 --test-subset 1000 --model mlp --batch 32 \
         --lr 0.05 --steps 60 --sync gossip --gossip pull --timeout 10 --quiet --metrics "$WORK/fm.jsonl" > "$WORK/fm.out" 2>&1
     acc=$(json_field "$WORK/fm.jsonl" done test_acc 2>/dev/null)
-    if awk -v a="$acc" 'BEGIN{exit !(a >= 0.5)}'; then ok "pull gossip with a 940 KB window trains on Fashion-MNIST (test_acc $acc)"
+    if ge "$acc" 0.5; then ok "pull gossip with a 940 KB window trains on Fashion-MNIST (test_acc $acc)"
     else bad "pull gossip with a 940 KB window" "test_acc $acc: $(tail -2 "$WORK/fm.out")"; fi
 else
     bad "pull gossip on Fashion-MNIST" "dataset-fashion-mnist is not installed (scripts/install-deps)"
@@ -55,7 +51,7 @@ for s in "easgd --tau 4" "easgd --tau 4 --momentum-nesterov 0.9 --momentum 0" "e
     "${MPIRUN[@]}" -np $n "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 400 --quiet \
         --sync $s --metrics "$WORK/t.jsonl" > "$WORK/t.out" 2>&1
     acc=$(json_field "$WORK/t.jsonl" done test_acc 2>/dev/null)
-    if awk -v a="$acc" 'BEGIN{exit !(a >= 0.9)}'; then ok "--sync $s trains on $n ranks (test_acc $acc)"
+    if ge "$acc" 0.9; then ok "--sync $s trains on $n ranks (test_acc $acc)"
     else bad "--sync $s" "test_acc $acc: $(tail -2 "$WORK/t.out")"; fi
 done
 
@@ -81,7 +77,7 @@ for s in "gossip --gossip pull --model mlp:256,256 --steps 4000 --timeout 1:4" "
         if [[ "$rcs" =~ ^[01]\ [01]\ 3\ [01]\ $ ]] && [ "$stuck" = "$ones" ]; then
             ok "gossip under MPICH: a peer dies at step 50, the survivors drop it or stop with one line, none hangs (exit codes $rcs)"
         else bad "gossip with a dead peer (MPICH)" "exit codes [$rcs]: $(grep dsgd "$WORK/f.err" | head -3)"; fi
-    elif [ "$rcs" = "$want" ] && awk -v a="$acc" 'BEGIN{exit !(a >= 0.9)}' && grep -q "dead\|evicting" "$WORK/f.err"; then
+    elif [ "$rcs" = "$want" ] && ge "$acc" 0.9 && grep -q "dead\|evicting" "$WORK/f.err"; then
         ok "${args%% *}: a peer dies at step 50, the rest finish (exit codes $rcs, test_acc $acc)"
     else bad "${args%% *} with a dead peer" "exit codes [$rcs] want [$want], acc $acc: $(grep dsgd "$WORK/f.err" | head -3)"; fi
 done

@@ -8,12 +8,8 @@
 # under none, bsp and downpour, with the halo the formula says.
 # Usage: tests/lc.sh BUILD_DIR   (prints "lc: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-lc-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
+suite_begin lc "$@"
 
 DATA=fashion-mnist
 need_fashion lc lc
@@ -26,7 +22,7 @@ for np in 1 2; do
     s=none; [ $np = 2 ] && s=bsp
     launch $np "${T[@]}" --sync $s --metrics "$WORK/t$np.jsonl" > "$WORK/t$np.out" 2>&1
     acc=$(json_field "$WORK/t$np.jsonl" done test_acc 2>/dev/null)
-    if awk -v a="$acc" 'BEGIN{exit !(a != "" && a + 0 >= 0.65)}'; then ok "$s trains lc on $np rank(s): test accuracy $acc (floor 0.65)"
+    if ge "$acc" 0.65; then ok "$s trains lc on $np rank(s): test accuracy $acc (floor 0.65)"
     else bad "$s trains lc" "test accuracy '$acc' below 0.65: $(tail -c 300 "$WORK/t$np.out")"; fi
 done
 
@@ -103,10 +99,10 @@ for M in 1 2 4; do
 done
 for M in 2 4; do
     d=$(loss_gap "$WORK/sp1.jsonl" "$WORK/sp$M.jsonl" 10)
-    if [ -n "$d" ] && awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'; then ok "--model-parallel $M (spatial blocks) follows the single-process losses over 50 steps (max relative difference $d)"
+    if le "$d" 1e-5; then ok "--model-parallel $M (spatial blocks) follows the single-process losses over 50 steps (max relative difference $d)"
     else bad "--model-parallel $M losses" "'$d': $(tail -c 300 "$WORK/sp$M.out")"; fi
     c=$(python3 "$HERE/ckpt_diff.py" "$WORK/sp1.st" "$WORK/sp$M.st" 2>&1)
-    if awk -v d="$c" 'BEGIN{exit !(d != "" && d + 0 <= 1e-4)}'; then ok "--model-parallel $M assembles the whole checkpoint from its blocks (max |diff| $c from the single process's)"
+    if le "$c" 1e-4; then ok "--model-parallel $M assembles the whole checkpoint from its blocks (max |diff| $c from the single process's)"
     else bad "--model-parallel $M checkpoint" "$c"; fi
 done
 # The lead's halo: layer 2's output blocks follow its pooling (14 rows
@@ -132,7 +128,7 @@ n4=$(json_field "$WORK/sp4.jsonl" config nparams_per_rank 2>/dev/null)
 Q=(--model lc:4,4:k=5:s=2:pool=1:tanh --data synthetic:256,3x20x16 --batch 16 --steps 30 --lr 0.02 --eval-every 5 --quiet)
 for M in 1 4; do launch $M "${Q[@]}" --model-parallel $M --metrics "$WORK/sq$M.jsonl" > "$WORK/sq$M.out" 2>&1; done
 d=$(loss_gap "$WORK/sq1.jsonl" "$WORK/sq4.jsonl" 6)
-if [ -n "$d" ] && awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'; then ok "2x2 blocks of a stride-2, unpooled tanh lc model on 3x20x16 images follow one process (max relative difference $d)"
+if le "$d" 1e-5; then ok "2x2 blocks of a stride-2, unpooled tanh lc model on 3x20x16 images follow one process (max relative difference $d)"
 else bad "2x2 blocks, stride 2, tanh" "'$d': $(tail -c 300 "$WORK/sq4.out")"; fi
 
 # a whole checkpoint resumes on blocks as it does on one process
@@ -140,7 +136,7 @@ for M in 1 2; do
     launch $M "${P[@]}" --sync none --model-parallel $M --steps 60 --resume "$WORK/sp1.st" --checkpoint "$WORK/rs$M.st" > "$WORK/rs$M.out" 2>&1
 done
 c=$(python3 "$HERE/ckpt_diff.py" "$WORK/rs1.st" "$WORK/rs2.st" 2>&1)
-if awk -v d="$c" 'BEGIN{exit !(d != "" && d + 0 <= 1e-4)}'; then ok "a single process's checkpoint resumes on 1x2 blocks as on one process (max |diff| $c after 10 more steps)"
+if le "$c" 1e-4; then ok "a single process's checkpoint resumes on 1x2 blocks as on one process (max |diff| $c after 10 more steps)"
 else bad "resume on blocks" "$c: $(tail -c 300 "$WORK/rs2.out")"; fi
 # under bsp, 2 replicas of 2 blocks follow 2 data-parallel ranks
 launch 2 "${P[@]}" --sync bsp --metrics "$WORK/b1.jsonl" > "$WORK/b1.out" 2>&1

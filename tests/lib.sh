@@ -1,18 +1,43 @@
-# Helpers shared by the shell test suites (sourced, not run).
-# The launcher for the build under test (Open MPI or MPICH): MPIRUN,
-# MPI_RECOVER, MPI_TCP, MPI_RANK_VAR; root and oversubscription allowed.
+# Helpers shared by the shell test suites (sourced, not run). A suite
+# begins
+#     set -u
+#     . "$(dirname "$0")/lib.sh"
+#     suite_begin NAME "$@"
+# and may then override what suite_begin set (DSGD, the EXIT trap). A suite
+# with another preamble (a simulated build, no build) sets BUILD or REAL and
+# WORK itself before sourcing this file, which calls lib_env at once.
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/mpi-env.sh"
-mpi_env "${REAL:-${BUILD:-build}}"
-# Every launch is bounded (tests/bounded; DSGD_LAUNCH_LIMIT=S CMD for another
-# limit than 300 s): a job still running then is stopped, and summary counts
-# it as a failure.
-if [ -n "${WORK:-}" ]; then export DSGD_HANG_LOG="$WORK/hung.log"; fi
-MPIRUN=("$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/bounded" "${MPIRUN[@]}")
-# "${RECORD_RC[@]}" CMD...: run CMD and write its exit status to $WORK/rc.RANK
-# (the launcher's own status says little once recovery is on). MPICH's
-# mpiexec -disable-auto-cleanup tells survivors of a death with SIGUSR1,
-# which would kill the wrapping shell; the trap keeps it waiting.
-RECORD_RC=(sh -c 'trap : USR1; "$0" "$@"; echo $? > "'"${WORK:-.}"'/rc.$'"$MPI_RANK_VAR"'"')
+# lib_env: what depends on the build under test and $WORK. The launcher for
+# ${REAL:-${BUILD:-build}} (Open MPI or MPICH): MPIRUN, MPI_RECOVER, MPI_TCP,
+# MPI_RANK_VAR; root and oversubscription allowed. Every launch is bounded
+# (tests/bounded; DSGD_LAUNCH_LIMIT=S CMD for another limit than 300 s): a
+# job still running then is stopped, and summary counts it as a failure.
+# Safe to call again: each call starts from mpi_env's MPIRUN.
+lib_env() {
+    mpi_env "${REAL:-${BUILD:-build}}"
+    if [ -n "${WORK:-}" ]; then export DSGD_HANG_LOG="$WORK/hung.log"; fi
+    MPIRUN=("$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/bounded" "${MPIRUN[@]}")
+    # "${RECORD_RC[@]}" CMD...: run CMD and write its exit status to
+    # $WORK/rc.RANK (the launcher's own status says little once recovery is
+    # on). MPICH's mpiexec -disable-auto-cleanup tells survivors of a death
+    # with SIGUSR1, which would kill the wrapping shell; the trap keeps it
+    # waiting.
+    RECORD_RC=(sh -c 'trap : USR1; "$0" "$@"; echo $? > "'"${WORK:-.}"'/rc.$'"$MPI_RANK_VAR"'"')
+}
+lib_env
+# suite_begin NAME [BUILD_DIR]: the common preamble. Sets BUILD (default
+# build), DSGD=$BUILD/dsgd, HERE (this folder, absolute) and WORK (a new
+# /tmp/dsgd-NAME-XXXXXX), removes WORK on exit (EXIT trap: a suite with more
+# to clean up replaces it with its own, which removes WORK too), then lib_env
+# for that build and WORK.
+suite_begin() {
+    BUILD=${2:-build}
+    DSGD="$BUILD/dsgd"
+    HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    WORK=$(mktemp -d "/tmp/dsgd-$1-XXXXXX")
+    trap 'rm -rf "$WORK"' EXIT
+    lib_env
+}
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
@@ -25,6 +50,14 @@ for l in open(sys.argv[1]):
     if r["event"]==sys.argv[2]: v=r[sys.argv[3]]
 print(v)' "$@"
 }
+# le A B, ge A B: A is a finite decimal number ("", None, nan, inf, an
+# error message are not) and A <= B, A >= B as numbers
+is_num() {
+    local re='^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$'
+    [[ $1 =~ $re ]]
+}
+le() { is_num "$1" && awk -v a="$1" -v b="$2" 'BEGIN{exit !(a + 0 <= b + 0)}'; }
+ge() { is_num "$1" && awk -v a="$1" -v b="$2" 'BEGIN{exit !(a + 0 >= b + 0)}'; }
 # summary NAME: the closing line tests/run.sh reads; exit status = any failure
 summary() {
     if [ -s "${DSGD_HANG_LOG:-}" ]; then

@@ -6,13 +6,8 @@
 # cleanly.
 # Usage: tests/mp.sh BUILD_DIR   (prints "mp: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-mp-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
-le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a+0 == a && a+0 <= b+0)}'; }
+suite_begin mp "$@"
 
 # Tolerance. A split layer computes each output unit's dot product on one
 # rank, as the whole layer does, but with a narrower sgemm (other blocking,

@@ -4,13 +4,8 @@
 # --enable-recovery, uneven shards, and the TCP transport.
 # Usage: tests/mpi.sh BUILD_DIR   (prints "mpi: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-mpi-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
-diff_le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a+0 <= b+0)}'; }
+suite_begin mpi "$@"
 
 # A small run: 40 steps of mlp:32 on synthetic data, plain SGD.
 C=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet)
@@ -19,7 +14,7 @@ C=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet)
 same_params() {
     local d
     d=$(python3 "$HERE/ckpt_diff.py" "$3" "$4" 2>&1)
-    if diff_le "$d" "$2"; then ok "$1 (max |diff| $d)"; else bad "$1" "max |diff| $d > $2"; fi
+    if le "$d" "$2"; then ok "$1 (max |diff| $d)"; else bad "$1" "max |diff| $d > $2"; fi
 }
 
 # ---- equivalences ----

@@ -5,13 +5,9 @@
 # corrupt or foreign file is refused with one line and leaves no figure.
 # Usage: tests/plot.sh BUILD_DIR   (prints "plot: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-HERE=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/lib.sh"
+suite_begin plot "$@"
 PLOT="$HERE/../scripts/dsgd-plot"
-WORK=$(mktemp -d /tmp/dsgd-plot-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-. "$HERE/lib.sh"
 if ! command -v gnuplot > /dev/null; then
     bad "gnuplot" "not installed (scripts/install-deps)"; summary plot; exit 1
 fi

@@ -11,12 +11,9 @@
 # process at once.
 # Usage: tests/preempt.sh BUILD_DIR   (prints "preempt: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-preempt-XXXXXX)
-trap 'pkill -KILL -f "^$DSGD train.*$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
+suite_begin preempt "$@"
+trap 'pkill -KILL -f "^$DSGD train.*$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 
 # evals FILE: evaluation records written so far (the .part while running)
 evals() { cat "$1" "$1.part" 2>/dev/null | grep -c '"event":"eval"'; }

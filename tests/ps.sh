@@ -4,13 +4,8 @@
 # worker is evicted and the run still finishes.
 # Usage: tests/ps.sh BUILD_DIR   (prints "ps: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-ps-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
-le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a != "None" && a+0 <= b+0)}'; }
+suite_begin ps "$@"
 
 C=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet)
 "$DSGD" train "${C[@]}" --checkpoint "$WORK/none.st" > /dev/null
@@ -65,7 +60,7 @@ for s in asp "ssp --staleness 3" "downpour --server-opt adagrad --adagrad-lr 0.0
     rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 "$WORK"/rc.4 2>/dev/null | tr '\n' ' ')"
     ev=$(json_field "$WORK/f.jsonl" done evictions 2>/dev/null)
     acc=$(json_field "$WORK/f.jsonl" done test_acc 2>/dev/null)
-    if [ "$rcs" = "0 0 0 3 0 " ] && [ "$ev" = 1 ] && awk -v a="$acc" 'BEGIN{exit !(a >= 0.95)}' &&
+    if [ "$rcs" = "0 0 0 3 0 " ] && [ "$ev" = 1 ] && ge "$acc" 0.95 &&
        grep -q "evicting worker 2 (rank 3)" "$WORK/f.err"; then
         ok "$name: worker 2 dies at step 50, is evicted, the rest finish (exit codes $rcs, test_acc $acc)"
     else bad "$name with a dead worker" "exit codes [$rcs], evictions $ev, acc $acc: $(grep dsgd "$WORK/f.err" | head -3)"; fi

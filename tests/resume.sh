@@ -7,12 +7,8 @@
 # is refused with one line where it does not.
 # Usage: tests/resume.sh BUILD_DIR   (prints "resume: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-resume-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
+suite_begin resume "$@"
 
 REFUSE_LIMIT=60   # refused(): runs that start MPI jobs get longer
 # exact NAME NP K ARGS...: the uninterrupted run (ARGS fix its length) and a
@@ -157,7 +153,7 @@ first=$(python3 -c '
 import json, sys
 print([json.loads(l)["step"] for l in open(sys.argv[1]) if json.loads(l)["event"] == "eval"][0])' "$WORK/ld.jsonl" 2>/dev/null)
 acc=$(json_field "$WORK/ld.jsonl" done test_acc 2>/dev/null)
-if [ "$first" = 100 ] && awk -v a="$acc" 'BEGIN{exit !(a >= 0.95)}'; then
+if [ "$first" = 100 ] && ge "$acc" 0.95; then
     ok "asp resumed from that checkpoint: worker 0 goes on from step 50 (first evaluation at step $first) and finishes with test accuracy $acc"
 else bad "asp resume after the lead's death" "first eval step $first, accuracy $acc: $(tail -c 300 "$WORK/ld2.out")"; fi
 

@@ -6,11 +6,8 @@
 # found by fuzzing or by killing ranks; the comment names it.
 # Usage: tests/robust.sh BUILD_DIR   (prints "robust: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-WORK=$(mktemp -d /tmp/dsgd-robust-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
+suite_begin robust "$@"
 
 T=(--data synthetic --model mlp:8 --batch 32 --quiet)
 

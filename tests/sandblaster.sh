@@ -6,12 +6,8 @@
 # flags are refused at start-up.
 # Usage: tests/sandblaster.sh BUILD_DIR   (prints "sandblaster: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD="$BUILD/dsgd"
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-sb-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/lib.sh"
+suite_begin sandblaster "$@"
 
 # losses FILE: the train_loss of every eval record (one per step with --eval-every 1)
 losses() { python3 -c 'import json,sys
@@ -20,7 +16,6 @@ print(" ".join(repr(r["train_loss"]) for r in map(json.loads, open(sys.argv[1]))
 max_rel() { python3 -c 'import sys
 a=[float(x) for x in sys.argv[1].split()]; b=[float(x) for x in sys.argv[2].split()]
 print("%.3g" % max(abs(x-y)/abs(x) for x,y in zip(a,b)) if a and len(a)==len(b) else "inf")' "$1" "$2"; }
-le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a != "" && a != "inf" && a != "None" && a+0 <= b+0)}'; }
 
 # logreg (convex; with --weight-decay strongly convex), every step logged.
 L=(--data synthetic --model logreg --weight-decay 1e-3 --eval-every 1 --quiet)

@@ -19,12 +19,12 @@ C=(train --sync bsp --data synthetic --model mlp:32 --batch 32 --steps 40 --lr 0
 if "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 -- "${C[@]}" --checkpoint "$WORK/sim.st" \
         --metrics "$WORK/sim.jsonl" > "$WORK/sim.out" 2>&1; then
     acc=$(json_field "$WORK/sim.jsonl" done test_acc)
-    if awk -v a="$acc" 'BEGIN{exit !(a >= 0.9)}'; then ok "4-rank bsp under smpirun trains (test_acc $acc)"
+    if ge "$acc" 0.9; then ok "4-rank bsp under smpirun trains (test_acc $acc)"
     else bad "4-rank bsp under smpirun" "test_acc $acc"; fi
     "${MPIRUN[@]}" -np 4 "$REAL/dsgd" "${C[@]}" --checkpoint "$WORK/real.st" > /dev/null 2>&1
     d=$(python3 "$HERE/ckpt_diff.py" "$WORK/sim.st" "$WORK/real.st" 2>&1)
     # same arithmetic; only the all-reduce's summation order may differ
-    if awk -v d="$d" 'BEGIN{exit !(d != "" && d+0 <= 1e-5)}'; then ok "simulated and real 4-rank bsp agree (max |diff| $d)"
+    if le "$d" 1e-5; then ok "simulated and real 4-rank bsp agree (max |diff| $d)"
     else bad "simulated vs real bsp" "max |diff| $d"; fi
 else
     bad "4-rank bsp under smpirun" "$(tail -5 "$WORK/sim.out")"
@@ -109,7 +109,7 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
     "$DS" --build "$SIM" --hosts 4 -- "${F[@]}" --checkpoint "$WORK/fs.st" > "$WORK/fs.out" 2>&1
     "${MPIRUN[@]}" -np 4 "$REAL/dsgd" "${F[@]}" --checkpoint "$WORK/fr.st" > /dev/null 2>&1
     d=$(python3 "$HERE/ckpt_diff.py" "$WORK/fs.st" "$WORK/fr.st" 2>&1)
-    if awk -v d="$d" 'BEGIN{exit !(d != "" && d+0 <= 1e-5)}'; then ok "Fashion-MNIST: simulated and real 4-rank bsp agree (max |diff| $d)"
+    if le "$d" 1e-5; then ok "Fashion-MNIST: simulated and real 4-rank bsp agree (max |diff| $d)"
     else bad "Fashion-MNIST simulated vs real" "max |diff| $d $(tail -2 "$WORK/fs.out")"; fi
     if [ -x /usr/bin/time ]; then
         # 32 private copies of the dataset as floats took 7 GB; shared bytes leave the models

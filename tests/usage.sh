@@ -6,12 +6,9 @@
 # dsgd-plot, dsgd-sim and the man page, and the installed dsgd runs.
 # Usage: tests/usage.sh BUILD_DIR   (prints "usage: N passed, M failed")
 set -u
-BUILD=${1:-build}
-HERE=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/lib.sh"
+suite_begin usage "$@"
 ROOT=$(cd "$HERE/.." && pwd)
-WORK=$(mktemp -d /tmp/dsgd-usage-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-. "$HERE/lib.sh"
 DSGD="$ROOT/$BUILD/dsgd"
 [ -x "$DSGD" ] || DSGD="$BUILD/dsgd"
 
