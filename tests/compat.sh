@@ -6,12 +6,8 @@
 # saved state that breaks this breaks users' saved runs.
 # Usage: tests/compat.sh BUILD_DIR   (prints "compat: N passed, M failed")
 set -u
-BUILD=${1:-build}
-DSGD=$(cd "$BUILD" && pwd)/dsgd
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-compat-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-. "$HERE/lib.sh"
+. "$(dirname "$0")/lib.sh"
+suite_begin compat "$@"
 
 OLD=$HERE/old-checkpoints
 COMMON=(--data synthetic --model logreg --batch 16 --lr 0.05 --seed 3 --steps 30 --test-subset 256 --quiet --timeout 20)

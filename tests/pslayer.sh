@@ -4,11 +4,8 @@
 # one shard and two, ASP and staleness 0, and a worker that dies.
 # Usage: tests/pslayer.sh BUILD_DIR   (prints "pslayer: N passed, M failed")
 set -u
-BUILD=${1:-build}
-HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/dsgd-pslayer-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-. "$HERE/lib.sh"
+. "$(dirname "$0")/lib.sh"
+suite_begin pslayer "$@"
 PROG=$(cd "$BUILD" && pwd)/tests/mpi_ps
 [ -x "$PROG" ] || { bad "mpi_ps" "$PROG is missing (make test builds it)"; summary pslayer; exit; }
 
