@@ -76,7 +76,8 @@ secs_until() {
     now=$(date +%s.%N)
     awk -v a="$t0" -v b="$now" 'BEGIN{printf "%.1f\n", b - a}'
 }
-within() { awk -v s="$1" -v l="$2" 'BEGIN{exit !(s != "never" && s + 0 <= l + 0)}'; }
+# within SECS LIMIT: a measured time ("never" and "ended" are not) within the limit
+within() { le "$1" "$2"; }
 # hydra_lost TAG ACTION: under MPICH, a killed host takes its Hydra proxy
 # with it, and mpiexec ends the whole job (-disable-auto-cleanup keeps the
 # other ranks of a dead rank running, not those of a dead proxy): no rank
