@@ -97,7 +97,11 @@ rm -f "$WORK/twice".*
 B=(--data synthetic:400000 --test-subset 100000 --model mlp:1024,1024 --batch 32 --quiet --steps 100000000 --eval-every 100000000)
 "$DSGD" train "${B[@]}" --metrics "$WORK/twice.jsonl" > "$WORK/twice.out" 2> "$WORK/twice.err" &
 pid=$!
-sleep 3
+# the first signal only once dsgd handles it: the metrics file is opened
+# after the handler is set (a fixed 3 s was too short for the data set-up
+# under the sanitizers on a loaded machine: SIGTERM's default action came first)
+for i in $(seq 600); do [ -e "$WORK/twice.jsonl.part" ] && break; sleep 0.1; done
+sleep 0.5
 kill -TERM $pid
 for i in $(seq 100); do grep -q "send it again" "$WORK/twice.err" && break; sleep 0.05; done
 kill -TERM $pid
