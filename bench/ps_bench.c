@@ -15,8 +15,9 @@
  *              round trip under it minus the median under pure polling, at
  *              each d (the phases of comm_idle: poll, yield, sleep)
  *
- * Usage: mpirun -np 2 build/bench/ps_bench roundtrip [iters]
- *        mpirun -np 1+W build/bench/ps_bench throughput [iters]
+ * Usage: mpirun -np 2 build/bench/ps_bench roundtrip [iters] [auto|shm|messages]
+ *        mpirun -np 1+W build/bench/ps_bench throughput [iters] [auto|shm|messages]
+ * (the transport, as --ps-transport) 
  *        mpirun -np 2 build/bench/ps_bench wakeup [reps]   */
 #include <stdio.h>
 #ifdef __linux__
@@ -200,6 +201,10 @@ int main(int argc, char **argv)
             if (t < bare) bare = t;
         }
     if (is_rt && c.rank == 0) upd = update_alone(n, v, iters);
+    const char *tr = argc > 3 ? argv[3] : "auto";
+    ps_transport_t mode_tr;
+    if (ps_transport_parse(tr, &mode_tr) != 0) die("ps_bench: transport '%s': choose auto, shm or messages", tr);
+    pc.shm = ps_shm_open(&c, 1, c.size - 1, n, mode_tr);
     MPI_Barrier(c.world);
     double t0 = now_s();
     if (c.rank == 0) {
@@ -218,16 +223,17 @@ int main(int argc, char **argv)
     MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, c.world);
     if (c.rank == 0) {
         if (is_rt)
-            printf("ps_roundtrip floats=%zu push_pull_us=%.1f bare_sendrecv_us=%.1f update_us=%.1f"
-                   " ratio_bare=%.3f ratio=%.3f\n", n, t / iters * 1e6, bare * 1e6, upd * 1e6, t / iters / bare,
+            printf("ps_roundtrip transport=%s floats=%zu push_pull_us=%.1f bare_sendrecv_us=%.1f update_us=%.1f"
+                   " ratio_bare=%.3f ratio=%.3f\n", tr, n, t / iters * 1e6, bare * 1e6, upd * 1e6, t / iters / bare,
                    t / iters / (bare + upd));
         else
         {
             double ups = (double)iters * (c.size - 1) / t, bps = ups * 2.0 * (double)n * sizeof(float);
-            printf("ps_throughput workers=%d floats=%zu updates_per_s=%.0f shard_bytes_per_s=%.3g"
-                   " memcpy_bytes_per_s=%.3g fraction=%.3f\n", c.size - 1, n, ups, bps, membw, bps / membw);
+            printf("ps_throughput transport=%s workers=%d floats=%zu updates_per_s=%.0f shard_bytes_per_s=%.3g"
+                   " memcpy_bytes_per_s=%.3g fraction=%.3f\n", tr, c.size - 1, n, ups, bps, membw, bps / membw);
         }
     }
+    ps_shm_close(pc.shm);
     free(v);
     model_free(m);
     comm_finalize(&c);

@@ -120,6 +120,12 @@ void comm_finalize(comm_t *c)
     int down = 0;
     MPI_Finalized(&down);
     if (down) return;
+    if (c->has_kept_win) {
+        MPI_Win_unlock_all(c->kept_win);
+        MPI_Win_free(&c->kept_win);
+        MPI_Comm_free(&c->kept_comm);
+        c->has_kept_win = 0;
+    }
 #if defined(MPICH_VERSION) && !defined(DSGD_SIM)
     /* MPICH 4.0 over UCX's tcp transport: a rank's MPI_Finalize flushes each
      * endpoint and waits for the peer's acknowledgement, but a peer that has
@@ -130,6 +136,15 @@ void comm_finalize(comm_t *c)
     if (c->size > 1) MPI_Barrier(c->world);
 #endif
     MPI_Finalize();
+}
+
+void comm_keep_window(comm_t *c, MPI_Win win, MPI_Comm comm)
+{
+    while (c->parent) c = c->parent;   /* the communicator that finalizes */
+    if (c->has_kept_win) die("comm_keep_window: a window is already kept (a bug)");
+    c->kept_win = win;
+    c->kept_comm = comm;
+    c->has_kept_win = 1;
 }
 
 void comm_check(const comm_t *c, int rc, const char *call, const char *file, int line)

@@ -47,7 +47,18 @@ typedef struct comm {
     struct comm *parent;     /* a sub-communicator's parent (its fault hook serves both) */
     comm_fault_fn on_fault;  /* set by the training loop; NULL: none */
     void *fault_ctx;
+    /* A shared-memory window that lives until comm_finalize (the parameter
+     * server's, ps/shm.c), with the host's communicator it spans */
+    MPI_Win kept_win;
+    MPI_Comm kept_comm;
+    int has_kept_win;
 } comm_t;
+
+/* Keep a window (locked with MPI_Win_lock_all) and its communicator until
+ * comm_finalize frees them, before MPI_Finalize and only when no peer is
+ * lost: freeing is collective, and those are the ranks that finalize. One
+ * window at most. */
+void comm_keep_window(comm_t *c, MPI_Win win, MPI_Comm comm);
 
 /* Run the fault hook of c or its nearest ancestor that has one (once). */
 void comm_fault(comm_t *c, const char *what, const int *lost, int nlost);

@@ -26,7 +26,12 @@ ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, siz
     pc->stamp = xcalloc((size_t)S, sizeof(int64_t));
     pc->off = xcalloc((size_t)S, sizeof(size_t));
     pc->cnt = xcalloc((size_t)S, sizeof(size_t));
+    pc->slot = xcalloc((size_t)S, sizeof(float *));
+    pc->read = xcalloc((size_t)S, sizeof(int64_t));
+    pc->applied = xcalloc((size_t)S, sizeof(int64_t));
+    pc->slot_until = xcalloc((size_t)S, sizeof(int64_t));
     for (int k = 0; k < S; k++) {
+        pc->slot[k] = ps_shm_slot(cfg->shm, worker, k);
         ps_shard_range(nparams, S, k, &pc->lo[k], &pc->n[k]);
         pc->push_req[k] = MPI_REQUEST_NULL;
         pc->pull_req[k] = pc->pull_req[S + k] = MPI_REQUEST_NULL;
@@ -57,6 +62,8 @@ static void hdr_init(const ps_client_t *pc, int k, ps_hdr_t *h)
     h->worker = pc->worker;
     h->off = (int64_t)pc->off[k];
     h->cnt = (int64_t)pc->cnt[k];
+    h->read = pc->read[k];
+    h->buf = -1;
 }
 
 void ps_client_free(ps_client_t *pc)
@@ -65,6 +72,7 @@ void ps_client_free(ps_client_t *pc)
     free(pc->shdr); free(pc->rhdr); free(pc->qhdr); free(pc->rbuf);
     free(pc->lo); free(pc->n); free(pc->push_req); free(pc->pull_req); free(pc->stamp);
     free(pc->off); free(pc->cnt);
+    free(pc->slot); free(pc->read); free(pc->applied); free(pc->slot_until);
     free(pc);
 }
 
@@ -187,10 +195,21 @@ void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step)
         h->stamp = pc->stamp[k];
         h->step = step;
         h->lr = lr;
-        MPI_Datatype t = ps_msg_type(h, g + local_at(pc, k), pc->cnt[k]);
-        MPI_CHECK(pc->comm, MPI_Isend(MPI_BOTTOM, 1, t, k, PS_PUSH, pc->comm->world, &pc->push_req[k]));
-        MPI_Type_free(&t);
-        pc->comm->bytes_sent += sizeof *h + pc->cnt[k] * sizeof(float);
+        /* through the shared slot when the shard has applied every push
+         * this worker made (so it is not reading the slot) */
+        if (pc->slot[k] && (pc->slot_until[k] == 0 || pc->applied[k] >= pc->slot_until[k])) {
+            memcpy(pc->slot[k] + pc->off[k], g + local_at(pc, k), pc->cnt[k] * sizeof(float));
+            ps_shm_sync(pc->cfg->shm);
+            h->buf = 0;
+            pc->slot_until[k] = pc->clock + 1;
+            MPI_CHECK(pc->comm, MPI_Isend(h, (int)sizeof *h, MPI_BYTE, k, PS_PUSH, pc->comm->world, &pc->push_req[k]));
+            pc->comm->bytes_sent += sizeof *h;
+        } else {
+            MPI_Datatype t = ps_msg_type(h, g + local_at(pc, k), pc->cnt[k]);
+            MPI_CHECK(pc->comm, MPI_Isend(MPI_BOTTOM, 1, t, k, PS_PUSH, pc->comm->world, &pc->push_req[k]));
+            MPI_Type_free(&t);
+            pc->comm->bytes_sent += sizeof *h + pc->cnt[k] * sizeof(float);
+        }
         pc->comm->msgs_sent++;
     }
     pc->clock++;
@@ -278,6 +297,29 @@ static void take_headers(ps_client_t *pc, int with_stats)
     else if (pc->lost_set) pc->comm->peer_lost = pc->lost_set = 0;
 }
 
+/* The replies' parameters into params: each shard's part from its pool
+ * (shm.h) when the header names a buffer, else from where the message put
+ * it (rbuf, or params itself). */
+static void take_parts(ps_client_t *pc, float *params)
+{
+    int synced = 0;
+    for (int k = 0; k < pc->cfg->servers; k++) {
+        const ps_hdr_t *h = &pc->rhdr[k];
+        float *dst = params + local_at(pc, k);
+        if (h->applied > pc->applied[k]) pc->applied[k] = h->applied;
+        if (h->buf >= 0) {
+            const float *b = ps_shm_pool(pc->cfg->shm, k, h->buf);
+            if (!b || !pc->slot[k])
+                die("server shard %d answered through a shared buffer this worker cannot see; the ranks disagree on --ps-transport", k);
+            if (!synced) ps_shm_sync(pc->cfg->shm), synced = 1;
+            memcpy(dst, b + pc->off[k], pc->cnt[k] * sizeof(float));
+            pc->read[k]++;
+        } else if (pc->pull_into == pc->rbuf) {
+            memcpy(dst, pc->rbuf + local_at(pc, k), pc->cnt[k] * sizeof(float));
+        }
+    }
+}
+
 void ps_pull_wait(ps_client_t *pc, float *params)
 {
     ps_push_wait(pc);   /* the shard answers after taking the push: this returns at once */
@@ -288,7 +330,7 @@ void ps_pull_wait(ps_client_t *pc, float *params)
     pc->pull_active = 0;
     if (pc->comm->evicted) return;   /* no reply: the parameters stay as they were */
     take_headers(pc, pc->pull_tag == PS_EVAL_PARAMS);
-    if (pc->pull_into == pc->rbuf) memcpy(params, pc->rbuf, pc->kn * sizeof(float));
+    take_parts(pc, params);
 }
 
 void ps_client_stop(ps_client_t *pc)

@@ -41,6 +41,7 @@
 
 #include "../comm/comm.h"
 #include "../optim/optim.h"
+#include "shm.h"
 
 typedef enum ps_tag {
     PS_PUSH = TAG_PS_BASE,   /* worker → shard: gradient slice */
@@ -81,6 +82,12 @@ typedef struct ps_hdr {
     float lr;                /* push: learning rate for this update */
     float silent_s;          /* PS_EVICTED: the silence, in seconds, that got the worker evicted */
     int64_t off, cnt;        /* the sender's part of the shard's slice: [off, off + cnt) */
+    /* the shared-memory path (shm.h) */
+    int64_t read;            /* worker → shard: replies it has read out of the shard's pool */
+    int64_t applied;         /* reply: this worker's pushes the shard has applied */
+    int32_t buf;             /* push: >= 0, the gradient is in the worker's slot; reply: the
+                              * pool buffer holding the parameters; -1: in this message */
+    int32_t pad;
     ps_stats_t stats;        /* eval and final replies */
 } ps_hdr_t;
 
@@ -124,6 +131,7 @@ typedef struct ps_config {
     void (*on_snapshot)(void *ctx, const ps_snapshot_t *snap);   /* called on shard 0 */
     void *snap_ctx;
     const ps_restore_t *restore; /* a resumed run's state, or NULL */
+    struct ps_shm *shm;          /* the host's shared window (ps_shm_open), or NULL: messages only */
 } ps_config_t;
 
 /* Slice of shard k: [lo, lo + n). */
@@ -170,6 +178,11 @@ typedef struct ps_client {
     int64_t *stamp;              /* (servers) stamp of the last reply from each shard */
     ps_stats_t stats;            /* merged statistics of the last eval/final reply */
     int lead_gone;               /* the shards evicted every worker below this one: it leads now */
+    /* the shared-memory path, per shard (NULL slot: messages) */
+    float **slot;                /* (servers) this worker's slot for each shard */
+    int64_t *read;               /* (servers) replies read out of each shard's pool */
+    int64_t *applied;            /* (servers) this worker's pushes each shard last said it applied */
+    int64_t *slot_until;         /* (servers) the clock after the last push through the slot (0: none) */
     int lost_set;                /* comm->peer_lost was set from the shards' statistics */
 } ps_client_t;
 

@@ -42,6 +42,7 @@ const opt_def_t config_train_opts[] = {
     { "diverge-loss", OT_DOUBLE, S(diverge_loss), "100", "stop with exit status 3 when a step's loss exceeds this (or is not finite): the run diverged" },
     { "timeout", OT_DOUBLE, S(timeout), "60", "seconds a rank waits for a peer before declaring it dead" },
     { "wait", OT_STR, S(wait), "backoff", "how idle ranks wait for messages: backoff (poll for one measured wake-up time, none when ranks outnumber cores; then yield; then sleep: frees the core for ranks that compute) | spin (poll 50 us, then yield only: lowest latency on dedicated cores); collective waits never sleep" },
+    { "ps-transport", OT_STR, S(ps_transport), "auto", "parameter server within a host: shm (a shard and the workers on its host pass gradients and parameters through shared memory: one copy each way, not two) | auto (shm where a shard has two workers or more on its host) | messages (MPI messages only); between hosts always messages" },
     { "slowdown", OT_STR, S(slowdown), "", "slow workers down: W=F[,W=F...] (worker W F times slower; W counts workers from 0, servers and coordinator excluded) or FRAC:F (that fraction of workers)" },
     { "fail", OT_STR, S(fail), "", "crash workers abruptly: W@S[,W@S...] (worker W exits at its step S; W counts workers from 0, servers and coordinator excluded)" },
     { "period", OT_LONG, S(period), "8", "localsgd/fedavg: local steps H between parameter averages" },
@@ -234,6 +235,8 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (c->epochs == 0 && c->steps <= 0) BAD("--epochs must be positive (got %ld), or give --steps", c->epochs);
     if (strcmp(c->denormals, "flush") && strcmp(c->denormals, "keep"))
         BAD("unknown --denormals '%s'; choose flush or keep", c->denormals);
+    if (strcmp(c->ps_transport, "auto") && strcmp(c->ps_transport, "shm") && strcmp(c->ps_transport, "messages"))
+        BAD("unknown --ps-transport '%s'; choose auto, shm or messages", c->ps_transport);
     if (strcmp(c->wait, "backoff") && strcmp(c->wait, "spin"))
         BAD("unknown --wait '%s'; choose backoff or spin", c->wait);
     if (c->checkpoint_every > 0 && !*c->checkpoint) BAD("--checkpoint-every needs --checkpoint FILE");

@@ -12,6 +12,7 @@ typedef struct config {
     const char *metrics, *checkpoint, *resume;
     const char *slowdown, *fail, *aggregation, *server_opt;
     const char *denormals;             /* flush | keep */
+    const char *ps_transport;          /* auto | messages: the parameter server within a host (ps/shm.h) */
     const char *wait;                  /* backoff | spin: idle polling (comm_idle) */
     const char *augment;               /* none | crop | flip | crop,flip */
     long weight_decay_bn;              /* 0: no weight decay on batch-norm parameters and biases */

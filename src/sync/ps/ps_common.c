@@ -113,6 +113,10 @@ int ps_sync_setup(run_t *r, ps_sync_t *s, ps_gate_kind_t gate, long warmup_steps
         pc->on_snapshot = ps_sync_write;
         pc->snap_ctx = s;
     }
+    /* every rank, here: creating the host's shared window is collective */
+    ps_transport_t tr = PS_AUTO;
+    ps_transport_parse(cfg->ps_transport, &tr);   /* checked with the other options */
+    pc->shm = ps_shm_open(r->comm, pc->servers, pc->workers, r->model->full_nparams, tr);
     if (gate == GATE_DSSP && cfg->staleness_high < cfg->staleness_low) {
         snprintf(r->err, sizeof r->err, "--staleness-high %ld is below --staleness-low %ld", cfg->staleness_high, cfg->staleness_low);
         return -1;
@@ -269,6 +273,7 @@ void ps_sync_destroy(run_t *r)
 void ps_sync_release(ps_sync_t *s)
 {
     ps_client_free(s->client);
+    ps_shm_close(s->pcfg.shm);
     optim_free(s->restore_opt);
     free(s->restore_clock);
     free(s->restore_step);
