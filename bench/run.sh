@@ -232,23 +232,34 @@ bench_dist() {
 # the vector alone (it must apply the push before it answers the pull).
 bench_ps() {
     section "parameter server, mlp vector ($REPEATS repeats)"
-    local i w np
-    local -a rt=() tp1=()
+    local i w np tr
+    local -a rt=() rts=() tp1=()
+    # --ps-transport: auto (the default) is messages with one worker on the
+    # shard's host and shared memory with two or more; shm forces shared
+    # memory, which one worker alone pays for on some machines
     echo "round trip per repeat (us): push+pull, bare send+receive, update alone, push+pull / (bare + update)"
     for i in $(seq "$REPEATS"); do
-        run_clean "$logdir/rt.log" mpirun -q -np 2 "$BUILD/bench/ps_bench" roundtrip 300 > /dev/null || { cat "$logdir/rt.log"; status=1; return; }
-        rt+=("$(sed -n 's/.* ratio=\([0-9.]*\).*/\1/p' "$logdir/rt.log")")
-        sed -n 's/.*push_pull_us=\([0-9.]*\) bare_sendrecv_us=\([0-9.]*\) update_us=\([0-9.]*\).* ratio=\([0-9.]*\).*/  \1  \2  \3  \4/p' "$logdir/rt.log"
+        for tr in auto shm; do
+            run_clean "$logdir/rt.log" mpirun -q -np 2 "$BUILD/bench/ps_bench" roundtrip 300 $tr > /dev/null || { cat "$logdir/rt.log"; status=1; return; }
+            if [ $tr = auto ]; then rt+=("$(sed -n 's/.* ratio=\([0-9.]*\).*/\1/p' "$logdir/rt.log")")
+            else rts+=("$(sed -n 's/.* ratio=\([0-9.]*\).*/\1/p' "$logdir/rt.log")"); fi
+            printf '  %-5s' $tr
+            sed -n 's/.*push_pull_us=\([0-9.]*\) bare_sendrecv_us=\([0-9.]*\) update_us=\([0-9.]*\).* ratio=\([0-9.]*\).*/  \1  \2  \3  \4/p' "$logdir/rt.log"
+        done
     done
     report "push+pull / (bare + update)" le 1.3 "${rt[@]}"
-    echo "shard throughput per repeat (updates/s, fraction of memcpy bandwidth), 1, 2 and 4 workers:"
+    echo "  the same, --ps-transport shm:   $(spread "${rts[@]}")"
+    echo "shard throughput per repeat (updates/s, fraction of memcpy bandwidth), 1, 2 and 4 workers, auto / messages:"
     for i in $(seq "$REPEATS"); do
         printf '  repeat %d:' "$i"
         for w in 1 2 4; do
-            run_clean "$logdir/tp$w.log" mpirun -q -np $((w + 1)) "$BUILD/bench/ps_bench" throughput 300 > /dev/null || { cat "$logdir/tp$w.log"; status=1; return; }
-            printf '  %dw %s (%s)' "$w" "$(sed -n 's/.*updates_per_s=\([0-9]*\).*/\1/p' "$logdir/tp$w.log")" \
-                "$(sed -n 's/.*fraction=\([0-9.]*\).*/\1/p' "$logdir/tp$w.log")"
-            [ "$w" = 1 ] && tp1+=("$(sed -n 's/.*fraction=\([0-9.]*\).*/\1/p' "$logdir/tp$w.log")")
+            for tr in auto messages; do
+                run_clean "$logdir/tp$w.log" mpirun -q -np $((w + 1)) "$BUILD/bench/ps_bench" throughput 300 $tr > /dev/null || { cat "$logdir/tp$w.log"; status=1; return; }
+                printf '  %s%s (%s)' "$([ $tr = auto ] && echo "${w}w ")" "$(sed -n 's/.*updates_per_s=\([0-9]*\).*/\1/p' "$logdir/tp$w.log")" \
+                    "$(sed -n 's/.*fraction=\([0-9.]*\).*/\1/p' "$logdir/tp$w.log")"
+                [ $tr = auto ] && printf ' /'
+                [ "$w" = 1 ] && [ $tr = auto ] && tp1+=("$(sed -n 's/.*fraction=\([0-9.]*\).*/\1/p' "$logdir/tp$w.log")")
+            done
         done
         echo
     done
@@ -273,21 +284,26 @@ bench_ps() {
     # cores; --wait spin and backoff interleaved so both see the same machine.
     local A=(train --data fashion-mnist --model mlp --batch 64 --lr 0.01 --steps 1500 --eval-every 1000000 --quiet)
     for np in 5 8; do
-        local -a rate=() spin=() gain=()
-        # five pairs: one run's rate moves by 5-10% with the scheduler's luck
+        local -a rate=() spin=() gain=() msg=() tgain=()
+        # five triples: one run's rate moves by 5-10% with the scheduler's luck
         for i in $(seq $((REPEATS + 2))); do
-            for w in spin backoff; do
-                run_clean "$logdir/asp-$w.log" mpirun -q -np $np "$BUILD/dsgd" "${A[@]}" --sync asp --wait "$w" --metrics "$logdir/asp-$w.jsonl" > /dev/null ||
-                    { echo "bench: asp run (--wait $w, $np ranks) failed"; status=1; return; }
+            for w in spin backoff messages; do
+                local x=(--wait "$w")
+                [ $w = messages ] && x=(--ps-transport messages)
+                run_clean "$logdir/asp-$w.log" mpirun -q -np $np "$BUILD/dsgd" "${A[@]}" --sync asp "${x[@]}" --metrics "$logdir/asp-$w.jsonl" > /dev/null ||
+                    { echo "bench: asp run (${x[*]}, $np ranks) failed"; status=1; return; }
             done
             spin+=("$(done_rate "$logdir/asp-spin.jsonl")")
             rate+=("$(done_rate "$logdir/asp-backoff.jsonl")")
+            msg+=("$(done_rate "$logdir/asp-messages.jsonl")")
             gain+=("$(awk -v a="${rate[-1]}" -v b="${spin[-1]}" 'BEGIN { printf "%.3f", a / b }')")
+            tgain+=("$(awk -v a="${rate[-1]}" -v b="${msg[-1]}" 'BEGIN { printf "%.3f", a / b }')")
         done
-        echo "asp, $np ranks (1 server + $((np - 1)) workers) on $(nproc) cores, samples/s: --wait backoff $(spread "${rate[@]}"), --wait spin $(spread "${spin[@]}")"
+        echo "asp, $np ranks (1 server + $((np - 1)) workers) on $(nproc) cores, samples/s: --wait backoff $(spread "${rate[@]}"), --wait spin $(spread "${spin[@]}"), --ps-transport messages $(spread "${msg[@]}")"
         echo "target name=asp${np}_samples_per_s median=$(spread "${rate[@]}" | cut -d' ' -f1)" >> "$logdir/compare.log"
         if [ "$np" = 5 ]; then report "asp x5: backoff / spin" ge 0.95 "${gain[@]}"
         else report "asp x8: backoff / spin" ge 1.05 "${gain[@]}"; fi
+        echo "asp x$np: shared memory / messages  $(spread "${tgain[@]}")   (--ps-transport auto against messages, both --wait backoff)"
     done
 }
 

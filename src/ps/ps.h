@@ -136,7 +136,8 @@ typedef struct ps_config {
 
 /* Slice of shard k: [lo, lo + n). */
 void ps_shard_range(size_t nparams, int servers, int k, size_t *lo, size_t *n);
-/* Every message is a header followed by cnt floats. The two need not be
+/* A message is a header followed by cnt floats (or, through the host's
+ * shared memory, shm.h, a header alone). The two need not be
  * adjacent in memory: this committed datatype describes both at their
  * absolute addresses (use it with MPI_BOTTOM and count 1), so payloads go
  * from and to the caller's vectors without a copy. Its signature is plain
@@ -192,9 +193,10 @@ void ps_client_free(ps_client_t *pc);
  * that range (index 0 = key klo). */
 void ps_client_set_range(ps_client_t *pc, size_t klo, size_t kn);
 /* Push g (the worker's range; each shard gets its part) applied with rate lr.
- * g is sent from where it is, not copied: it must not change until the push
- * is complete (ps_push_wait, which the next push and every ps_pull_wait
- * call first). */
+ * By message g is sent from where it is, not copied: it must not change
+ * until the push is complete (ps_push_wait, which the next push and every
+ * ps_pull_wait call first). Through shared memory it is copied into the
+ * worker's slot before this returns. */
 void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step);
 void ps_push_wait(ps_client_t *pc);
 /* Pull through the gate (eval = 0) or at once with statistics (eval = 1).
