@@ -1,10 +1,15 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/util.h"
+
+#if defined(__SSE__) && !defined(DSGD_SIM)
+#include <xmmintrin.h>
+#endif
 
 int optim_kind_parse(const char *s, opt_kind_t *out)
 {
@@ -139,6 +144,37 @@ STEP_CLONES void optim_step_into(optim_t *o, float *dst, const float *w, const f
         step_span(o, dst + at, w + at, g + at, gscale, at, to - at, lr, wd);
         at = to;
     }
+}
+
+/* Each chunk is computed into a buffer that stays in L1 and then written
+ * out with non-temporal stores, which invalidate other cores' copies of
+ * the lines without first reading them in. */
+STEP_CLONES void optim_step_into_stream(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
+                                        size_t count, float lr)
+{
+#if defined(__SSE__) && !defined(DSGD_SIM)
+    enum { CHUNK = 1024 };
+    float tmp[CHUNK] __attribute__((aligned(64)));
+    for (size_t c0 = off, end = off + count; c0 < end;) {
+        const size_t c1 = end - c0 < CHUNK ? end : c0 + CHUNK;
+        for (size_t at = c0; at < c1;) {
+            float wd;
+            size_t to = next_piece(o, at, c1, &wd);
+            step_span(o, tmp + (at - c0), w + at, g + at, gscale, at, to - at, lr, wd);
+            at = to;
+        }
+        float *d = dst + c0;
+        size_t i = 0, n = c1 - c0;
+        if (((uintptr_t)d & 15) == 0) {
+            for (; i + 4 <= n; i += 4) _mm_stream_ps(d + i, _mm_load_ps(tmp + i));
+        }
+        memcpy(d + i, tmp + i, (n - i) * sizeof(float));
+        c0 = c1;
+    }
+    _mm_sfence();
+#else
+    optim_step_into(o, dst, w, g, gscale, off, count, lr);
+#endif
 }
 
 int lr_sched_parse(const char *s, lr_sched_kind_t *out)

@@ -54,6 +54,12 @@ void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_
  * place); identical bits. The state (velocity, accumulator) is updated. */
 void optim_step_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off, size_t count,
                      float lr);
+/* optim_step_into for a dst that another core reads next (a parameter
+ * server's reply buffer in shared memory): written with non-temporal
+ * stores, so the lines that core holds are invalidated without being read
+ * back first. Identical bits. */
+void optim_step_into_stream(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
+                            size_t count, float lr);
 
 /* Learning-rate schedule: linear warm-up over `warmup` steps, then constant,
  * step decay (×gamma every `step_every` steps), or cosine: after warm-up,

@@ -391,7 +391,10 @@ static void on_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
             memcpy(to, s->w, w->off * sizeof(float));
             memcpy(to + w->off + w->cnt, s->w + w->off + w->cnt, (s->n - w->off - w->cnt) * sizeof(float));
         }
-        optim_step_into(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
+        int pooled = 0;
+        for (int i = 0; i < s->npool && !pooled; i++) pooled = s->wb[i] == to;
+        if (pooled) optim_step_into_stream(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
+        else optim_step_into(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
         s->w = to;
     }
     w->applied++;

@@ -58,12 +58,12 @@ ps_shm_t *ps_shm_open(comm_t *c, int servers, int workers, size_t nparams, ps_tr
         }
     /* every rank of this host decides alike. auto: only where a shard
      * serves two workers or more on its host; with one, both ranks spin on
-     * their own cores and the shard's update reads the worker's slot just
-     * written on the other core and writes lines that worker has just read:
-     * on a 2-core AMD EPYC virtual machine that cost more than the two
-     * copies of the message path (push+pull of the mlp 220 us, by message
-     * 150 us), while with 2, 4 and 7 workers sharing the cores the shared
-     * path trained asp 1.15x, 1.36x and 1.5x faster (docs/design.md). */
+     * their own cores and the shard's update reads the slot the worker has
+     * just written on the other core, line by line: on a 2-core AMD EPYC
+     * virtual machine that cost more than the two copies of the message
+     * path (isolated push+pull of the mlp 172 us, by message 143 us; asp
+     * 0.97x), while with 2, 4 and 7 workers sharing the cores the shared
+     * path trained asp 1.24x, 1.37x and 1.36x faster (docs/paradigms.md). */
     if (hs == 0 || hw == 0 || (mode == PS_AUTO && hw < 2)) {
         free(all); free(at);
         MPI_Comm_free(&host);
