@@ -22,6 +22,7 @@ int ps_transport_parse(const char *s, ps_transport_t *out)
     return 0;
 }
 
+#ifndef DSGD_SIM
 /* Each buffer starts on its own page (no two ranks write one cache line). */
 static size_t stride_of(size_t floats) { return comm_window_bytes(floats * sizeof(float)); }
 
@@ -29,6 +30,8 @@ static size_t slice_of(size_t nparams, int servers, int k)
 {
     return nparams * (size_t)(k + 1) / (size_t)servers - nparams * (size_t)k / (size_t)servers;
 }
+
+#endif
 
 ps_shm_t *ps_shm_open(comm_t *c, int servers, int workers, size_t nparams, ps_transport_t mode)
 {
