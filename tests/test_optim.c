@@ -102,6 +102,33 @@ static void test_step_into(void)
     }
 }
 
+/* The streaming variant (a parameter server's shared pool): the same bits
+ * as optim_step_into, over several of its chunks, from a start that is not
+ * 16-byte aligned, and nothing written outside the span. */
+static void test_step_into_stream(void)
+{
+    enum { N = 5000, OFF = 3, CNT = 4500 };
+    static const opt_kind_t kinds[] = { OPT_SGD, OPT_SGD, OPT_NESTEROV, OPT_ADAGRAD };
+    static float w1[N], w2[N], src[N], g[N];
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        optim_cfg_t c = { .kind = kinds[k], .momentum = k == 0 ? 0.0f : 0.9f, .weight_decay = 1e-3f, .eps = 1e-8f };
+        optim_t *a = optim_create(&c, N), *b = optim_create(&c, N);
+        for (int i = 0; i < N; i++) w1[i] = w2[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+        for (int s = 0; s < 4; s++) {
+            for (int i = 0; i < N; i++) g[i] = (float)(((i + s) * 53) % 97) / 40.0f - 1.2f;
+            memcpy(src, w1, sizeof src);
+            optim_step_into(a, w1, src, g, 0.5f, OFF, CNT, 0.05f);
+            memcpy(src, w2, sizeof src);
+            optim_step_into_stream(b, w2, src, g, 0.5f, OFF, CNT, 0.05f);
+            for (int i = OFF; i < OFF + CNT; i++) src[i] = w2[i];
+            CHECK(!memcmp(src, w2, sizeof src), "kind %zu step %d: streaming wrote outside its span", k, s);
+        }
+        CHECK(!memcmp(w1, w2, sizeof w1), "kind %zu: streaming bits differ from optim_step_into", k);
+        optim_free(a);
+        optim_free(b);
+    }
+}
+
 /* Cosine: base after the warm-up, half of it halfway, 0 from the end on;
  * the warm-up ramps as for the other schedules. */
 static void test_cosine(void)
@@ -153,6 +180,7 @@ int main(int argc, char **argv)
     RUN(test_span);
     RUN(test_schedules);
     RUN(test_step_into);
+    RUN(test_step_into_stream);
     RUN(test_cosine);
     RUN(test_nodecay);
     return TEST_END("test_optim");
