@@ -260,6 +260,14 @@ static int buffer_busy(shard_t *s, const float *b)
     return busy;
 }
 
+/* b's index in the shared pool, or -1 (a private buffer) */
+static int pool_index(const shard_t *s, const float *b)
+{
+    for (int i = 0; i < s->npool; i++)
+        if (s->wb[i] == b) return i;
+    return -1;
+}
+
 /* Where the next update of the slice goes: the current buffer when no reply
  * is reading it (the usual case: a worker asks again only after receiving),
  * else a free one. */
@@ -271,8 +279,8 @@ static float *update_target(shard_t *s, int whole)
      * buffer read longest ago they have left that core's cache (measured:
      * the shard's update of the mlp slice 150 -> 80 us). It costs no copy. */
     if (whole && s->npool > 1) {
-        int cur = 0;
-        while (cur < s->npool && s->wb[cur] != s->w) cur++;
+        int cur = pool_index(s, s->w);
+        if (cur < 0) cur = s->npool;
         for (int d = 1; d < s->npool; d++) {
             float *b = s->wb[(cur + d) % s->npool];
             if (!buffer_busy(s, b)) return b;
@@ -319,11 +327,9 @@ static void send_params(shard_t *s, int p, int tag, int64_t stamp)
     worker_state_t *w = &s->ws[p];
     if (tag == PS_PARAMS) w->served = w->t;
     h->applied = w->applied;
-    h->buf = -1;
+    h->buf = tag != PS_FINAL && w->slot ? pool_index(s, s->w) : -1;
     s->out_from[slot] = s->w;
     s->out_seq[slot] = 0;
-    for (int i = 0; i < s->npool && tag != PS_FINAL && w->slot; i++)
-        if (s->wb[i] == s->w) h->buf = i;
     if (h->buf >= 0) {   /* the parameters stay in the pool: the header names the buffer */
         ps_shm_sync(s->cfg->shm);
         MPI_CHECK(s->c, MPI_Isend(h, (int)sizeof *h, MPI_BYTE, worker_rank(s, p), tag, s->c->world, &s->out_req[slot]));
@@ -391,9 +397,7 @@ static void on_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
             memcpy(to, s->w, w->off * sizeof(float));
             memcpy(to + w->off + w->cnt, s->w + w->off + w->cnt, (s->n - w->off - w->cnt) * sizeof(float));
         }
-        int pooled = 0;
-        for (int i = 0; i < s->npool && !pooled; i++) pooled = s->wb[i] == to;
-        if (pooled) optim_step_into_stream(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
+        if (pool_index(s, to) >= 0) optim_step_into_stream(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
         else optim_step_into(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
         s->w = to;
     }

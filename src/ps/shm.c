@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../util/util.h"
+#include "ps.h"
 
 struct ps_shm {
     MPI_Win win;
@@ -28,7 +29,9 @@ static size_t stride_of(size_t floats) { return comm_window_bytes(floats * sizeo
 
 static size_t slice_of(size_t nparams, int servers, int k)
 {
-    return nparams * (size_t)(k + 1) / (size_t)servers - nparams * (size_t)k / (size_t)servers;
+    size_t lo, n;
+    ps_shard_range(nparams, servers, k, &lo, &n);
+    return n;
 }
 
 #endif
