@@ -169,7 +169,7 @@ for action in kill cut; do
     [ "$action" = cut ] && "$CL" heal 2 > /dev/null
     wait $RUN_PID
     r=$(rcs "bsp_$action" 4)
-    if within "$s" $((T + MARGIN)) && [[ "$r" =~ ^1\ 1\ .\ 1\ $ ]] && grep -q "rank.* 2\b.*\|2.*did not" "$WORK/bsp_$action.err"; then
+    if within "$s" $((T + MARGIN)) && [[ "$r" =~ ^1\ 1\ [^\ ]+\ 1\ $ ]] && grep -q "rank.* 2\b.*\|2.*did not" "$WORK/bsp_$action.err"; then
         ok "bsp, $action host 2: the survivors stop in ${s} s (--timeout $T), naming rank 2 (exit codes $r)"
     elif hydra_lost "bsp_$action" "$action"; then :
     else bad "bsp, $action host 2" "after $s s, exit codes [$r]: $(grep -h "dsgd" "$WORK/bsp_$action.err" | head -3)"; fi
@@ -187,7 +187,7 @@ for action in kill cut; do
     st=$(json_field "$WORK/asp_$action.jsonl" done status 2>/dev/null)
     ev=$(json_field "$WORK/asp_$action.jsonl" done evictions 2>/dev/null)
     acc=$(json_field "$WORK/asp_$action.jsonl" done test_acc 2>/dev/null)
-    if within "$s" $((T + MARGIN)) && [ "$st" = ok ] && [ "$ev" = 1 ] && ge "$acc" 0.9 && [[ "$r" =~ ^0\ 0\ .\ 0\ $ ]]; then
+    if within "$s" $((T + MARGIN)) && [ "$st" = ok ] && [ "$ev" = 1 ] && ge "$acc" 0.9 && [[ "$r" =~ ^0\ 0\ [^\ ]+\ 0\ $ ]]; then
         ok "asp, $action host 2: worker 1 evicted after ${s} s (--timeout $T), the run finishes (exit codes $r, test_acc $acc)"
     elif hydra_lost "asp_$action" "$action"; then :
     else bad "asp, $action host 2" "eviction after $s s, status $st, evictions $ev, acc $acc, exit codes [$r]: $(grep -h dsgd "$WORK/asp_$action.err" | head -3)"; fi
@@ -210,7 +210,7 @@ for action in kill cut; do
     r=$(rcs "gos_$action" 4)
     st=$(json_field "$WORK/gos_$action.jsonl" done status 2>/dev/null)
     acc=$(json_field "$WORK/gos_$action.jsonl" done test_acc 2>/dev/null)
-    if within "$s" $((T + MARGIN)) && [ "$st" = ok ] && ge "$acc" 0.9 && [[ "$r" =~ ^0\ 0\ .\ 0\ $ ]]; then
+    if within "$s" $((T + MARGIN)) && [ "$st" = ok ] && ge "$acc" 0.9 && [[ "$r" =~ ^0\ 0\ [^\ ]+\ 0\ $ ]]; then
         ok "gossip, $action host 2: peer 2 dropped after ${s} s (--timeout $T), the others finish (exit codes $r, test_acc $acc)"
     elif hydra_lost "gos_$action" "$action"; then :
     elif [ "$action" = cut ] && grep -q "rank 0 .*cannot write metrics file" "$WORK/gos_$action.err"; then
@@ -259,7 +259,7 @@ r=$(rcs shard 4)
 named=$(grep -c "shard 0 (rank 0)\|server shard" "$WORK/shard.err")
 # a worker gives a shard 2 x --timeout + 10 s, and a worker other than the
 # lead --timeout + 5 s more (src/ps/client.c), so: 3 x --timeout + 15 s
-if within "$s" $((3 * T + 15 + MARGIN)) && [[ "$r" =~ ^.\ 1\ 1\ 1\ $ ]] && [ "$named" -ge 3 ]; then
+if within "$s" $((3 * T + 15 + MARGIN)) && [[ "$r" =~ ^[^\ ]+\ 1\ 1\ 1\ $ ]] && [ "$named" -ge 3 ]; then
     ok "asp, kill the shard's host: the 3 workers stop in ${s} s, each with a line naming the shard (exit codes $r)"
 elif hydra_lost shard kill 0; then :
 else bad "asp, kill the shard's host" "after $s s, exit codes [$r], $named lines name the shard: $(grep -h dsgd "$WORK/shard.err" | head -3)"; fi
