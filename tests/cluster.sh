@@ -195,31 +195,21 @@ for action in kill cut; do
     [ "$action" = cut ] && "$CL" heal 2 > /dev/null
 done
 
-# gossip (pull): a peer's host killed or cut: the others finish without it
+# gossip (pull): a peer's host killed or cut: the others finish without it.
+# A cut host's rank finds the other three silent, as if they had died: it is
+# in a minority and stops (exit 1) instead of taking the lead's part over
+# and writing the lead's metrics file beside the real lead.
 for action in kill cut; do
-    # Known defect, not yet found: with one-sided windows over TCP (osc
-    # pt2pt) the survivors of a killed or cut-off peer's host sometimes
-    # never finish (to the launch limit, under both MPIs; two of four kill
-    # runs passed, a cut hung once). Skipped, not hidden: it costs the
-    # launch limit each time.
-    echo "SKIP gossip, $action host 2: the survivors sometimes hang with one-sided windows over TCP (known defect)"
-    continue
     fault "gos_$action" "$action" 2 --sync gossip --gossip pull --steps 100000000 --time-limit 25
     s=$(secs_until grep -q "dead\|evicting\|dropp" "$WORK/gos_$action.err")
     wait $RUN_PID
     r=$(rcs "gos_$action" 4)
     st=$(json_field "$WORK/gos_$action.jsonl" done status 2>/dev/null)
     acc=$(json_field "$WORK/gos_$action.jsonl" done test_acc 2>/dev/null)
-    if within "$s" $((T + MARGIN)) && [ "$st" = ok ] && ge "$acc" 0.9 && [[ "$r" =~ ^0\ 0\ [^\ ]+\ 0\ $ ]]; then
+    want='^0 0 [^ ]+ 0 $'; [ "$action" = cut ] && want='^0 0 1 0 $'
+    if within "$s" $((T + MARGIN)) && [ "$st" = ok ] && ge "$acc" 0.9 && [[ "$r" =~ $want ]]; then
         ok "gossip, $action host 2: peer 2 dropped after ${s} s (--timeout $T), the others finish (exit codes $r, test_acc $acc)"
     elif hydra_lost "gos_$action" "$action"; then :
-    elif [ "$action" = cut ] && grep -q "rank 0 .*cannot write metrics file" "$WORK/gos_$action.err"; then
-        # Expected failure on today's code: the cut-off rank finds every
-        # rank below it dead, takes over as lead, and writes the same
-        # metrics file (the hosts share this machine's disk, as they would
-        # share a network file system); the real lead then fails to write
-        # it. Missing: a partitioned minority must not take over the lead.
-        echo "XFAIL gossip, cut host 2: the cut-off rank took over the lead's metrics file (exit codes [$r])"
     else bad "gossip, $action host 2" "dropped after $s s, status $st, acc $acc, exit codes [$r]: $(grep -h dsgd "$WORK/gos_$action.err" | head -3)"; fi
     echo "fault-time $MPI_IMPL gossip $action ${s}s"
     [ "$action" = cut ] && "$CL" heal 2 > /dev/null

@@ -1,5 +1,6 @@
 /* The paradigms' pure rules against values worked by hand: SelSync's
- * smoothing, FedAvg's sample and weights, Sandblaster's portion picking. */
+ * smoothing, FedAvg's sample and weights, Sandblaster's portion picking,
+ * gossip's partition rule. */
 #include <string.h>
 
 #include "sync/rules.h"
@@ -77,11 +78,31 @@ static void test_sandblaster_pick(void)
     CHECK(sb_coord_pick(&co, &dup) == -1 && dup == 0, "every portion kept: nothing left");
 }
 
+static void test_gossip_minority(void)
+{
+    CHECK(!gossip_minority(4, 4, 1), "all 4 alive: go on");
+    CHECK(!gossip_minority(4, 3, 0), "3 of 4 without rank 0 (the lead died): go on, a majority");
+    CHECK(gossip_minority(4, 1, 0), "1 of 4 (a host cut off): stop");
+    CHECK(gossip_minority(4, 2, 0), "2 of 4 without rank 0: stop");
+    CHECK(!gossip_minority(4, 2, 1), "2 of 4 with rank 0: go on");
+    CHECK(!gossip_minority(2, 1, 1), "rank 0 of 2 whose peer is gone: go on");
+    CHECK(gossip_minority(2, 1, 0), "rank 1 of 2 whose rank 0 is gone: stop");
+    CHECK(!gossip_minority(3, 2, 0), "2 of 3: go on");
+    CHECK(gossip_minority(5, 2, 1), "2 of 5, rank 0 or not: stop");
+    /* of any split into two non-empty sides, exactly one goes on */
+    for (int n = 2; n <= 9; n++)
+        for (int a = 1; a < n; a++) {
+            int on_a = !gossip_minority(n, a, 1), on_b = !gossip_minority(n, n - a, 0);
+            CHECK(on_a + on_b == 1, "n %d split %d (with rank 0) | %d: %d and %d go on", n, a, n - a, on_a, on_b);
+        }
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
     RUN(test_selsync_ewma);
     RUN(test_fedavg);
     RUN(test_sandblaster_pick);
+    RUN(test_gossip_minority);
     return TEST_END("test_rules");
 }

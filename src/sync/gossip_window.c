@@ -26,6 +26,7 @@
 
 #include "../util/util.h"
 #include "gossip.h"
+#include "rules.h"
 
 /* This rank's clock for judging its peers' silence: wall time less the gaps
  * of more than a quarter of --timeout in which it did not look at the clock
@@ -179,6 +180,24 @@ void gossip_mark_dead(run_t *r, gossip_t *g, int j, const char *why, double secs
     r->comm->peer_lost = 1;
     fprintf(stderr, "dsgd: rank %d: peer rank %d is dead (%s within %g s, --timeout %g); no longer chosen\n",
             r->comm->rank, j, why, secs, r->cfg->timeout);
+    const int N = r->comm->size;
+    if (gossip_minority(N, N - (int)g->dead, g->alive[0] || r->comm->rank == 0)) {
+        /* A rank cut off from the others by the network finds them all
+         * silent, exactly as if they had died; were it to go on, it would
+         * take the lead's part over and write the job's metrics and
+         * checkpoint beside the real lead. Only the side that holds a
+         * majority (or half, with rank 0) goes on. */
+        fprintf(stderr, "dsgd: rank %d: cut off from the job: %d of %d ranks do not answer, and a minority cannot tell a "
+                "network partition from their deaths; it stops and leaves the metrics and checkpoint to the others\n",
+                r->comm->rank, (int)g->dead, N);
+        fflush(NULL);
+        _exit(1);
+    }
+}
+
+int gossip_minority(int n, int live, int has_rank0)
+{
+    return 2 * live < n || (2 * live == n && !has_rank0);
 }
 
 /* Push: a whole message from a peer declared dead proves it was frozen,

@@ -19,4 +19,10 @@ void fedavg_sample(uint64_t seed, long round, int N, double fraction, int *chose
  * chosen, else 0. */
 float fedavg_weight(const double *n_k, const int *chosen, int N, int k);
 
+/* Gossip's partition rule (gossip_window.c): a rank that sees `live` of n
+ * ranks alive (itself included) is in a minority, and stops, when live is
+ * under half of n, or exactly half without rank 0 (so that of two equal
+ * halves one goes on: the one with rank 0). */
+int gossip_minority(int n, int live, int has_rank0);
+
 #endif
