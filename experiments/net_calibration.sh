@@ -13,8 +13,8 @@
 # microseconds); the simulated links get --latency 50us.
 #
 # Usage: experiments/net_calibration.sh [--quick] [--repeats R] [--mpi openmpi|mpich]
-#   full: 100mbit and 1gbit, N = 2, 3, 4, bsp/asp/gossip, 3 repeats (about
-#   20 minutes on a quiet 2-core machine). --quick: 1gbit, N = 2 and 4, bsp
+#   full: 100mbit and 1gbit, N = 2, 3, 4, bsp/asp/gossip, 3 repeats (8
+#   minutes on a quiet 2-core machine). --quick: 1gbit, N = 2 and 4, bsp
 #   and asp, 1 repeat (about 2 minutes). Needs root (network namespaces),
 #   make, make sim, and dataset-fashion-mnist. Timings need a quiet machine:
 #   the load average at the start is printed with the table.
