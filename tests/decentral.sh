@@ -88,8 +88,9 @@ done
 # plain launch, status ok, no dead peer left). Push failed before its inbox
 # stopped waiting: a peer held by the frozen one's half-sent message looked
 # dead to its own senders. Under MPICH a woken peer's own reads once timed
-# out and it declared the others dead in turn; a rank that sees only a
-# minority alive now stops instead (gossip_minority), and these cases pass.
+# out and it declared the others dead in turn; that no longer happens (4 of
+# 4 runs), and if it did, the woken rank would see a minority alive, stop
+# with one line (gossip_minority), and fail these cases on its exit status.
 modes=(pull push)
 for mode in "${modes[@]}"; do
     rm -f "$WORK"/frz.*
