@@ -12,15 +12,13 @@ C=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 40 --quiet)
 for s in bsp-ps "ssp --staleness 0" asp "dssp --staleness-low 3 --staleness-high 15" downpour; do
     name=${s%% *}
     extra=()
+    # downpour: plain SGD at the worker and the shard; its fetch lands a step
+    # late but is rebased on the worker's own step since, so one worker
+    # follows --sync none exactly (before the rebase: 0.006 apart)
     [ "$name" = downpour ] && extra=(--optimizer sgd)
     "${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync $s "${extra[@]}" --checkpoint "$WORK/$name.st" > "$WORK/$name.out" 2>&1
     d=$(python3 "$HERE/ckpt_diff.py" "$WORK/none.st" "$WORK/$name.st" 2>&1)
-    if [ "$name" = downpour ]; then
-        # one Downpour worker: local step, push, fetch the server's copy: the
-        # same SGD trajectory, one fetch behind, so close but not equal
-        if le "$d" 0.05; then ok "downpour with one worker tracks --sync none (max |diff| $d)"
-        else bad "downpour, one worker" "max |diff| $d"; fi
-    elif [ "$d" = 0 ]; then ok "$name with one worker and one server equals --sync none bit for bit"
+    if [ "$d" = 0 ]; then ok "$name with one worker and one server equals --sync none bit for bit"
     else bad "$name, one worker" "max |diff| $d: $(tail -2 "$WORK/$name.out")"; fi
 done
 
