@@ -39,6 +39,15 @@ S=(train --sync bsp --data synthetic --model mlp:256,256 --batch 256 --steps 10 
 t1=$(json_field "$WORK/fast.jsonl" done train_s); t4=$(json_field "$WORK/slow.jsonl" done train_s)
 if awk -v a="$t1" -v b="$t4" 'BEGIN{exit !(a > 0 && b >= 1.4 * a)}'; then ok "a 4x slower simulated host slows bsp (${t1}s -> ${t4}s simulated)"
 else bad "slow simulated host" "train_s ${t1} -> ${t4}"; fi
+# --transient writes SimGrid speed profiles: a host slowed for intervals of
+# a mean of 10^6 s (and fast for 10^-6 s) is a 4x slower host; one slowed
+# for 10^-6 s between 10^6 s at full speed is a full-speed host
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --transient 1-1:4:1e6:1e-6 -- "${S[@]}" --metrics "$WORK/tslow.jsonl" > "$WORK/tslow.out" 2>&1
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --transient 1-1:4:1e-6:1e6 -- "${S[@]}" --metrics "$WORK/tfast.jsonl" > "$WORK/tfast.out" 2>&1
+ts=$(json_field "$WORK/tslow.jsonl" done train_s); tf=$(json_field "$WORK/tfast.jsonl" done train_s)
+if awk -v a="$t1" -v s="$ts" -v f="$tf" 'BEGIN{exit !(a > 0 && s >= 1.4 * a && f > 0 && f < 1.2 * a)}'; then
+    ok "--transient: a host's speed profile slows bsp while it is slow (${t1}s -> ${ts}s), not while it is fast (${tf}s)"
+else bad "--transient speed profiles" "train_s ${t1}, slowed ${ts}, fast ${tf}: $(tail -c 300 "$WORK/tslow.out")"; fi
 
 DS="$HERE/../scripts/dsgd-sim"
 
@@ -166,6 +175,8 @@ refused "--compute-scale inf" "--compute-scale" "$HERE/../scripts/dsgd-sim" --bu
 refused "--bandwidth 1e400Gbps" "bandwidth" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --bandwidth 1e400Gbps -- train
 refused "--latency 1e400s" "latency" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --latency 1e400s -- train
 refused "--hosts 70000" "--hosts 70000" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 70000 -- train
+refused "a bad --transient" "--transient" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --transient 2-5:4:1:3 -- train
+refused "--transient with --print-platform" "--print-platform" "$HERE/../scripts/dsgd-sim" --hosts 4 --transient 1-2:4:1:3 --print-platform
 refused "a malformed platform file is named" "$WORK/bad.xml" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --platform "$WORK/bad.xml" -- train
 
 summary sim

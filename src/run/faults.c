@@ -8,13 +8,43 @@
 
 #include "../util/util.h"
 
-int faults_parse(faults_t *f, const char *slowdown, const char *fail, int wrank, int nworkers,
-                 char *err, size_t errlen)
+/* transient:F:SLOW:FAST[:FRAC]; returns 0, or -1 with err */
+static int parse_transient(faults_t *f, const char *spec, int wrank, int nworkers, uint64_t seed,
+                           char *err, size_t errlen)
 {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", spec + strlen("transient:"));
+    double v[4] = { 0, 0, 0, 1.0 };
+    int k = 0;
+    for (char *s = buf, *tok; (tok = strsep(&s, ":")) != NULL;) {
+        if (k == 4 || parse_double(tok, &v[k])) { k = -1; break; }
+        k++;
+    }
+    if (k < 3 || v[0] < 1 || !(v[1] > 0) || !(v[2] > 0) || v[1] > 1e9 || v[2] > 1e9 || !(v[3] > 0) || v[3] > 1) {
+        snprintf(err, errlen, "bad --slowdown '%s'; want transient:F:SLOW:FAST[:FRAC] with F >= 1, mean intervals "
+                 "SLOW, FAST > 0 seconds and 0 < FRAC <= 1, e.g. transient:4:2:6", spec);
+        return -1;
+    }
+    int n = (int)ceil(v[3] * nworkers - 1e-9);
+    if (wrank >= nworkers - n) f->slowdown = v[0];
+    f->transient = 1;
+    f->slow_s = v[1];
+    f->fast_s = v[2];
+    f->next_switch = -1;
+    rng_seed(&f->rng, seed, 0x7a5e0000u + (uint64_t)wrank);   /* a stream of its own per worker */
+    return 0;
+}
+
+int faults_parse(faults_t *f, const char *slowdown, const char *fail, int wrank, int nworkers,
+                 uint64_t seed, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
     f->slowdown = 1.0;
     f->fail_step = -1;
     char buf[512];
-    if (*slowdown) {
+    if (strncmp(slowdown, "transient:", 10) == 0) {
+        if (parse_transient(f, slowdown, wrank, nworkers, seed, err, errlen) != 0) return -1;
+    } else if (*slowdown) {
         snprintf(buf, sizeof buf, "%s", slowdown);
         char *colon = strchr(buf, ':');
         if (colon) {
@@ -58,10 +88,33 @@ int faults_parse(faults_t *f, const char *slowdown, const char *fail, int wrank,
     return 0;
 }
 
-void faults_delay(const faults_t *f, double compute_s)
+/* an exponential interval of the given mean */
+static double interval(rng_t *r, double mean)
 {
-    if (f->slowdown <= 1.0 || compute_s <= 0) return;
-    double d = (f->slowdown - 1.0) * compute_s;
+    return -mean * log1p(-rng_uniform(r));   /* 1 − u in (0, 1] */
+}
+
+double faults_factor(faults_t *f, double now)
+{
+    if (!f->transient || f->slowdown <= 1.0) return f->slowdown;
+    if (f->next_switch < 0) {   /* start in the stationary state */
+        f->slowed = rng_uniform(&f->rng) < f->slow_s / (f->slow_s + f->fast_s);
+        f->next_switch = now + interval(&f->rng, f->slowed ? f->slow_s : f->fast_s);
+    }
+    while (now >= f->next_switch) {
+        f->slowed = !f->slowed;
+        f->next_switch += interval(&f->rng, f->slowed ? f->slow_s : f->fast_s);
+    }
+    return f->slowed ? f->slowdown : 1.0;
+}
+
+void faults_delay(faults_t *f, double compute_s, double now)
+{
+    double F = faults_factor(f, now);
+    f->steps++;
+    if (F <= 1.0 || compute_s <= 0) return;
+    f->slowed_steps++;
+    double d = (F - 1.0) * compute_s;
     struct timespec ts = { .tv_sec = (time_t)d, .tv_nsec = (long)((d - floor(d)) * 1e9) };
     nanosleep(&ts, NULL);
 }

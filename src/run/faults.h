@@ -2,26 +2,51 @@
  *
  *   --slowdown R=F[,R=F...]   worker R runs F times slower
  *   --slowdown FRAC:F         the last ⌈FRAC·N⌉ workers run F times slower
+ *   --slowdown transient:F:SLOW:FAST[:FRAC]
+ *                             stragglers that come and go: every worker (or
+ *                             the last ⌈FRAC·N⌉) alternates between full
+ *                             speed, for intervals of mean FAST seconds, and
+ *                             F times slower, for intervals of mean SLOW
+ *                             seconds; the intervals are exponential, drawn
+ *                             per worker from --seed, and the first state is
+ *                             slow with probability SLOW/(SLOW+FAST) (the
+ *                             share of time slowed is that from the start)
  *   --fail R@S[,R@S...]       worker R exits abruptly at its step S
  *
  * A slowdown is a delay of (F−1)·(the step's measured compute time) after
  * backward, so it scales with the model and machine. R is the worker index
  * (equal to the MPI rank for collective paradigms; for Sandblaster the
- * replica index, and S counts the portions it starts). */
+ * replica index, and S counts the portions it starts). Times are the run's
+ * clock (MPI_Wtime: simulated seconds on a simulated cluster). */
 #ifndef DSGD_FAULTS_H
 #define DSGD_FAULTS_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "../util/util.h"
 
 typedef struct faults {
-    double slowdown;   /* this worker's factor (1: none) */
+    double slowdown;   /* this worker's factor while slowed (1: none) */
     long fail_step;    /* step at which this worker exits (-1: never) */
+    /* a transient schedule: this worker's state, switched at next_switch */
+    int transient;     /* 1: the factor applies only within slowed intervals */
+    double slow_s, fast_s;   /* the intervals' means, seconds */
+    int slowed;        /* in a slowed interval */
+    double next_switch;   /* the clock at the next change (< 0: not started) */
+    rng_t rng;
+    long steps, slowed_steps;   /* steps delayed, of the steps seen */
 } faults_t;
 
-/* Parse both specs for worker `wrank` of `nworkers`; -1 with err on error. */
+/* Parse both specs for worker `wrank` of `nworkers` (seed: --seed, for a
+ * transient schedule's draws); -1 with err on error. */
 int faults_parse(faults_t *f, const char *slowdown, const char *fail, int wrank, int nworkers,
-                 char *err, size_t errlen);
-/* Sleep (F−1)·compute_s; no-op when F = 1. */
-void faults_delay(const faults_t *f, double compute_s);
+                 uint64_t seed, char *err, size_t errlen);
+/* The factor this worker runs at, at clock `now` (advances a transient
+ * schedule; the first call starts it). */
+double faults_factor(faults_t *f, double now);
+/* Sleep (F−1)·compute_s where F is the factor at clock `now`; counts the
+ * step. No-op when F = 1. */
+void faults_delay(faults_t *f, double compute_s, double now);
 
 #endif

@@ -281,7 +281,7 @@ static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, f
     comm_setup_check(comm, r->ops->layout(r) != 0, r->err);
     comm_setup_check(comm, par_layout(r) != 0, r->err);
     par_groups(r);
-    comm_setup_check(comm, faults_parse(faults, cfg->slowdown, cfg->fail, r->wrank, r->nworkers, r->err, sizeof r->err) != 0,
+    comm_setup_check(comm, faults_parse(faults, cfg->slowdown, cfg->fail, r->wrank, r->nworkers, (uint64_t)cfg->seed, r->err, sizeof r->err) != 0,
                      r->err);
     comm_setup_check(comm, setup_model(r, &oc, pk, resume) != 0, r->err);
 }
@@ -650,7 +650,7 @@ static void compute_gradient(run_t *r, faults_t *faults, loop_t *L, double ts)
     model_forward(r->model, r->it->x, r->it->nb);
     r->loss = model_loss(r->model, r->it->y, r->it->nb);
     model_backward(r->model, r->it->y, r->it->nb);
-    if (faults->slowdown > 1.0) faults_delay(faults, now_s() - ts);
+    if (faults->slowdown > 1.0) { double t = now_s(); faults_delay(faults, t - ts, t); }
     L->compute_s += now_s() - ts;   /* the batch, forward and backward (a --slowdown's delay included) */
 }
 
@@ -746,7 +746,8 @@ static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluato
 }
 
 /* The done event: the run's outcome, its traffic and its regime. */
-static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, const evaluator_t *ev)
+static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, const evaluator_t *ev,
+                        const faults_t *faults)
 {
     const long steps = r->step - L->start_step;
     metrics_begin(mx, "done", now_s());
@@ -773,6 +774,8 @@ static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, 
         metrics_double(mx, "comm_s_per_step", comm_s / (double)steps);
         if (comm_s > 0) metrics_double(mx, "compute_comm_ratio", L->compute_s / comm_s);
     }
+    if (faults->transient && faults->steps > 0)   /* the lead's share of steps slowed by a transient schedule */
+        metrics_double(mx, "slowed_share", (double)faults->slowed_steps / (double)faults->steps);
     if (r->mp_size > 1) {   /* of which within the replica: activations and input gradients */
         metrics_long(mx, "mp_bytes_sent", (long)r->mp_comm.bytes_sent);
         metrics_double(mx, "mp_comm_s", r->mp_comm.comm_s);
@@ -917,7 +920,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     const long steps = r->step - L.start_step;
     bounds_gather(&bd, r, steps, steps * (L.own_data ? L.samples_per_step : (long)r->it->nb), L.train_s);
     comm->on_fault = NULL;   /* from here on a fault is not the run's: it has ended */
-    record_done(r, &mx, &L, &bd, &ev);
+    record_done(r, &mx, &L, &bd, &ev, &faults);
     if (metrics_close(&mx, 1) != 0) die("cannot write metrics file '%s': %s", cfg->metrics, strerror(errno));
     if (r->lead) print_done(r, &L, &bd, &ev);
     bounds_free(&bd);

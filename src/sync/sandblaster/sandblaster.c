@@ -117,7 +117,7 @@ static int sb_init(run_t *r)
         s->vops = (lbfgs_vops_t){ s, c_dot, c_axpy, c_scale, c_copy, c_eval };
         s->eval = xalloc_floats(np);
     } else if (s->role == ROLE_REPLICA) {
-        if (faults_parse(&s->faults, cfg->slowdown, cfg->fail, s->me, s->R, r->err, sizeof r->err) != 0) return -1;
+        if (faults_parse(&s->faults, cfg->slowdown, cfg->fail, s->me, s->R, (uint64_t)cfg->seed, r->err, sizeof r->err) != 0) return -1;
         s->gp = xalloc_floats(np);
         s->acc = xalloc_floats(np);
         s->pbuf = xcalloc((size_t)s->S, sizeof(unsigned char *));
@@ -309,7 +309,8 @@ static int replica_run(run_t *r)
         }
         double t0 = now_s();
         double loss = sb_portion_grad(&s->data, r->model, t.batch, t.portion, s->gp);
-        faults_delay(&s->faults, now_s() - t0);
+        double t1 = now_s();
+        faults_delay(&s->faults, t1 - t0, t1);
         last = t.portion;
         last_solo = (t.flags & SB_SOLO) != 0;
         send_req(r, REQ_DONE, t.portion, t.pass, loss);
