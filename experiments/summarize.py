@@ -11,9 +11,18 @@ baseline run (the first whose label contains SUBSTRING, at the same N) in
 time since the start (the lead's training time would flatter paradigms
 whose other workers train while the lead evaluates), sync
 fraction, staleness mean/max, steps per worker (min..max), and why it
-stopped. Times are simulated seconds for simulated runs."""
+stopped. Times are simulated seconds for simulated runs.
+
+Repeats: runs with the same label and N (the same configuration, seeds
+apart) make one row, with the number of runs, and each number as the median
+and range over them, "median [min, max]". A time to target that some runs
+never reached counts as infinite: the row says how many reached it, and
+the median is "–" if fewer than half did. The speed-up is taken per seed
+against the baseline's run of the same seed, then summarized the same
+way (the ratio of the medians where the seeds do not match)."""
 import importlib.machinery
 import importlib.util
+import math
 import os
 import sys
 
@@ -42,6 +51,38 @@ def fmt(v, f="%.3f"):
     return "–" if v is None else f % v
 
 
+def median(vals):
+    """The median of numbers where None is infinite (never reached)."""
+    v = sorted(vals, key=lambda x: math.inf if x is None else x)
+    n = len(v)
+    if n == 0:
+        return None
+    a, b = v[(n - 1) // 2], v[n // 2]
+    return None if a is None or b is None else (a + b) / 2
+
+
+def spread(vals, f="%.3f"):
+    """One run's value, or the median [min, max] of repeats; with runs
+    that never got there, how many did."""
+    if len(vals) == 1:
+        return fmt(vals[0], f)
+    got = [v for v in vals if v is not None]
+    if not got:
+        return "–"
+    text = f"{fmt(median(vals), f)} [{f % min(got)}, {f % max(got)}]"
+    if len(got) < len(vals):
+        text += f", {len(got)} of {len(vals)} reached"
+    return text
+
+
+def group(rows):
+    """Rows of one configuration (label and N), in first-seen order."""
+    out = {}
+    for row in rows:
+        out.setdefault((row["label"], row["N"]), []).append(row)
+    return list(out.values())
+
+
 def main(argv):
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
@@ -59,30 +100,41 @@ def main(argv):
         d = r["done"] or {}
         tt, tw = first_hit(r, target)
         rows.append({"run": r, "label": plot.label(r, {}, with_n=False), "N": r["config"].get("workers"),
-                     "acc": d.get("test_acc"), "tt": tt, "tw": tw, "d": d})
-    baselines = {}
+                     "seed": r["cfg"].get("seed"), "acc": d.get("test_acc"), "tt": tt, "tw": tw, "d": d})
+    groups = group(rows)
+    baselines = {}   # N -> {seed: the baseline's time since the start}
     if base:
-        for row in rows:
-            if base in row["label"] and row["N"] not in baselines:
-                baselines[row["N"]] = row["tw"]
+        for g in groups:
+            if base in g[0]["label"] and g[0]["N"] not in baselines:
+                baselines[g[0]["N"]] = {row["seed"]: row["tw"] for row in g}
+    repeats = any(len(g) > 1 for g in groups)
     lines = []
     if title:
         lines += [f"### {title}", ""]
-    lines.append(f"| run | N | final test acc | time to {target} (train s) | (wall s) | speed-up vs {base or '–'} (wall) "
+    runs_col = " runs |" if repeats else ""
+    lines.append(f"| run |{runs_col} N | final test acc | time to {target} (train s) | (wall s) | speed-up vs {base or '–'} (wall) "
                  "| sync fraction | staleness mean/max | steps per worker | stopped by |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for row in rows:
-        d = row["d"]
-        b = baselines.get(row["N"])
-        speed = b / row["tw"] if b and row["tw"] else None
+    lines.append("|---|" + ("---:|" if repeats else "") + "---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for g in groups:
+        ds = [row["d"] for row in g]
+        b = baselines.get(g[0]["N"], {})
+        if b and all(row["seed"] in b for row in g):
+            speeds = [b[row["seed"]] / row["tw"] if b[row["seed"]] and row["tw"] else None for row in g]
+        else:   # no run of the baseline with the same seed: the ratio of the medians
+            mb, mt = median(list(b.values())), median([row["tw"] for row in g])
+            speeds = [mb / mt if mb and mt else None]
         st = "–"
-        if "staleness_mean" in d:
-            st = f"{d['staleness_mean']:.2f}/{d.get('staleness_max', 0):.0f}"
-        ws = d.get("worker_steps") or [d.get("steps")]
+        if all("staleness_mean" in d for d in ds):
+            st = f"{spread([d['staleness_mean'] for d in ds], '%.2f')}/{max(d.get('staleness_max', 0) for d in ds):.0f}"
+        ws = [w for d in ds for w in (d.get("worker_steps") or [d.get("steps")])]
         steps = f"{min(ws)}..{max(ws)}" if ws and None not in ws else "–"
-        lines.append(f"| {row['label']} | {row['N']} | {fmt(row['acc'], '%.4f')} | {fmt(row['tt'])} | {fmt(row['tw'])} "
-                     f"| {fmt(speed, '%.2f')} | {fmt(d.get('sync_fraction'), '%.2f')} | {st} | {steps} "
-                     f"| {d.get('stop_reason', '–')} |")
+        sync = [d.get("sync_fraction") for d in ds]
+        stops = sorted({str(d.get("stop_reason", "–")) for d in ds})
+        runs_cell = f" {len(g)} |" if repeats else ""
+        lines.append(f"| {g[0]['label']} |{runs_cell} {g[0]['N']} | {spread([row['acc'] for row in g], '%.4f')} "
+                     f"| {spread([row['tt'] for row in g])} | {spread([row['tw'] for row in g])} "
+                     f"| {spread(speeds, '%.2f')} | {spread(sync, '%.2f') if None not in sync else '–'} | {st} | {steps} "
+                     f"| {', '.join(stops)} |")
     text = "\n".join(lines) + "\n"
     with open(out + ".part", "w") as f:
         f.write(text)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/dsgd-plot: every figure is written as a whole PNG and SVG from
 # real metrics files (curves, a staleness histogram, selsync's sync
-# fraction, a scaling curve); figures without data are skipped; a missing,
+# fraction, a scaling curve); repeats of one configuration are one curve
+# with a band (and one row of summarize.py); figures without data are skipped; a missing,
 # corrupt or foreign file is refused with one line and leaves no figure.
 # Usage: tests/plot.sh BUILD_DIR   (prints "plot: N passed, M failed")
 set -u
@@ -47,6 +48,25 @@ fi
 if grep -q "ssp s=2, N=2" "$WORK/figs/accuracy_time.svg" && grep -q "selsync" "$WORK/figs/accuracy_time.svg"; then
     ok "curves are labelled by paradigm, flags and workers"
 else bad "curve labels" "$(grep -o '>[^<]*N=[0-9]*<' "$WORK/figs/accuracy_time.svg" | head -3)"; fi
+
+# repeats of one configuration (seeds apart) are one curve, the median with
+# the range as a band, and one row of summarize.py with median [min, max]
+for s in 1 2 3; do
+    "$DSGD" train "${C[@]}" --steps 40 --eval-every 5 --seed $s --metrics "$WORK/rep$s.jsonl" > /dev/null 2>&1
+done
+out=$("$PLOT" --out "$WORK/rep" "$WORK"/rep[123].jsonl 2>&1)
+if [ $? -eq 0 ] && [ "$(grep -c 'none (3 runs: median, range)' "$WORK/rep/accuracy_time.svg")" -ge 1 ] &&
+   ! grep -q '>none<' "$WORK/rep/accuracy_time.svg" && [ "$(grep -c "fill-opacity = '0.2" "$WORK/rep/accuracy_time.svg")" -eq 2 ]; then
+    ok "three seeds of one configuration: one curve with its range as a band (accuracy and loss)"
+else bad "repeats in dsgd-plot" "$out $(grep -o 'none[^<]*' "$WORK/rep/accuracy_time.svg" | head -3)"; fi
+python3 "$HERE/../experiments/summarize.py" "$WORK/rep.md" 0.5 "$WORK"/rep[123].jsonl > /dev/null 2>&1
+row=$(grep '^| none |' "$WORK/rep.md")
+acc=$(python3 -c 'import json,statistics,sys
+a=[[json.loads(l) for l in open(p) if "\"done\"" in l][-1]["test_acc"] for p in sys.argv[1:]]
+print("%.4f [%.4f, %.4f]" % (statistics.median(a), min(a), max(a)))' "$WORK"/rep[123].jsonl)
+if [ "$(grep -c '^| none |' "$WORK/rep.md")" = 1 ] && echo "$row" | grep -qF "| 3 | 1 | $acc |"; then
+    ok "summarize.py: three seeds make one row, 3 runs, accuracy $acc"
+else bad "repeats in summarize.py" "want '| 3 | 1 | $acc |' in: $(cat "$WORK/rep.md")"; fi
 
 # a single-process run has no staleness, no sync fraction: skipped, said so
 out=$("$PLOT" --out "$WORK/one" "$WORK/none.jsonl" 2>&1)
