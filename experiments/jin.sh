@@ -33,21 +33,26 @@ for N in "${NS[@]}"; do
 done
 table "time to $TARGET and accuracy at $LIMIT s" "$TARGET" bsp "${names[@]}"
 figures all "$TARGET" "${names[@]}"
-python3 - "$OUT" "$TARGET" "${NS[@]}" >> "$OUT/summary.md" <<'PY'
+python3 - "$OUT" "$TARGET" "$EVAL" "${NS[@]}" >> "$OUT/summary.md" <<'PY'
 import sys
 sys.path.insert(0, "experiments")
 from summarize import ttt
-out, target, ns = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+out, target, every, ns = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
 # time since the common start: the lead of gossip spends most of its time
 # reading every replica for the evaluations while the others train, so its
 # own training time would flatter gossip (0.1 s where 2.3 s have passed)
 print("### crossover: the smallest N from which bsp reaches the target first (time since the start)\n")
+print(f"A tie: two runs reached the target at the same evaluation (every {every:g} s).\n")
 cross = None
 for n in ns:
     b, e, g = (ttt(f"{out}/metrics/{p}-{n}.jsonl", target, wall=True) for p in ("bsp", "easgd", "gossip"))
     f = lambda v: "not reached" if v is None else f"{v:.3f} s"
-    wins = b is not None and all(o is None or b < o for o in (e, g))
-    print(f"- N = {n}: bsp {f(b)}, easgd {f(e)}, gossip {f(g)}{' ← bsp first' if wins else ''}")
+    # times are known to the evaluation grid (--eval-every-s): within half a
+    # step of it, two runs reached the target at the same evaluation, a tie
+    wins = b is not None and all(o is None or b < o - every / 2 for o in (e, g))
+    tie = b is not None and not wins and all(o is None or b < o + every / 2 for o in (e, g))
+    print(f"- N = {n}: bsp {f(b)}, easgd {f(e)}, gossip {f(g)}"
+          f"{' ← bsp first' if wins else ' ← a tie at the same evaluation' if tie else ''}")
     cross = None if not wins else (cross or n)
 print(f"\nCrossover N: {cross if cross else 'none in this range'}\n")
 PY

@@ -45,10 +45,11 @@ need_sim() {
 sim_speeds() {
     echo "$2:${3:-}"
 }
-# A simulated run: NAME HOSTS SPEEDS BANDWIDTH -- dsgd train flags. With
+# A simulated run: NAME HOSTS SPEEDS BANDWIDTH -- dsgd train flags
+# (SIM_EXTRA: more dsgd-sim options, e.g. --transient). With
 # ALLOW_FAIL=1 a failed run (a diverged one, say) is reported in the table
 # instead of stopping the experiment.
-ALLOW_FAIL=0
+ALLOW_FAIL=${ALLOW_FAIL:-0}
 sim_run() {
     local name=$1 hosts=$2 speeds=$3 bw=$4
     shift 5
@@ -57,7 +58,8 @@ sim_run() {
     local t0=$SECONDS
     local slow=()
     [ -n "${speeds#*:}" ] && slow=(--slow "${speeds#*:}")
-    if ! scripts/dsgd-sim --build "$SIMBUILD" --hosts "$hosts" --compute-scale "${speeds%%:*}" "${slow[@]}" \
+    # shellcheck disable=SC2086
+    if ! scripts/dsgd-sim --build "$SIMBUILD" --hosts "$hosts" --compute-scale "${speeds%%:*}" "${slow[@]}" ${SIM_EXTRA:-} \
             --bandwidth "$bw" -- train "$@" \
             --metrics "$OUT/metrics/$name.jsonl" > "$OUT/logs/$name.log" 2>&1; then
         [ "$ALLOW_FAIL" = 1 ] && { echo "    failed: $(grep -m1 'dsgd: error' "$OUT/logs/$name.log" || tail -1 "$OUT/logs/$name.log")"; return 0; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The paper experiments in their --quick form (simulated, seconds each): each
 # runs end to end and writes its summary table and figures (and the spatial
-# model-parallel speed-up, lc_speedup.sh).
+# model-parallel speed-up, lc_speedup.sh); docs/results.md's tables agree
+# with their metrics.
 # Usage: tests/experiments.sh SIM_BUILD_DIR BUILD_DIR   (prints "experiments: N passed, M failed")
 set -u
 SIM=${1:-build-sim}
@@ -34,4 +35,14 @@ if "$HERE/../experiments/lc_speedup.sh" --quick --out "$out" --sim-build "$SIM" 
 else
     bad "experiments/lc_speedup.sh --quick" "$(tail -3 "$WORK/lc_speedup.log")"
 fi
+# docs/results.md's tables agree with the metrics beside it; a number
+# changed by hand in one of them is caught, by name
+RT="$HERE/../experiments/results_tables.py"
+if out=$(python3 "$RT" --check 2>&1); then ok "docs/results.md: ${out#results_tables: }"
+else bad "docs/results.md's tables against their metrics" "$out"; fi
+sed '/<!-- table jin -->/,/<!-- end table -->/ s/| 8 | 0\.867 /| 8 | 0.877 /' "$HERE/../docs/results.md" > "$WORK/results.md"
+out=$(python3 "$RT" --check "$WORK/results.md" 2>&1)
+if [ $? = 1 ] && echo "$out" | grep -q "^results_tables: jin: differs from its metrics" && [ "$(echo "$out" | grep -c differs)" = 1 ]; then
+    ok "a number changed in the jin table is caught: $(echo "$out" | head -1)"
+else bad "results_tables.py on a changed table" "$out"; fi
 summary experiments
