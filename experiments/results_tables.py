@@ -211,7 +211,8 @@ def distbelief():
 
 TABLES = {"jin": jin, "dssp": dssp, "dssp-transient": dssp_transient, "dssp-ratios": dssp_ratios,
           "selsync": selsync, "distbelief": distbelief}
-BLOCK = re.compile(r"(<!-- table ([\w-]+) -->\n)(.*?)(\n<!-- end table -->)", re.S)
+# a block's text never holds another block's start (an empty block is one newline)
+BLOCK = re.compile(r"(<!-- table ([\w-]+) -->\n)((?:(?!<!-- table ).)*?)(\n?<!-- end table -->)", re.S)
 
 
 def main(argv):
@@ -242,7 +243,7 @@ def main(argv):
             return m.group(0)
         if new != m.group(3):
             bad.append(f"{name}: differs from its metrics")
-        return m.group(1) + new + m.group(4)
+        return m.group(1) + new + "\n<!-- end table -->"
     out = BLOCK.sub(repl, text)
     if mode == "--write":
         if out != text:

@@ -10,8 +10,10 @@ start, from the first evaluation at or above it), speed-up to TARGET over the
 baseline run (the first whose label contains SUBSTRING, at the same N) in
 time since the start (the lead's training time would flatter paradigms
 whose other workers train while the lead evaluates), sync
-fraction, staleness mean/max, steps per worker (min..max), and why it
-stopped. Times are simulated seconds for simulated runs.
+fraction, staleness mean/max, steps per worker (min..max), the lead's
+compute-to-communication ratio (its time computing gradients against its
+time in or waiting for communication, per step: the regime of the run), and
+why it stopped. Times are simulated seconds for simulated runs.
 
 Repeats: runs with the same label and N (the same configuration, seeds
 apart) make one row, with the number of runs, and each number as the median
@@ -113,8 +115,8 @@ def main(argv):
         lines += [f"### {title}", ""]
     runs_col = " runs |" if repeats else ""
     lines.append(f"| run |{runs_col} N | final test acc | time to {target} (train s) | (wall s) | speed-up vs {base or '–'} (wall) "
-                 "| sync fraction | staleness mean/max | steps per worker | stopped by |")
-    lines.append("|---|" + ("---:|" if repeats else "") + "---:|---:|---:|---:|---:|---:|---:|---:|---|")
+                 "| sync fraction | staleness mean/max | steps per worker | compute/comm | stopped by |")
+    lines.append("|---|" + ("---:|" if repeats else "") + "---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for g in groups:
         ds = [row["d"] for row in g]
         b = baselines.get(g[0]["N"], {})
@@ -129,12 +131,13 @@ def main(argv):
         ws = [w for d in ds for w in (d.get("worker_steps") or [d.get("steps")])]
         steps = f"{min(ws)}..{max(ws)}" if ws and None not in ws else "–"
         sync = [d.get("sync_fraction") for d in ds]
+        ratio = [d.get("compute_comm_ratio") for d in ds]
         stops = sorted({str(d.get("stop_reason", "–")) for d in ds})
         runs_cell = f" {len(g)} |" if repeats else ""
         lines.append(f"| {g[0]['label']} |{runs_cell} {g[0]['N']} | {spread([row['acc'] for row in g], '%.4f')} "
                      f"| {spread([row['tt'] for row in g])} | {spread([row['tw'] for row in g])} "
                      f"| {spread(speeds, '%.2f')} | {spread(sync, '%.2f') if None not in sync else '–'} | {st} | {steps} "
-                     f"| {', '.join(stops)} |")
+                     f"| {spread(ratio, '%.3g') if None not in ratio else '–'} | {', '.join(stops)} |")
     text = "\n".join(lines) + "\n"
     with open(out + ".part", "w") as f:
         f.write(text)
