@@ -41,11 +41,13 @@ if awk -v a="$t1" -v b="$t4" 'BEGIN{exit !(a > 0 && b >= 1.4 * a)}'; then ok "a 
 else bad "slow simulated host" "train_s ${t1} -> ${t4}"; fi
 # --transient writes SimGrid speed profiles: a host slowed for intervals of
 # a mean of 10^6 s (and fast for 10^-6 s) is a 4x slower host; one slowed
-# for 10^-6 s between 10^6 s at full speed is a full-speed host
+# for 10^-6 s between 10^6 s at full speed is a full-speed host. (Simulated
+# compute is measured, so 10 steps move by 25% on a busy machine: the fast
+# run is judged against the slowed one, not against the first run.)
 "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --transient 1-1:4:1e6:1e-6 -- "${S[@]}" --metrics "$WORK/tslow.jsonl" > "$WORK/tslow.out" 2>&1
 "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --transient 1-1:4:1e-6:1e6 -- "${S[@]}" --metrics "$WORK/tfast.jsonl" > "$WORK/tfast.out" 2>&1
 ts=$(json_field "$WORK/tslow.jsonl" done train_s); tf=$(json_field "$WORK/tfast.jsonl" done train_s)
-if awk -v a="$t1" -v s="$ts" -v f="$tf" 'BEGIN{exit !(a > 0 && s >= 1.4 * a && f > 0 && f < 1.2 * a)}'; then
+if awk -v a="$t1" -v s="$ts" -v f="$tf" 'BEGIN{exit !(a > 0 && s >= 1.4 * a && f > 0 && f < 0.7 * s)}'; then
     ok "--transient: a host's speed profile slows bsp while it is slow (${t1}s -> ${ts}s), not while it is fast (${tf}s)"
 else bad "--transient speed profiles" "train_s ${t1}, slowed ${ts}, fast ${tf}: $(tail -c 300 "$WORK/tslow.out")"; fi
 
