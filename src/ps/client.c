@@ -237,6 +237,8 @@ static void recv_replies(ps_client_t *pc, int tag, float *dst, MPI_Request *reqs
 void ps_pull_start(ps_client_t *pc, int eval, float *into)
 {
     const int S = pc->cfg->servers;
+    /* one pull at a time: a second would replace the first's requests */
+    if (pc->pull_active) die("ps_pull_start: a pull is already in flight (a bug in the caller)");
     pc->pull_tag = eval ? PS_EVAL_PARAMS : PS_PARAMS;
     pc->pull_into = into ? into : pc->rbuf;
     recv_replies(pc, pc->pull_tag, pc->pull_into, pc->pull_req + S);

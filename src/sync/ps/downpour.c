@@ -21,6 +21,12 @@
  * workers spend their first step on a fetch that the shards hold until then,
  * so they start from its parameters.
  *
+ * An evaluation on the lead asks the shards for the global model while its
+ * own fetch may be in flight: the fetch is taken first, into a buffer of its
+ * own (`landed`), and the next step applies it as if it had waited then, so
+ * that evaluating does not change the run (before: the evaluation's request
+ * replaced the fetch's, which was lost).
+ *
  * Model parallel (--model-parallel M, docs/algorithms.md §11): a replica is M
  * ranks, and each pushes and pulls only the slices of the layers it holds,
  * as a client of its own; worker 0's whole replica warms up together. */
@@ -35,6 +41,8 @@ typedef struct downpour {
     float *local_acc;        /* gradients accumulated since the last push */
     float *acc_sent;         /* the accumulator of the push in flight (sent without a copy) */
     float *at_fetch;         /* w₀: the parameters when the fetch in flight started */
+    float *landed;           /* a fetch an evaluation took early, for the next step (lead only) */
+    int has_landed;          /* landed holds it */
     long since_push;
 } downpour_t;
 
@@ -75,10 +83,12 @@ static int downpour_step(run_t *r)
         memset(s->local_acc, 0, n * sizeof(float));
         s->since_push = 0;
     }
-    if (s->ps.client->pull_active) {
+    if (s->ps.client->pull_active || s->has_landed) {
         float *w = m->params, *d = s->at_fetch;
         for (size_t i = 0; i < n; i++) d[i] = w[i] - d[i];   /* this worker's progress since the request */
-        ps_pull_wait(s->ps.client, w);
+        if (s->has_landed) memcpy(w, s->landed, n * sizeof(float));
+        else ps_pull_wait(s->ps.client, w);
+        s->has_landed = 0;
         if (!r->comm->evicted)   /* evicted: no reply, w stays as it was */
             for (size_t i = 0; i < n; i++) w[i] += d[i];
     }
@@ -88,6 +98,20 @@ static int downpour_step(run_t *r)
         ps_pull_start(s->ps.client, 0, NULL);
     }
     return 0;
+}
+
+/* The global model for an evaluation: a fetch in flight is taken first
+ * (the shards answer in order), kept for the next step. */
+static float *downpour_eval_params(run_t *r)
+{
+    downpour_t *s = r->sync_state;
+    if (s->ps.client->pull_active) {
+        const size_t n = r->model->nparams;
+        if (!s->landed) s->landed = xalloc_floats(n);
+        ps_pull_wait(s->ps.client, s->landed);
+        s->has_landed = !r->comm->evicted;   /* evicted: no reply; the next step leaves w as it is */
+    }
+    return ps_sync_eval_params(r);
 }
 
 static void downpour_finish(run_t *r)
@@ -105,6 +129,7 @@ static void downpour_destroy(run_t *r)
     free(s->local_acc);
     free(s->acc_sent);
     free(s->at_fetch);
+    free(s->landed);
     free(s);
     r->sync_state = NULL;
 }
@@ -119,7 +144,7 @@ const sync_ops_t sync_downpour = {
     .finish = downpour_finish,
     .destroy = downpour_destroy,
     .stats = ps_sync_stats,
-    .eval_params = ps_sync_eval_params,
+    .eval_params = downpour_eval_params,
     .resume = ps_sync_resume,
     .model_parallel = 1,
     .stop_mode = ps_sync_stop_mode,
