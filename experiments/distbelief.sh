@@ -21,7 +21,7 @@ else
     DATA=(--data fashion-mnist --model mlp --batch 64 --test-subset 2000)
     BT=6000
 fi
-COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --quiet)
+COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --eval-offline --quiet)
 # Downpour: Adagrad at the shard with γ = the fixed rate, 0.05 (the paper
 # suggests ~10x the best fixed rate; not swept here)
 declare -A P=(

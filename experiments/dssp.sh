@@ -77,7 +77,7 @@ for spec in $(for N in "${NS[@]}"; do echo "$N:hetero $N:homo"; done) $(for N in
                     # shellcheck disable=SC2086
                     SIM_EXTRA="--transient $S-$((H - 1)):$TF:$TSLOW:$TFAST:$seed" \
                     sim_run "$cl-$N-$p-seed$seed" "$H" "$speeds" 10Gbps -- "${DATA[@]}" --lr "$(lr_for "$N")" --epochs 100000 \
-                        --servers "$S" --time-limit "$lim" --eval-every-s "$ev" --quiet --seed "$seed" ${P[$p]}
+                        --servers "$S" --time-limit "$lim" --eval-every-s "$ev" --eval-offline --quiet --seed "$seed" ${P[$p]}
                     names+=("$cl-$N-$p-seed$seed")
                 done
             done
@@ -85,7 +85,7 @@ for spec in $(for N in "${NS[@]}"; do echo "$N:hetero $N:homo"; done) $(for N in
         for p in "${ORDER[@]}"; do
             # shellcheck disable=SC2086
             sim_run "$cl-$N-$p" "$H" "$speeds" 10Gbps -- "${DATA[@]}" --lr "$(lr_for "$N")" --epochs 100000 --servers "$S" \
-                --time-limit "$lim" --eval-every-s "$ev" --quiet ${P[$p]}
+                --time-limit "$lim" --eval-every-s "$ev" --eval-offline --quiet ${P[$p]}
             names+=("$cl-$N-$p")
         done
         fi

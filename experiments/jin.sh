@@ -20,7 +20,7 @@ else
     NS=(4 8 16 32 64 128); LIMIT=4; EVAL=0.1; TARGET=0.82
     DATA=(--data fashion-mnist --model mlp --batch 64 --lr 0.05 --test-subset 2000)
 fi
-COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --quiet)
+COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --eval-offline --quiet)
 summary_head "Jin et al.: synchronous all-reduce against asynchronous easgd and gossip as N grows" \
     "Simulated 10 GbE, hosts ${SCALE}x this machine's core; every run bounded by $LIMIT simulated s; target test accuracy $TARGET. Accuracy at the fixed time is the final test accuracy."
 names=()

@@ -20,7 +20,7 @@ else
     PARTS=(iid label-skew label-skew+inject)
     DATA=(--data fashion-mnist --model mlp --batch 64 --lr 0.05 --momentum 0.9 --test-subset 2000)
 fi
-COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --quiet)
+COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --eval-offline --quiet)
 summary_head "SelSync: selective synchronization" \
     "bsp, selsync (δ sweep), localsgd (H = 8) and fedavg (H = 8, C = 0.5) under the same simulated time budget ($LIMIT s); target test accuracy $TARGET; speed-up = bsp's time to target / the run's."
 for net in "${NETS[@]}"; do

@@ -96,6 +96,43 @@ print("ok" if ok else "bad", len(t) - 1, [round(x, 3) for x in t])' "$WORK/es.js
 if [ "${r%% *}" = ok ]; then ok "--eval-every-s 0.25 over 1 s: ${r#ok }"
 else bad "--eval-every-s" "$r"; fi
 
+# --eval-offline: snapshots during the run, evaluated after it, are the
+# evaluations the run would have made inline (deterministic runs: one
+# worker for the parameter server), and the run is the same; nothing is
+# left in TMPDIR
+O=(--data synthetic:2048 --model mlp:32 --batch 32 --steps 60 --eval-every 15 --lr 0.05 --test-subset 256 --quiet)
+offline_case() {   # NAME NP -- dsgd flags
+    local name=$1 np=$2
+    shift 3
+    mkdir -p "$WORK/tmp"
+    "${MPIRUN[@]}" -np "$np" "$DSGD" train "${O[@]}" "$@" --metrics "$WORK/in.jsonl" --checkpoint "$WORK/in.st" > "$WORK/in.out" 2>&1
+    "${MPIRUN[@]}" -np "$np" env TMPDIR="$WORK/tmp" "$DSGD" train "${O[@]}" "$@" --eval-offline \
+        --metrics "$WORK/off.jsonl" --checkpoint "$WORK/off.st" > "$WORK/off.out" 2>&1
+    local msg d
+    if ! msg=$(python3 "$HERE/offline_check.py" "$WORK/in.jsonl" "$WORK/off.jsonl" 2>&1); then
+        bad "$name --eval-offline" "$msg: $(tail -2 "$WORK/off.out")"
+    elif d=$(python3 "$HERE/ckpt_diff.py" "$WORK/in.st" "$WORK/off.st" 2>&1) && [ "$d" != 0 ]; then
+        bad "$name --eval-offline changes the run" "max |diff| $d"
+    elif [ -n "$(ls -A "$WORK/tmp")" ]; then
+        bad "$name --eval-offline" "left $(ls "$WORK/tmp") in TMPDIR"
+    else
+        ok "$name --eval-offline: $msg; the same final model bit for bit"
+    fi
+}
+offline_case none 1 -- --sync none
+offline_case bsp 2 -- --sync bsp
+offline_case asp 2 -- --sync asp
+offline_case downpour 2 -- --sync downpour --server-opt adagrad --adagrad-lr 0.05
+out=$("$DSGD" train "${O[@]}" --eval-offline --target-acc 0.5 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "eval-offline.*target-acc"; then ok "--eval-offline with --target-acc refused: $out"
+else bad "--eval-offline --target-acc" "rc $rc: $out"; fi
+out=$("${MPIRUN[@]}" -np 1 env TMPDIR=/proc/dsgd-none "$DSGD" train "${O[@]}" --eval-offline 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && echo "$out" | grep -q "^dsgd: error: .*--eval-offline: cannot create a temporary file in /proc/dsgd-none"; then
+    ok "--eval-offline with a TMPDIR it cannot write: stops before training, in one line"
+else bad "--eval-offline, unwritable TMPDIR" "rc $rc: $out"; fi
+
 for bad_flag in "--target-acc 1.5" "--time-limit -1" "--eval-every-s -2"; do
     out=$("$DSGD" train "${C[@]}" $bad_flag 2>&1)
     rc=$?

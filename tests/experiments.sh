@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The paper experiments in their --quick form (simulated, seconds each): each
 # runs end to end and writes its summary table and figures (and the spatial
-# model-parallel speed-up, lc_speedup.sh); docs/results.md's tables agree
+# model-parallel speed-up, lc_speedup.sh, and evaluation.sh's table of how
+# evaluating perturbs a run); docs/results.md's tables agree
 # with their metrics.
 # Usage: tests/experiments.sh SIM_BUILD_DIR BUILD_DIR   (prints "experiments: N passed, M failed")
 set -u
@@ -25,6 +26,17 @@ for e in jin dssp selsync distbelief; do
         bad "experiments/$e.sh --quick" "$(tail -3 "$WORK/$e.log")"
     fi
 done
+# evaluation.sh: none, inline and offline rows, the offline ones evaluated
+out="$WORK/evaluation"
+if "$HERE/../experiments/evaluation.sh" --quick --out "$out" --sim-build "$SIM" --build "$REAL" > "$WORK/evaluation.log" 2>&1; then
+    rows=$(grep -c '^| \(real\|sim\)-' "$out/summary.md")
+    evald=$(grep '^| sim-[a-z]* | offline | [1-9]' "$out/summary.md" | wc -l)
+    if [ "$rows" = 9 ] && [ "$evald" = 2 ] && grep -q "^Wall time on this machine: 9 runs" "$out/summary.md"; then
+        ok "experiments/evaluation.sh --quick: $rows rows, the simulated offline runs evaluated"
+    else bad "experiments/evaluation.sh --quick" "$rows rows, $evald evaluated offline rows: $(cat "$out/summary.md")"; fi
+else
+    bad "experiments/evaluation.sh --quick" "$(tail -3 "$WORK/evaluation.log")"
+fi
 # DistBelief's Figure 3 on spatial blocks: a table row and a speed-up per M, and the figure
 out="$WORK/lc_speedup"
 if "$HERE/../experiments/lc_speedup.sh" --quick --out "$out" --sim-build "$SIM" > "$WORK/lc_speedup.log" 2>&1; then

@@ -66,6 +66,12 @@ E=(--model resnet:8,4 --data "$DATA" --train-subset 512 --test-subset 200 --batc
    --augment crop,flip --epochs 2 --eval-every 10)
 exact "none, resnet:8,4" 1 13 "${E[@]}"
 exact "bsp, 2 workers, resnet:8,4" 2 9 "${E[@]}" --sync bsp --epochs 3
+# --eval-offline keeps the running statistics with each snapshot: the
+# offline evaluations of bsp are the inline ones
+launch 2 "${E[@]}" --sync bsp --epochs 3 --metrics "$WORK/in.jsonl" > "$WORK/in.out" 2>&1
+launch 2 "${E[@]}" --sync bsp --epochs 3 --eval-offline --metrics "$WORK/off.jsonl" > "$WORK/off.out" 2>&1
+if msg=$(python3 "$HERE/offline_check.py" "$WORK/in.jsonl" "$WORK/off.jsonl" 2>&1); then ok "bsp, resnet:8,4, --eval-offline: $msg"
+else bad "bsp, resnet:8,4, --eval-offline" "$msg: $(tail -c 300 "$WORK/off.out")"; fi
 python3 - "$WORK/full.st" <<'EOF' && ok "the checkpoint names the running statistics as PyTorch does and holds no bias for the convolutions" || bad "checkpoint tensor names" "see above"
 import json, struct, sys
 raw = open(sys.argv[1], "rb").read()

@@ -33,6 +33,7 @@ const opt_def_t config_train_opts[] = {
     { "time-limit", OT_DOUBLE, S(time_limit), "0", "stop every worker this many seconds after the common start (simulated seconds under SimGrid; 0: no limit; --epochs/--steps still apply)" },
     { "target-acc", OT_DOUBLE, S(target_acc), "0", "stop at the first evaluation whose test accuracy reaches this (0: off)" },
     { "eval-every-s", OT_DOUBLE, S(eval_every_s), "0", "evaluate every this many seconds (0: off; replaces the per-epoch evaluation unless --eval-every is given)" },
+    { "eval-offline", OT_FLAG, S(eval_offline), "0", "at each evaluation only take a snapshot of the model and go on; evaluate the snapshots after the run, with the times they were taken (evaluating then costs the workers nothing)" },
     { "metrics", OT_STR, S(metrics), "", "write JSON-lines metrics to this file" },
     { "checkpoint", OT_STR, S(checkpoint), "", "write a checkpoint here at the end (and every --checkpoint-every steps; parameter-server paradigms: written by the shards)" },
     { "checkpoint-every", OT_LONG, S(checkpoint_every), "0", "steps between checkpoints (0: only at the end)" },
@@ -239,6 +240,9 @@ int config_validate(const config_t *c, char *err, size_t errlen)
         BAD("unknown --ps-transport '%s'; choose auto, shm or messages", c->ps_transport);
     if (strcmp(c->wait, "backoff") && strcmp(c->wait, "spin"))
         BAD("unknown --wait '%s'; choose backoff or spin", c->wait);
+    if (c->eval_offline && c->target_acc > 0)
+        BAD("--eval-offline evaluates after the run, so it cannot stop at --target-acc; bound the run by --steps, --epochs "
+            "or --time-limit (the metrics still give the time to any accuracy)");
     if (c->checkpoint_every > 0 && !*c->checkpoint) BAD("--checkpoint-every needs --checkpoint FILE");
     if (strcmp(c->aggregation, "parameter") && strcmp(c->aggregation, "gradient"))
         BAD("unknown --aggregation '%s'; choose parameter or gradient", c->aggregation);
@@ -272,7 +276,7 @@ static void help_line(FILE *f, const opt_def_t *t, const char *help)
 static const char *const help_groups[][12] = {
     { "general", "model", "sync", NULL },
     { "data", "data", "partition", "train-subset", "test-subset", "inject-alpha", "inject-beta", NULL },
-    { "how long, and when to evaluate", "epochs", "steps", "time-limit", "target-acc", "eval-every", "eval-every-s", NULL },
+    { "how long, and when to evaluate", "epochs", "steps", "time-limit", "target-acc", "eval-every", "eval-every-s", "eval-offline", NULL },
     { "stragglers and faults", "slowdown", "fail", "timeout", "wait", NULL },
     { "output", "metrics", "checkpoint", "checkpoint-every", "resume", "progress-every", "quiet", NULL },
 };

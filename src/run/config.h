@@ -22,6 +22,7 @@ typedef struct config {
     double timeout;
     double diverge_loss;               /* a step's loss above this is divergence */
     double time_limit, target_acc, eval_every_s;   /* bounded runs (bounds.h) */
+    int eval_offline;                  /* snapshots during the run, evaluated after it */
     long period, window;               /* localsgd H; selsync W */
     double fedavg_fraction, delta, smoothing;
     double inject_alpha, inject_beta;  /* SelSync's non-IID data injection */

@@ -90,21 +90,21 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int 
     return f[0] != BOUNDS_NONE;
 }
 
-int bounds_record_eval(bounds_t *b, const run_t *r, double acc, double at_s, double train_s)
+int bounds_record_eval(bounds_t *b, const run_t *r, double acc, double at_s, double train_s, long step)
 {
     int hit = r->lead && b->target > 0 && acc >= b->target;
     if (hit && !b->reached) {
         b->reached = 1;
         b->ttt_wall = at_s;
         b->ttt_train = train_s;
-        b->ttt_step = r->step;
+        b->ttt_step = step;
     }
     return hit;
 }
 
 int bounds_after_eval(bounds_t *b, run_t *r, double acc, double at_s, double train_s)
 {
-    int hit = bounds_record_eval(b, r, acc, at_s, train_s);
+    int hit = bounds_record_eval(b, r, acc, at_s, train_s, r->step);
     if (b->target <= 0) return 0;
     if (b->mode == STOP_AGREE && r->comm->size > 1) {
         comm_bcast(r->comm, &hit, sizeof hit, b->lead_rank, "the target verdict broadcast");

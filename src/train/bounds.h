@@ -57,8 +57,9 @@ int  bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int
  * common start; train_s: the lead's training time then); returns 1 if the
  * loop must stop. */
 int  bounds_after_eval(bounds_t *b, run_t *r, double acc, double at_s, double train_s);
-/* The same record, without telling anyone (the final evaluation). */
-int  bounds_record_eval(bounds_t *b, const run_t *r, double acc, double at_s, double train_s);
+/* The same record, without telling anyone (the final evaluation, and
+ * --eval-offline's snapshots of step `step`, evaluated after the run). */
+int  bounds_record_eval(bounds_t *b, const run_t *r, double acc, double at_s, double train_s, long step);
 /* Seconds since the common start. */
 double bounds_now(const bounds_t *b);
 /* Every rank (servers too) at the end: gather the per-worker figures. */

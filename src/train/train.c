@@ -17,6 +17,7 @@
 #include "metrics.h"
 #include "outputs.h"
 #include "parallel.h"
+#include "snapshots.h"
 
 #define EVAL_CHUNK 256
 
@@ -25,18 +26,30 @@ typedef struct evaluator {
     float *x;            /* (max_batch, dim) test inputs as floats; allocated by
                             the first evaluation, so only evaluating ranks hold it */
     double acc, loss;
+    snapshots_t snaps;   /* --eval-offline */
 } evaluator_t;
 
-/* Test accuracy and loss of the paradigm's model to evaluate (during the
- * run, global = 1: e.g. the parameter server's), or of the local replica. */
-static void evaluate(run_t *r, evaluator_t *ev, int global)
+/* The model the paradigm delivers during the run (e.g. the parameter
+ * server's), its parameters and its batch-normalization statistics. */
+static float *delivered_model(run_t *r, float **state)
+{
+    float *p = r->model->params;
+    *state = r->model->state;
+    if (r->ops->eval_params) {
+        p = r->ops->eval_params(r);
+        if (r->ops->eval_has_state) *state = p + r->model->nparams;
+    }
+    return p;
+}
+
+/* Test accuracy and loss of the model with these parameters and
+ * statistics (the model's own when NULL). */
+static void evaluate_model(run_t *r, evaluator_t *ev, float *params, float *state)
 {
     model_t *m = r->model;
     float *own = m->params, *own_state = m->state;
-    if (global && r->ops->eval_params) {
-        m->params = r->ops->eval_params(r);
-        if (r->ops->eval_has_state) m->state = m->params + m->nparams;
-    }
+    if (params) m->params = params;
+    if (state) m->state = state;
     const dataset_t *d = &r->test;
     const long dim = dataset_dim(d);
     long correct = 0;
@@ -60,6 +73,14 @@ static void evaluate(run_t *r, evaluator_t *ev, int global)
     m->state = own_state;
     model_set_training(m, 1);
     if (r->mp) { r->mp->halo_bytes = halo_bytes; r->mp->halo_wait_s = halo_wait; }
+}
+
+/* Test accuracy and loss of the paradigm's model to evaluate (during the
+ * run, global = 1: e.g. the parameter server's), or of the local replica. */
+static void evaluate(run_t *r, evaluator_t *ev, int global)
+{
+    float *state = NULL, *params = global ? delivered_model(r, &state) : NULL;
+    evaluate_model(r, ev, params, state);
 }
 
 static int load_data(run_t *r, const config_t *cfg)
@@ -96,21 +117,24 @@ static int live_line(const run_t *r)
 static int counts_iterations(const run_t *r) { return r->ops->step_samples != NULL; }
 
 /* "epoch E  step S" or, for L-BFGS, "iter S" */
-static void print_position(const run_t *r)
+static void print_position_at(const run_t *r, long step)
 {
-    if (counts_iterations(r)) printf("iter %6ld", r->step);
-    else printf("epoch %6.2f  step %7ld", (double)r->step / (double)r->steps_per_epoch, r->step);
+    if (counts_iterations(r)) printf("iter %6ld", step);
+    else printf("epoch %6.2f  step %7ld", (double)step / (double)r->steps_per_epoch, step);
 }
 
-static void print_progress(run_t *r, const evaluator_t *ev, double train_loss, double sps, double t)
+static void print_position(const run_t *r) { print_position_at(r, r->step); }
+
+/* An evaluation's line: where (m), what (ev), t seconds since the process began. */
+static void print_progress(run_t *r, const evaluator_t *ev, const snap_meta_t *m, double t)
 {
     if (r->cfg->quiet || !r->lead) return;
-    char extra[512];
-    stats_text(r, extra, sizeof extra);
     if (live_line(r)) fputs("\r\033[K", stdout);
-    print_position(r);
-    printf("  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.1fs%s\n",
-           train_loss, ev->acc, ev->loss, sps, t, extra);
+    print_position_at(r, m->step);
+    printf("  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.1fs",
+           m->train_loss, ev->acc, ev->loss, m->sps, t);
+    for (int i = 0; i < m->nstats; i++) printf("  %s %.4g", m->key[i], m->value[i]);
+    putchar('\n');
     fflush(stdout);
 }
 
@@ -468,24 +492,57 @@ static void leave_evicted(run_t *r, metrics_t *mx, const config_t *cfg)
     r->left = 1;
 }
 
-/* run_s: seconds since the common start; train_s: the lead's training time so far */
-static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, double train_loss, double sps,
-                        double run_s, double train_s, long samples)
+/* What an evaluation's record says besides the accuracy, as of now (after
+ * the paradigm handed out the model to evaluate, whose reply may carry its
+ * figures). run_s: seconds since the common start; train_s: the lead's
+ * training time so far. */
+static void eval_meta(run_t *r, double train_loss, double sps, double run_s, double train_s, long samples, snap_meta_t *m)
 {
-    metrics_begin(mx, "eval", now_s());
-    metrics_long(mx, "step", r->step);
-    metrics_double(mx, "epoch", (double)r->step / (double)r->steps_per_epoch);
-    metrics_long(mx, "samples", samples);
-    metrics_double(mx, "run_s", run_s);
-    metrics_double(mx, "train_s", train_s);
-    metrics_double(mx, "test_acc", ev->acc);
-    metrics_double(mx, "test_loss", ev->loss);
-    metrics_double(mx, "train_loss", train_loss);
-    metrics_double(mx, "samples_per_s", sps);
+    memset(m, 0, sizeof *m);
+    m->step = r->step;
+    m->samples = samples;
+    m->time = now_s();
+    m->run_s = run_s;
+    m->train_s = train_s;
+    m->train_loss = train_loss;
+    m->sps = sps;
     sync_stat_t st[16];
     int n = r->ops->stats ? r->ops->stats(r, st, 16, 1) : 0;
-    for (int i = 0; i < n; i++) metrics_double(mx, st[i].key, st[i].value);
+    for (int i = 0; i < n && m->nstats < SNAP_STATS; i++) {
+        if (st[i].raw) continue;
+        snprintf(m->key[m->nstats], sizeof m->key[0], "%s", st[i].key);
+        m->value[m->nstats++] = st[i].value;
+    }
+}
+
+/* The eval event; offline: evaluated after the run, from a snapshot taken at m->time. */
+static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, const snap_meta_t *m, int offline)
+{
+    metrics_begin(mx, "eval", m->time);
+    metrics_long(mx, "step", m->step);
+    metrics_double(mx, "epoch", (double)m->step / (double)r->steps_per_epoch);
+    metrics_long(mx, "samples", m->samples);
+    metrics_double(mx, "run_s", m->run_s);
+    metrics_double(mx, "train_s", m->train_s);
+    metrics_double(mx, "test_acc", ev->acc);
+    metrics_double(mx, "test_loss", ev->loss);
+    metrics_double(mx, "train_loss", m->train_loss);
+    metrics_double(mx, "samples_per_s", m->sps);
+    if (offline) metrics_long(mx, "offline", 1);
+    for (int i = 0; i < m->nstats; i++) metrics_double(mx, m->key[i], m->value[i]);
     metrics_end(mx);
+}
+
+/* --eval-offline, during the run: keep the delivered model and go on. */
+static void snapshot_take(run_t *r, metrics_t *mx, evaluator_t *ev, double train_loss, double sps, double run_s,
+                          double train_s, long samples)
+{
+    float *state, *p = delivered_model(r, &state);
+    snap_meta_t m;
+    eval_meta(r, train_loss, sps, run_s, train_s, samples, &m);
+    char err[512];
+    if (snapshots_add(&ev->snaps, p, r->model->nparams, state, r->model->nstate, &m, err, sizeof err) != 0)
+        run_abort(mx, "%s", err);
 }
 
 /* DSGD_TEST_BN_DUMP=PREFIX: every worker writes its state vector (batch-norm
@@ -677,12 +734,18 @@ static int evaluate_during(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, eva
     double tl = L->loss_sum / (double)L->loss_n, sps = L->seg_t > 0 ? L->seg_samples / L->seg_t : 0, at = bounds_now(bd);
     L->beat_last = now_s();
     if (r->ops->sync_bn) r->ops->sync_bn(r);
-    if (r->evaluates) {
+    const long samples = r->step * L->samples_per_step;
+    if (r->evaluates && r->cfg->eval_offline) {
+        snapshot_take(r, mx, ev, tl, sps, at, L->train_s, samples);
+        if (L->beat) print_heartbeat(r, tl, sps, now_s() - L->t0);
+    } else if (r->evaluates) {
         evaluate(r, ev, 1);
-        print_progress(r, ev, tl, sps, now_s() - L->t0);
-        eval_record(r, mx, ev, tl, sps, at, L->train_s, r->step * L->samples_per_step);
+        snap_meta_t m;
+        eval_meta(r, tl, sps, at, L->train_s, samples, &m);
+        print_progress(r, ev, &m, now_s() - L->t0);
+        eval_record(r, mx, ev, &m, 0);
     }
-    int stop = bounds_after_eval(bd, r, ev->acc, at, L->train_s);
+    int stop = bounds_after_eval(bd, r, r->cfg->eval_offline ? NAN : ev->acc, at, L->train_s);
     L->loss_sum = 0; L->loss_n = 0; L->seg_t = 0; L->seg_samples = 0;
     return stop;
 }
@@ -821,6 +884,26 @@ static void print_done(run_t *r, const loop_t *L, const bounds_t *bd, const eval
     fflush(stdout);
 }
 
+/* --eval-offline, after the run: the snapshots in the order they were
+ * taken, recorded with their times (t0: the process's start). */
+static void evaluate_snapshots(run_t *r, metrics_t *mx, evaluator_t *ev, bounds_t *bd, double t0)
+{
+    snapshots_t *s = &ev->snaps;
+    if (!s->n) return;
+    float *buf = xalloc_floats(s->nparams + s->nstate);
+    char err[512];
+    for (long i = 0; i < s->n; i++) {
+        const snap_meta_t *m = &s->meta[i];
+        if (snapshots_read(s, i, buf, err, sizeof err) != 0) run_abort(mx, "%s", err);
+        evaluate_model(r, ev, buf, s->nstate ? buf + s->nparams : NULL);
+        print_progress(r, ev, m, m->time - t0);
+        eval_record(r, mx, ev, m, 1);
+        bounds_record_eval(bd, r, ev->acc, m->run_s, m->train_s, m->step);
+    }
+    free(buf);
+    snapshots_free(s);
+}
+
 /* The loop has ended: the paradigm's state as the loop left it (a resumed
  * run goes on from there), its final synchronization, the final evaluation
  * and checkpoint. */
@@ -841,11 +924,14 @@ static void finish_run(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluat
     bd->sync_done_s = bounds_now(bd);
     if (r->evaluates) {
         double tl = L->loss_n ? L->loss_sum / (double)L->loss_n : NAN, sps = L->seg_t > 0 ? L->seg_samples / L->seg_t : 0;
-        bd->final_eval_s = bounds_now(bd);
+        bd->final_eval_s = bounds_now(bd);   /* (evaluating the snapshots does not delay it) */
+        evaluate_snapshots(r, mx, ev, bd, L->t0);
         evaluate(r, ev, 0);   /* after finish the local model is the final one */
-        print_progress(r, ev, tl, sps, now_s() - L->t0);
-        eval_record(r, mx, ev, tl, sps, bd->final_eval_s, L->train_s, r->step * L->samples_per_step);
-        bounds_record_eval(bd, r, ev->acc, bd->final_eval_s, L->train_s);
+        snap_meta_t m;
+        eval_meta(r, tl, sps, bd->final_eval_s, L->train_s, r->step * L->samples_per_step, &m);
+        print_progress(r, ev, &m, now_s() - L->t0);
+        eval_record(r, mx, ev, &m, 0);
+        bounds_record_eval(bd, r, ev->acc, bd->final_eval_s, L->train_s, r->step);
     }
     if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_abort(mx, "%s", r->err);
 }
@@ -884,6 +970,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     comm->fault_ctx = &fault;
     evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN };
     for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
+    if (cfg->eval_offline && r->evaluates && snapshots_open(&ev.snaps, r->err, sizeof r->err) != 0) run_abort(&mx, "%s", r->err);
     loop_t L;
     loop_start(&L, r, t0);
 
@@ -926,6 +1013,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     bounds_free(&bd);
     free(ev.labels);
     free(ev.x);
+    snapshots_free(&ev.snaps);
     const int preempted = L.preempted;
     teardown(r);
     return preempted ? PREEMPT_EXIT : 0;

@@ -82,6 +82,13 @@ void *xcalloc(size_t count, size_t size)
     return p;
 }
 
+void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) die("out of memory growing a buffer to %zu bytes", n);
+    return q;
+}
+
 float *xalloc_floats(size_t n)
 {
     size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;

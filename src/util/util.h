@@ -21,6 +21,7 @@ void die_status(int code, const char *fmt, ...) __attribute__((noreturn, format(
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t n);
 /* 64-byte aligned, zeroed; free with free(). */
 float *xalloc_floats(size_t n);
 char *xstrdup(const char *s);
