@@ -37,6 +37,17 @@ if "$HERE/../experiments/evaluation.sh" --quick --out "$out" --sim-build "$SIM" 
 else
     bad "experiments/evaluation.sh --quick" "$(tail -3 "$WORK/evaluation.log")"
 fi
+# regime.sh: the papers' table, the models measured, the compute scales
+out="$WORK/regime"
+if "$HERE/../experiments/regime.sh" --quick --out "$out" --build "$REAL" > "$WORK/regime.log" 2>&1; then
+    models=$(grep -c '^| \(mlp\|resnet\):[0-9,]* | [0-9,]* |' "$out/summary.md")
+    scales=$(grep -c '^| \(mlp\|resnet\):[0-9,]* | [0-9.]* Gb/s | .* K = ' "$out/summary.md")
+    if [ "$models" = 2 ] && [ "$scales" = 2 ] && grep -q '^| Jin et al. 2016 | .* | 934 | 11.8 |$' "$out/summary.md"; then
+        ok "experiments/regime.sh --quick: the papers' ratios, 2 models measured, their compute scales"
+    else bad "experiments/regime.sh --quick" "$models models, $scales scale rows: $(cat "$out/summary.md")"; fi
+else
+    bad "experiments/regime.sh --quick" "$(tail -3 "$WORK/regime.log")"
+fi
 # DistBelief's Figure 3 on spatial blocks: a table row and a speed-up per M, and the figure
 out="$WORK/lc_speedup"
 if "$HERE/../experiments/lc_speedup.sh" --quick --out "$out" --sim-build "$SIM" > "$WORK/lc_speedup.log" 2>&1; then

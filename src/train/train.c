@@ -662,6 +662,10 @@ static void open_record(run_t *r, metrics_t *mx, double t0)
     }
     if (mx->f) { fputs(",\"config\":{", mx->f); config_json(mx->f, cfg, config_train_opts); fputc('}', mx->f); }
     metrics_long(mx, "nparams", (long)r->model->full_nparams);
+    /* FLOPs of one training sample's forward and backward (model_train_flops;
+     * with --model-parallel, the lead's partition): with the batch and the
+     * bytes a step sends, the run's computation per byte communicated */
+    metrics_double(mx, "train_flops_per_sample", model_train_flops(r->model));
     metrics_long(mx, "ranks", comm->size);
     metrics_long(mx, "workers", r->nworkers);
     metrics_long(mx, "replicas", r->replicas);
