@@ -26,27 +26,31 @@ for e in jin dssp selsync distbelief; do
         bad "experiments/$e.sh --quick" "$(tail -3 "$WORK/$e.log")"
     fi
 done
+# Runs experiments/NAME.sh --quick into $WORK/NAME (out); fails the case
+# and returns 1 if it did not run: NAME [more flags]
+quick() {
+    local e=$1
+    shift
+    out="$WORK/$e"
+    "$HERE/../experiments/$e.sh" --quick --out "$out" --build "$REAL" "$@" > "$WORK/$e.log" 2>&1 && return 0
+    bad "experiments/$e.sh --quick" "$(tail -3 "$WORK/$e.log")"
+    return 1
+}
 # evaluation.sh: none, inline and offline rows, the offline ones evaluated
-out="$WORK/evaluation"
-if "$HERE/../experiments/evaluation.sh" --quick --out "$out" --sim-build "$SIM" --build "$REAL" > "$WORK/evaluation.log" 2>&1; then
+if quick evaluation --sim-build "$SIM"; then
     rows=$(grep -c '^| \(real\|sim\)-' "$out/summary.md")
     evald=$(grep '^| sim-[a-z]* | offline | [1-9]' "$out/summary.md" | wc -l)
     if [ "$rows" = 9 ] && [ "$evald" = 2 ] && grep -q "^Wall time on this machine: 9 runs" "$out/summary.md"; then
         ok "experiments/evaluation.sh --quick: $rows rows, the simulated offline runs evaluated"
     else bad "experiments/evaluation.sh --quick" "$rows rows, $evald evaluated offline rows: $(cat "$out/summary.md")"; fi
-else
-    bad "experiments/evaluation.sh --quick" "$(tail -3 "$WORK/evaluation.log")"
 fi
 # regime.sh: the papers' table, the models measured, the compute scales
-out="$WORK/regime"
-if "$HERE/../experiments/regime.sh" --quick --out "$out" --build "$REAL" > "$WORK/regime.log" 2>&1; then
+if quick regime; then
     models=$(grep -c '^| \(mlp\|resnet\):[0-9,]* | [0-9,]* |' "$out/summary.md")
     scales=$(grep -c '^| \(mlp\|resnet\):[0-9,]* | [0-9.]* Gb/s | .* K = ' "$out/summary.md")
     if [ "$models" = 2 ] && [ "$scales" = 2 ] && grep -q '^| Jin et al. 2016 | .* | 934 | 11.8 |$' "$out/summary.md"; then
         ok "experiments/regime.sh --quick: the papers' ratios, 2 models measured, their compute scales"
     else bad "experiments/regime.sh --quick" "$models models, $scales scale rows: $(cat "$out/summary.md")"; fi
-else
-    bad "experiments/regime.sh --quick" "$(tail -3 "$WORK/regime.log")"
 fi
 # DistBelief's Figure 3 on spatial blocks: a table row and a speed-up per M, and the figure
 out="$WORK/lc_speedup"
