@@ -704,15 +704,30 @@ static void loop_start(loop_t *L, run_t *r, double t0)
 }
 
 /* The next batch's loss and gradient, from ts (the step's start). */
+/* Seconds this rank has spent in (or waiting for) communication: its
+ * world's, and its replica and data-parallel groups' (--model-parallel). */
+static double comm_seconds(const run_t *r)
+{
+    const comm_t *g[3] = { r->comm, &r->mp_comm, &r->dp_comm };
+    double s = 0;
+    for (int i = 0; i < (r->mp_size > 1 ? 3 : 1); i++) s += g[i]->comm_s;
+    return s;
+}
+
 static void compute_gradient(run_t *r, faults_t *faults, loop_t *L, double ts)
 {
+    const double comm0 = comm_seconds(r);
     batch_iter_next(r->it);
     augment_batch(&r->aug, r->it->x, r->it->nb, (uint64_t)r->cfg->seed, (uint64_t)r->replica, r->step);
     model_forward(r->model, r->it->x, r->it->nb);
     r->loss = model_loss(r->model, r->it->y, r->it->nb);
     model_backward(r->model, r->it->y, r->it->nb);
     if (faults->slowdown > 1.0) { double t = now_s(); faults_delay(faults, t - ts, t); }
-    L->compute_s += now_s() - ts;   /* the batch, forward and backward (a --slowdown's delay included) */
+    /* the batch, forward and backward (a --slowdown's delay included),
+     * without the communication they started and waited for: bsp's
+     * all-reduce during backward (blocking in the simulated build), a
+     * model-parallel replica's activations and halos */
+    L->compute_s += now_s() - ts - (comm_seconds(r) - comm0);
 }
 
 /* A loss past --diverge-loss (or not finite) here or, said by another
@@ -824,9 +839,9 @@ static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, 
     /* the lead's traffic, its replica and data-parallel groups' included */
     const comm_t *g[3] = { r->comm, &r->mp_comm, &r->dp_comm };
     uint64_t bytes = 0, msgs = 0, colls = 0;
-    double comm_s = 0;
+    const double comm_s = comm_seconds(r);
     for (int i = 0; i < (r->mp_size > 1 ? 3 : 1); i++) {
-        bytes += g[i]->bytes_sent; msgs += g[i]->msgs_sent; colls += g[i]->collectives; comm_s += g[i]->comm_s;
+        bytes += g[i]->bytes_sent; msgs += g[i]->msgs_sent; colls += g[i]->collectives;
     }
     metrics_long(mx, "bytes_sent", (long)bytes);
     metrics_long(mx, "msgs_sent", (long)msgs);
