@@ -59,6 +59,9 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, "experiments")
+from summarize import spread
+
 out, names = sys.argv[1], sys.argv[2:]
 rows = {}
 for n in names:
@@ -70,19 +73,13 @@ for n in names:
                                      statistics.mean(rates), rates[0], statistics.mean(rates[1:]), d["test_acc"]))
 
 
-def cell(vals, fmt):
-    vals = sorted(vals)
-    med = statistics.median(vals)
-    return fmt % med if len(vals) == 1 else (fmt + " [" + fmt + ", " + fmt + "]") % (med, vals[0], vals[-1])
-
-
 print("| setting | evaluation | evaluations | mean staleness | step rate, all workers (/s) | lead | others | final accuracy |")
 print("|---|---|---|---|---|---|---|---|")
 for key, rs in rows.items():
     where, mode = key.rsplit("-", 1)
     cols = list(zip(*rs))
-    print(f"| {where} | {mode} | {cell(cols[0], '%d')} | {cell(cols[1], '%.1f')} | {cell(cols[2], '%.0f')} | "
-          f"{cell(cols[3], '%.0f')} | {cell(cols[4], '%.0f')} | {cell(cols[5], '%.4f')} |")
+    print(f"| {where} | {mode} | {spread(cols[0], '%d')} | {spread(cols[1], '%.1f')} | {spread(cols[2], '%.0f')} | "
+          f"{spread(cols[3], '%.0f')} | {spread(cols[4], '%.0f')} | {spread(cols[5], '%.4f')} |")
 print()
 print("Median [min, max] over seeds " + ", ".join(sorted({n.rsplit('seed', 1)[1] for n in names})) +
       ". Step rates are steps per second of each worker's loop (the lead's excludes its evaluations).")
