@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The tables of docs/results.md, drawn from the metrics files beside it.
 
-usage: experiments/results_tables.py [--check | --write] [DOC]
+usage: experiments/results_tables.py [--check | --write] [DOC...]
 
-DOC (default docs/results.md) holds each generated table between a line
-"<!-- table NAME -->" and a line "<!-- end table -->". --check (the default)
-exits 1 naming every table whose text differs from what the metrics give
-(tests/experiments.sh runs it); --write replaces them in place. Times to a
+A DOC (default: docs/results.md and README.md) holds each generated table
+between a line "<!-- table NAME -->" and a line "<!-- end table -->", and
+the claims of its file name: sentences of its prose whose numbers are
+drawn from the metrics (CLAIMS below). --check (the default) exits 1
+naming every table and claim whose text differs from what the metrics give
+(tests/experiments.sh runs it); --write replaces the numbers in place. Times to a
 target are the time since the common start ("wall s" in the experiments'
 summaries: in the asynchronous paradigms the other workers train while the
 lead evaluates), taken at the first evaluation at or above the target, so
@@ -14,7 +16,7 @@ known to the evaluation grid; two runs within half a grid step of each
 other reached it at the same evaluation and tie. Bold marks the best
 accuracy and the shortest time of a row when one run alone has it.
 
-Tables: jin, dssp, dssp-transient, dssp-ratios, selsync, distbelief."""
+Tables: jin, lc-speedup, dssp, dssp-transient, dssp-ratios, selsync, distbelief."""
 import os
 import re
 import sys
@@ -209,10 +211,271 @@ def distbelief():
     return md(["replicas", "bsp", "Downpour SGD", "Downpour + Adagrad", "+ Adagrad + warm start", "Sandblaster"], rows)
 
 
-TABLES = {"jin": jin, "dssp": dssp, "dssp-transient": dssp_transient, "dssp-ratios": dssp_ratios,
+# ---- claims: numbers in the prose, each drawn from the metrics ----------
+# A claim is a sentence of README.md or docs/results.md with its numbers
+# left out ("{}"); the metrics fill them in. The sentence must appear in the
+# document (line breaks and spaces as they fall) with exactly these numbers.
+
+
+def points(v):
+    """A difference of accuracies in points, signed as written (+0.85, −0.25)."""
+    s = r3(100 * v, 2)
+    return s.replace("-", "−") if s.startswith("-") else "+" + s
+
+
+def jin_first():
+    """Per N, the methods that reached 0.82 first (bsp's ties included)."""
+    target, grid, out = 0.82, 0.1, {}
+    for n in (4, 8, 16, 32, 64, 128):
+        ts = dict(zip(("bsp", "easgd", "gossip"), (tw(run("jin", f"{p}-{n}"), target) for p in ("bsp", "easgd", "gossip"))))
+        b = ts["bsp"]
+        out[n] = {p for p, t in ts.items() if t is not None and b is not None and abs(t - b) <= grid / 2}
+        if b is None or any(t is not None and t < b - grid / 2 for t in ts.values()):
+            out[n] = set()
+    return out
+
+
+def jin_claim():
+    first = jin_first()
+    ns = sorted(first)
+    alone = [n for n in ns if first[n] == {"bsp"}]
+    cross = next(n for n in ns if all(first[m] == {"bsp"} for m in ns if m >= n))
+    ties = [n for n in ns if "bsp" in first[n] and len(first[n]) > 1]
+    assert alone and ties
+    return str(cross), ", ".join(str(n) for n in ties), str(ns[-1])
+
+
+def selsync_runs(part, n, net):
+    pre = f"{net}-{n}-{part}"
+    sel = {d: run("selsync", f"{pre}-selsync-{d}") for d in DELTAS}
+    best = max(DELTAS, key=lambda d: (acc(sel[d]), -float(d)))
+    return run("selsync", f"{pre}-bsp"), run("selsync", f"{pre}-localsgd"), sel, best
+
+
+def sync_of(r):
+    return (r["done"] or {}).get("sync_fraction")
+
+
+def selsync_iid():
+    """IID on 1 GbE, 8 and 16 workers: best δ's accuracy against bsp, its
+    sync fraction, and local SGD's speed-up over bsp to 0.80."""
+    gains, fracs, speeds = [], [], []
+    for n in (8, 16):
+        b, loc, sel, best = selsync_runs("iid", n, "1Gbps")
+        gains.append(points(acc(sel[best]) - acc(b)))
+        fracs.append(f"{round(100 * sync_of(sel[best]))}%")
+        speeds.append(tw(b, 0.80) / tw(loc, 0.80))
+    return gains, fracs, speeds
+
+
+def selsync_skew():
+    """Label skew (no injection), 1 and 10 GbE: points lost against bsp at the
+    best δ, and at the δs that synchronize every step (min, max each)."""
+    best, every = [], []
+    for net in ("1Gbps", "10Gbps"):
+        b, _, sel, d = selsync_runs("label-skew", 8, net)
+        best.append(100 * (acc(b) - acc(sel[d])))
+        every.append([100 * (acc(b) - acc(r)) for r in sel.values() if sync_of(r) >= 0.995])
+    return best, every
+
+
+def claim_selsync_brief():
+    gains, fracs, speeds = selsync_iid()
+    best, every = selsync_skew()
+    allev = [v for e in every for v in e]
+    return (gains[0], gains[1], fracs[0], fracs[1], r3(min(speeds), 1), r3(max(speeds), 1),
+            str(round(min(best))), str(round(max(best))), str(round(min(allev))), str(round(max(allev))))
+
+
+def claim_selsync_holds():
+    gains, fracs, _ = selsync_iid()
+    return fracs[0], fracs[1], gains[0], gains[1]
+
+
+def claim_selsync_skew():
+    best, every = selsync_skew()
+    return (r3(best[0], 1), r3(best[1], 1), r3(min(every[0]), 1), r3(max(every[0]), 1),
+            r3(min(every[1]), 1), r3(max(every[1]), 1))
+
+
+def claim_localsgd():
+    _, _, speeds = selsync_iid()
+    return r3(speeds[0], 1), r3(speeds[1], 1)
+
+
+def dssp_ratio(cl, n, over, seed=""):
+    d, o = (tw(run("dssp", f"{cl}-{n}-{p}{seed}"), 0.82) for p in ("dssp", over))
+    return d / o if d is not None and o is not None else None
+
+
+def claim_dssp_brief():
+    transient = [dssp_ratio("cpu-transient", 16, "ssp", f"-seed{s}") for s in SEEDS]
+    return (r3(dssp_ratio("cpu-hetero", 8, "bsp-ps"), 2), r3(dssp_ratio("cpu-hetero", 16, "ssp"), 2),
+            spread(transient, "%.2f"))
+
+
+def distbelief_acc(p, n):
+    return acc(run("distbelief", f"{p}-{n}"))
+
+
+def claim_distbelief_brief():
+    ns = (1, 2, 4, 8, 16, 32)
+    chance = [n for n in ns if distbelief_acc("downpour-sgd", n) < 0.25]   # 10 classes: chance is 0.10
+    ada = [distbelief_acc("downpour-adagrad", n) for n in chance]
+    sb = {n: tw(run("distbelief", f"sandblaster-{n}"), 0.82) for n in ns}
+    fastest = min(t for t in sb.values() if t is not None)
+    top = [n for n, t in sb.items() if t is not None and t <= fastest * 1.05]   # within 5% of the fastest
+    return (str(min(chance)), str(max(chance)), r3(min(ada), 2), r3(max(ada), 2), str(min(top)), str(max(top)))
+
+
+def lc_speedups():
+    """lc_speedup's speedup.tsv: model -> {M: speed-up over M = 1}."""
+    path = os.path.join(RES, "lc_speedup", "speedup.tsv")
+    if not os.path.exists(path):
+        raise Missing(path)
+    steps = {}
+    with open(path, encoding="utf-8") as f:
+        head = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            row = dict(zip(head, line.rstrip("\n").split("\t")))
+            steps.setdefault(row["model"], {})[int(row["M"])] = float(row["step_s"])
+    # from the step times (the file's own speed-up column is rounded)
+    return {k: {m: v[1] / t for m, t in v.items()} for k, v in steps.items()}
+
+
+def claim_lc():
+    s = lc_speedups()
+    small = [v for m, v in s["small"].items() if m > 1]
+    return r3(s["medium"][64], 1), r3(s["large"][64], 1), r3(min(small), 1), r3(max(small), 1)
+
+
+def claim_lc_holds():
+    s = lc_speedups()
+    small = [v for m, v in s["small"].items() if m > 1]
+    return r3(min(small), 1), r3(max(small), 1), r3(s["medium"][64], 1), r3(s["large"][64], 1)
+
+
+CLAIMS = [
+    ("README.md", "(`experiments/jin.sh`): all-reduce is first from {} workers on.", lambda: jin_claim()[:1]),
+    ("results.md", "all-reduce first from {} workers (a tie with EASGD at {}) up to {};", jin_claim),
+    ("results.md", "accuracy kept ({} / {} points) at {} / {} of steps synchronized on 1 GbE; no faster to 0.80; "
+     "local SGD (H = 8) {}–{}× faster; loses {}–{} points on label-skewed data at its best δ, {}–{} when it "
+     "synchronizes every step", claim_selsync_brief),
+    ("results.md", "as accurate as bsp while synchronizing on {} (8 workers) or {} (16 workers) of the steps: {} and "
+     "{} points", claim_selsync_holds),
+    ("results.md", "dominates it on every IID setting: {}× (8 workers) and {}× (16 workers) faster than bsp to 0.80 on "
+     "1 GbE", claim_localsgd),
+    ("results.md", "selsync loses {} (1 GbE) and {} (10 GbE) points against bsp at its best δ, and {}–{} and {}–{} "
+     "points at the δ where it synchronizes every step", claim_selsync_skew),
+    ("results.md", "dssp reaches 0.82 in {}× bsp-ps's time (8 workers) and {}× ssp's (16), but ties ssp at 8", None),
+    ("results.md", "dssp is never later than ssp at 16 workers ({}×)", None),
+    ("results.md", "plain Downpour collapses to chance at {}–{} replicas, Adagrad keeps it learning ({}–{}); with one "
+     "shard Downpour is never faster than one replica; Sandblaster steady, scales to {}–{}", claim_distbelief_brief),
+    ("results.md", "59 M and 142 M parameters reach {}× and {}× on 64 blocks, a 4 M model stays at {}–{}×", claim_lc),
+    ("results.md", "the small model stops paying at once ({}–{}× at any M: its 2.9 ms step is soon as short as one "
+     "halo exchange over 1 Gb/s), while the two large ones keep gaining to 64 blocks ({}× and {}×)", claim_lc_holds),
+]
+CLAIMS[6] = CLAIMS[6][:2] + (lambda: claim_dssp_brief()[:2],)
+CLAIMS[7] = CLAIMS[7][:2] + (lambda: claim_dssp_brief()[2:],)
+NUMBER = r"([^|]+?)"
+
+
+def claim_regex(template):
+    """The template as a pattern: each "{}" a number, each space any run of blanks."""
+    parts = template.split("{}")
+    assert parts[0], "a claim starts with words, not a number"
+    esc = [r"\s+".join(re.escape(w) for w in p.split(" ")) for p in parts]
+    return re.compile(NUMBER.join(esc), re.S)
+
+
+def check_claims(doc, text, write):
+    """Returns (text, problems, how many claims were checked) for the claims of doc's file."""
+    base, bad, n = os.path.basename(doc), [], 0
+    for fname, template, values in CLAIMS:
+        if fname != base:
+            continue
+        n += 1
+        short = template.split("{}")[0].strip()[:40] or template[:40]
+        try:
+            want = values()
+        except Missing as e:
+            bad.append(f"error: claim '{short}…': metrics file '{e}' is missing")
+            continue
+        ms = list(claim_regex(template).finditer(text))
+        if len(ms) != 1:
+            bad.append(f"error: claim '{short}…': {'not found' if not ms else f'found {len(ms)} times'} in {base} "
+                       f"(the metrics give: {template.format(*want)})")
+            continue
+        m = ms[0]
+        if list(m.groups()) == list(want):
+            continue
+        if write:
+            pieces, last = [], m.start()
+            for i, v in enumerate(want, 1):
+                pieces += [text[last:m.start(i)], v]
+                last = m.end(i)
+            text = text[:m.start()] + "".join(pieces) + text[last:]
+        else:
+            bad.append(f"claim '{short}…' differs from its metrics: {base} says {list(m.groups())}, "
+                       f"the metrics give {list(want)}")
+    return text, bad, n
+
+
+LC_MODELS = (("small", "small `lc:8,16:k=5`, 1×64×64"), ("medium", "medium `lc:16,32:k=5`, 1×128×128"),
+             ("large", "large `lc:16,32:k=7`, 3×128×128"))
+
+
+def lc_speedup():
+    s = lc_speedups()
+    params = {}
+    with open(os.path.join(RES, "lc_speedup", "speedup.tsv"), encoding="utf-8") as f:
+        f.readline()
+        for line in f:
+            model, p = line.split("\t")[:2]
+            params[model] = int(p)
+    ms = sorted(m for m in s["small"] if m > 1)
+    rows = [[name, f"{r3(params[k] / 1e6, 1)} M"] + [f"{r3(s[k][m], 2)}×" for m in ms] for k, name in LC_MODELS]
+    return md(["model", "parameters", f"M = {ms[0]}"] + [str(m) for m in ms[1:]], rows)
+
+
+TABLES = {"jin": jin, "lc-speedup": lc_speedup, "dssp": dssp, "dssp-transient": dssp_transient, "dssp-ratios": dssp_ratios,
           "selsync": selsync, "distbelief": distbelief}
 # a block's text never holds another block's start (an empty block is one newline)
 BLOCK = re.compile(r"(<!-- table ([\w-]+) -->\n)((?:(?!<!-- table ).)*?)(\n?<!-- end table -->)", re.S)
+
+
+def check_doc(doc, write):
+    """Checks (or rewrites) one document's tables and claims: (problems with
+    tables, problems with claims, tables seen, claims seen)."""
+    try:
+        text = open(doc, encoding="utf-8").read()
+    except OSError as e:
+        return [f"error: cannot read '{doc}': {e.strerror}"], [], 0, 0
+    bad, seen = [], set()
+
+    def repl(m):
+        name = m.group(2)
+        seen.add(name)
+        if name not in TABLES:
+            bad.append(f"error: {name}: no such table (known: {', '.join(TABLES)})")
+            return m.group(0)
+        try:
+            new = TABLES[name]()
+        except Missing as e:
+            bad.append(f"error: {name}: metrics file '{e}' is missing")
+            return m.group(0)
+        if new != m.group(3):
+            bad.append(f"{name}: differs from its metrics")
+        return m.group(1) + new + "\n<!-- end table -->"
+    out = BLOCK.sub(repl, text)
+    out, cbad, nclaims = check_claims(doc, out, write)
+    if write and out != text:
+        with open(doc + ".part", "w", encoding="utf-8") as f:
+            f.write(out)
+        os.replace(doc + ".part", doc)
+    if not seen and not nclaims:
+        bad.append(f"error: '{doc}' has no generated table and no claim")
+    return bad, cbad, len(seen), nclaims
 
 
 def main(argv):
@@ -222,45 +485,25 @@ def main(argv):
     mode = "--check"
     if argv and argv[0] in ("--check", "--write"):
         mode = argv.pop(0)
-    doc = argv[0] if argv else os.path.join(ROOT, "docs", "results.md")
-    try:
-        text = open(doc, encoding="utf-8").read()
-    except OSError as e:
-        print(f"results_tables: error: cannot read '{doc}': {e.strerror}", file=sys.stderr)
-        return 1
-    bad, seen = [], set()
-
-    def repl(m):
-        name = m.group(2)
-        seen.add(name)
-        if name not in TABLES:
-            bad.append(f"{name}: no such table (known: {', '.join(TABLES)})")
-            return m.group(0)
-        try:
-            new = TABLES[name]()
-        except Missing as e:
-            bad.append(f"{name}: metrics file '{e}' is missing")
-            return m.group(0)
-        if new != m.group(3):
-            bad.append(f"{name}: differs from its metrics")
-        return m.group(1) + new + "\n<!-- end table -->"
-    out = BLOCK.sub(repl, text)
-    if mode == "--write":
-        if out != text:
-            with open(doc + ".part", "w", encoding="utf-8") as f:
-                f.write(out)
-            os.replace(doc + ".part", doc)
-        unknown = [b for b in bad if "differs" not in b]
-        for b in unknown:
-            print(f"results_tables: error: {b}", file=sys.stderr)
-        return 1 if unknown else 0
-    for b in bad:
+    docs = argv or [os.path.join(ROOT, "docs", "results.md"), os.path.join(ROOT, "README.md")]
+    write = mode == "--write"
+    tbad, cbad, tables, claims = [], [], 0, 0
+    for doc in docs:
+        b, c, nt, nc = check_doc(doc, write)
+        tbad += b
+        cbad += c
+        tables += nt
+        claims += nc
+    if write:   # a table or claim that only differed is rewritten; anything else is an error
+        tbad = [b for b in tbad if b.startswith("error: ")]
+        cbad = [b for b in cbad if b.startswith("error: ")]
+    for b in tbad + cbad:
         print(f"results_tables: {b}", file=sys.stderr)
-    if not seen:
-        print(f"results_tables: '{doc}' has no generated table", file=sys.stderr)
-        return 1
-    print(f"results_tables: {len(seen) - len(bad)} of {len(seen)} tables agree with their metrics")
-    return 1 if bad else 0
+    if not write:
+        tb = sum(1 for b in tbad if not b.startswith("error: '"))
+        print(f"results_tables: {tables - tb} of {tables} tables and {claims - len(cbad)} of {claims} claims agree "
+              "with their metrics")
+    return 1 if tbad or cbad else 0
 
 
 if __name__ == "__main__":

@@ -65,11 +65,20 @@ fi
 # docs/results.md's tables agree with the metrics beside it; a number
 # changed by hand in one of them is caught, by name
 RT="$HERE/../experiments/results_tables.py"
-if out=$(python3 "$RT" --check 2>&1); then ok "docs/results.md: ${out#results_tables: }"
-else bad "docs/results.md's tables against their metrics" "$out"; fi
+if out=$(python3 "$RT" --check 2>&1); then ok "docs/results.md and README.md: ${out#results_tables: }"
+else bad "docs/results.md's tables and the claims of it and README.md against their metrics" "$out"; fi
 sed '/<!-- table jin -->/,/<!-- end table -->/ s/| 8 | 0\.867 /| 8 | 0.877 /' "$HERE/../docs/results.md" > "$WORK/results.md"
 out=$(python3 "$RT" --check "$WORK/results.md" 2>&1)
 if [ $? = 1 ] && echo "$out" | grep -q "^results_tables: jin: differs from its metrics" && [ "$(echo "$out" | grep -c differs)" = 1 ]; then
     ok "a number changed in the jin table is caught: $(echo "$out" | head -1)"
 else bad "results_tables.py on a changed table" "$out"; fi
+# a number of the prose changed, or its sentence reworded so that it no
+# longer says what the metrics are checked against: both caught
+sed 's/all-reduce is first from 8 workers on/all-reduce is first from 16 workers on/' "$HERE/../README.md" > "$WORK/README.md"
+sed 's/plain Downpour collapses to chance at 16–32/plain Downpour falls to chance at 16–32/' "$HERE/../docs/results.md" > "$WORK/results.md"
+out=$(python3 "$RT" --check "$WORK/README.md" "$WORK/results.md" 2>&1)
+if [ $? = 1 ] && echo "$out" | grep -q "^results_tables: claim '(\`experiments/jin.sh\`): all-reduce.*README.md says \['16'\], the metrics give \['8'\]" &&
+    echo "$out" | grep -q "^results_tables: error: claim 'plain Downpour collapses.*not found in results.md"; then
+    ok "a number changed in README.md's prose, and a claim's sentence reworded, are caught"
+else bad "results_tables.py on changed prose" "$out"; fi
 summary experiments
