@@ -8,8 +8,11 @@
 # REGIME=resnet moves it to the paper's compute-to-communication ratio
 # (about 12, docs/results.md "The regime"): resnet:8,8 on 1.27 Gb/s links,
 # hosts 1.4x this machine's core, Nesterov momentum 0.9 (as the paper),
-# N = 4 ... 32, 6 simulated s, target 0.80 (a pilot: one seed; about 25
-# min here).
+# N = 4 ... 32, 6 simulated s, target 0.80, a large and a small step size
+# (0.1 and 0.025, the same for every method: the paper's RQ4), 3 seeds
+# each, and the easgd centre sharded over S = max(1, N/8) shards (a server
+# that grows with the workers, not the bottleneck); about 2.4 hours here,
+# resumable with --keep.
 # Usage: [REGIME=resnet] experiments/jin.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md (tables, the crossover N), DIR/figures/ (with the
 # scaling curve), DIR/metrics/ (default experiments/results/jin).
@@ -18,52 +21,105 @@ case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; e
 exp_args jin "$@"
 need_sim
 SCALE=50 BW=10Gbps
+LRS=(0.05) SEEDS=(0)   # seed 0: one run per configuration, named without step size and seed
+shards() { echo 1; }
 if [ "${REGIME:-mlp}" = resnet ] && [ "$QUICK" = 0 ]; then
     SCALE=1.4 BW=1.27Gbps
     NS=(4 8 16 32); LIMIT=6; EVAL=0.25; TARGET=0.80
-    DATA=(--data fashion-mnist --model resnet:8,8 --batch 64 --lr 0.05 --optimizer nesterov --momentum 0.9 --test-subset 1000)
+    LRS=(0.1 0.025) SEEDS=(1 2 3)
+    ALLOW_FAIL=1   # a run that diverges at the large step is a result
+    shards() { echo $(($1 >= 16 ? $1 / 8 : 1)); }
+    DATA=(--data fashion-mnist --model resnet:8,8 --batch 64 --optimizer nesterov --momentum 0.9 --test-subset 1000)
 elif [ "$QUICK" = 1 ]; then
+    # two seeds, so that the repeats' tables and crossover stay tested
     NS=(2 4); LIMIT=0.01; EVAL=0.001; TARGET=0.5
-    DATA=(--data synthetic:1024 --model mlp:16 --batch 16 --lr 0.05 --test-subset 128)
+    SEEDS=(1 2)
+    shards() { echo $(($1 >= 4 ? 2 : 1)); }
+    DATA=(--data synthetic:1024 --model mlp:16 --batch 16 --test-subset 128)
 else
     NS=(4 8 16 32 64 128); LIMIT=4; EVAL=0.1; TARGET=0.82
-    DATA=(--data fashion-mnist --model mlp --batch 64 --lr 0.05 --test-subset 2000)
+    DATA=(--data fashion-mnist --model mlp --batch 64 --test-subset 2000)
 fi
 COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --eval-offline --quiet)
-summary_head "Jin et al.: synchronous all-reduce against asynchronous easgd and gossip as N grows" \
-    "Simulated links of $BW, hosts ${SCALE}x this machine's core, model ${DATA[3]}; every run bounded by $LIMIT simulated s; target test accuracy $TARGET. Accuracy at the fixed time is the final test accuracy."
-names=()
-for N in "${NS[@]}"; do
-    echo "== $N workers =="
-    sim_run "bsp-$N" "$N" "$(sim_speeds "$N" "$SCALE")" "$BW" -- "${COMMON[@]}" --sync bsp
-    sim_run "easgd-$N" "$((N + 1))" "$(sim_speeds "$((N + 1))" "$SCALE")" "$BW" -- "${COMMON[@]}" --sync easgd --servers 1 --tau 4
-    sim_run "gossip-$N" "$N" "$(sim_speeds "$N" "$SCALE")" "$BW" -- "${COMMON[@]}" --sync gossip --gossip pull
-    names+=("bsp-$N" "easgd-$N" "gossip-$N")
+head="Simulated links of $BW, hosts ${SCALE}x this machine's core, model ${DATA[3]}; every run bounded by $LIMIT simulated s; target test accuracy $TARGET. Accuracy at the fixed time is the final test accuracy."
+[ "${SEEDS[*]}" = 0 ] || head+=" Step size ${LRS[*]}, the same for every method; seeds ${SEEDS[*]}; a configuration's numbers are the median [min, max] over its seeds."
+head+=" The easgd centre is sharded over S shards:$(for n in "${NS[@]}"; do printf ' %s at N = %s,' "$(shards "$n")" "$n"; done)"
+summary_head "Jin et al.: synchronous all-reduce against asynchronous easgd and gossip as N grows" "${head%,}."
+# a run's name: METHOD-N, and -lrLR-seedSEED where there are repeats
+name() { if [ "$3" = 0 ]; then echo "$1-$4"; else echo "$1-$4-lr$2-seed$3"; fi; }
+for LR in "${LRS[@]}"; do
+    for SEED in "${SEEDS[@]}"; do
+        seedarg=()
+        [ "$SEED" = 0 ] || seedarg=(--seed "$SEED")
+        for N in "${NS[@]}"; do
+            echo "== step size $LR, seed $SEED, $N workers =="
+            S=$(shards "$N")
+            sim_run "$(name bsp "$LR" "$SEED" "$N")" "$N" "$(sim_speeds "$N" "$SCALE")" "$BW" -- \
+                "${COMMON[@]}" --lr "$LR" "${seedarg[@]}" --sync bsp
+            sim_run "$(name easgd "$LR" "$SEED" "$N")" "$((N + S))" "$(sim_speeds "$((N + S))" "$SCALE")" "$BW" -- \
+                "${COMMON[@]}" --lr "$LR" "${seedarg[@]}" --sync easgd --servers "$S" --tau 4
+            sim_run "$(name gossip "$LR" "$SEED" "$N")" "$N" "$(sim_speeds "$N" "$SCALE")" "$BW" -- \
+                "${COMMON[@]}" --lr "$LR" "${seedarg[@]}" --sync gossip --gossip pull
+        done
+    done
 done
-table "time to $TARGET and accuracy at $LIMIT s" "$TARGET" bsp "${names[@]}"
-figures all "$TARGET" "${names[@]}"
-python3 - "$OUT" "$TARGET" "$EVAL" "${NS[@]}" >> "$OUT/summary.md" <<'PY'
+for LR in "${LRS[@]}"; do
+    names=()
+    for N in "${NS[@]}"; do
+        for p in bsp easgd gossip; do
+            for SEED in "${SEEDS[@]}"; do names+=("$(name "$p" "$LR" "$SEED" "$N")"); done
+        done
+    done
+    sub=all title="time to $TARGET and accuracy at $LIMIT s"
+    [ "${#LRS[@]}" = 1 ] || { sub=lr$LR; title+=", step size $LR"; }
+    table "$title" "$TARGET" bsp "${names[@]}"
+    figures "$sub" "$TARGET" "${names[@]}"
+    python3 - "$OUT" "$TARGET" "$EVAL" "$LR" "${SEEDS[*]}" "${#LRS[@]}" "${NS[@]}" >> "$OUT/summary.md" <<'PY'
+import os
 import sys
 sys.path.insert(0, "experiments")
-from summarize import ttt
-out, target, every, ns = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+from summarize import median, ttt
+out, target, every, lr, seeds, nlr, ns = (sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4],
+                                          sys.argv[5].split(), int(sys.argv[6]), sys.argv[7:])
+name = lambda p, n, s: f"{p}-{n}" if s == "0" else f"{p}-{n}-lr{lr}-seed{s}"
+inf = float("inf")
 # time since the common start: the lead of gossip spends most of its time
 # reading every replica for the evaluations while the others train, so its
 # own training time would flatter gossip (0.1 s where 2.3 s have passed)
-print("### crossover: the smallest N from which bsp reaches the target first (time since the start)\n")
-print(f"A tie: two runs reached the target at the same evaluation (every {every:g} s).\n")
+print(f"### crossover{f', step size {lr}' if nlr > 1 else ''}: the smallest N from which bsp reaches the target first"
+      " (time since the start)\n")
+if len(seeds) == 1:
+    print(f"A tie: two runs reached the target at the same evaluation (every {every:g} s).\n")
+else:
+    print(f"With {len(seeds)} seeds: bsp is first where its slowest seed reached the target at an earlier evaluation "
+          f"(every {every:g} s) than every other method's fastest seed, and a method is ahead of bsp where its "
+          "slowest seed was earlier than bsp's fastest; otherwise their spreads overlap, a tie. A seed that never "
+          "reached the target counts as infinitely late.\n")
 cross = None
 for n in ns:
-    b, e, g = (ttt(f"{out}/metrics/{p}-{n}.jsonl", target, wall=True) for p in ("bsp", "easgd", "gossip"))
-    f = lambda v: "not reached" if v is None else f"{v:.3f} s"
+    # a run that failed (diverged) left no metrics: never reached
+    t = {p: [ttt(m, target, wall=True) if os.path.exists(m := f"{out}/metrics/{name(p, n, s)}.jsonl") else None
+             for s in seeds] for p in ("bsp", "easgd", "gossip")}
+    lo = {p: min(inf if v is None else v for v in vs) for p, vs in t.items()}
+    hi = {p: max(inf if v is None else v for v in vs) for p, vs in t.items()}
+
+    def f(vs):
+        got = [v for v in vs if v is not None]
+        if not got:
+            return "not reached"
+        if len(vs) == 1:
+            return f"{vs[0]:.3f} s"
+        m = median(vs)
+        return f"{'–' if m is None else f'{m:.3f}'} [{min(got):.3f}, {'never' if len(got) < len(vs) else f'{max(got):.3f}'}] s"
     # times are known to the evaluation grid (--eval-every-s): within half a
     # step of it, two runs reached the target at the same evaluation, a tie
-    wins = b is not None and all(o is None or b < o - every / 2 for o in (e, g))
-    tie = b is not None and not wins and all(o is None or b < o + every / 2 for o in (e, g))
-    print(f"- N = {n}: bsp {f(b)}, easgd {f(e)}, gossip {f(g)}"
-          f"{' ← bsp first' if wins else ' ← a tie at the same evaluation' if tie else ''}")
+    wins = hi["bsp"] < inf and all(hi["bsp"] < lo[o] - every / 2 for o in ("easgd", "gossip"))
+    ahead = [o for o in ("easgd", "gossip") if hi[o] < inf and hi[o] < lo["bsp"] - every / 2]
+    mark = " ← bsp first" if wins else f" ← {' and '.join(ahead)} ahead of bsp" if ahead else " ← a tie" if lo["bsp"] < inf else ""
+    print(f"- N = {n}: bsp {f(t['bsp'])}, easgd {f(t['easgd'])}, gossip {f(t['gossip'])}{mark}")
     cross = None if not wins else (cross or n)
 print(f"\nCrossover N: {cross if cross else 'none in this range'}\n")
 PY
+done
 wall_report
 cat "$OUT/summary.md"

@@ -1,8 +1,8 @@
 # Shared by the paper experiments (sourced): options, simulated and real
 # runs into one results folder, the markdown summary and the figures.
 #   SCRIPT [--quick] [--keep] [--out DIR] [--build DIR] [--sim-build DIR]
-# --keep: a run whose metrics file is already complete in DIR is not run
-# again (an interrupted experiment continues where it stopped).
+# --keep: a run whose metrics file in DIR ends with its done event is not
+# run again (an interrupted experiment continues where it stopped).
 # --quick runs a small subset (synthetic data, a tiny model, few workers,
 # fractions of a simulated second) that CI runs to keep the script working;
 # without it the full experiment runs (tens of minutes: not on a shared
@@ -36,6 +36,11 @@ exp_args() {   # NAME "$@"
     mkdir -p "$OUT/metrics" "$OUT/logs" "$OUT/figures"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 }
+# With --keep, whether run NAME already finished (its metrics end with the
+# done event; a run stopped half-way is run again)
+kept() {
+    [ "$KEEP" = 1 ] && [ -s "$OUT/metrics/$1.jsonl" ] && tail -n 1 "$OUT/metrics/$1.jsonl" | grep -q '"event":"done"'
+}
 need_sim() {
     [ -x "$SIMBUILD/dsgd" ] || { echo "$SIMBUILD/dsgd missing: run make sim" >&2; exit 1; }
 }
@@ -53,7 +58,7 @@ ALLOW_FAIL=${ALLOW_FAIL:-0}
 sim_run() {
     local name=$1 hosts=$2 speeds=$3 bw=$4
     shift 5
-    if [ "$KEEP" = 1 ] && [ -s "$OUT/metrics/$name.jsonl" ]; then echo "  $name (kept)"; return 0; fi
+    if kept "$name"; then echo "  $name (kept)"; return 0; fi
     echo "  $name"
     local t0=$SECONDS
     local slow=()
@@ -87,7 +92,7 @@ wall_report() {
 real_run() {
     local name=$1 np=$2
     shift 3
-    if [ "$KEEP" = 1 ] && [ -s "$OUT/metrics/$name.jsonl" ]; then echo "  $name (kept)"; return 0; fi
+    if kept "$name"; then echo "  $name (kept)"; return 0; fi
     echo "  $name"
     local t0=$SECONDS
     if ! mpirun -q -np "$np" "$BUILD/dsgd" train "$@" --metrics "$OUT/metrics/$name.jsonl" > "$OUT/logs/$name.log" 2>&1; then
