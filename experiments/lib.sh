@@ -128,5 +128,5 @@ figures() {
     scripts/dsgd-plot --time wall --out "$OUT/figures/$sub" --target "$target" "${files[@]}" > "$OUT/logs/plot-$sub.log"
 }
 summary_head() {   # TITLE TEXT
-    { echo "# $1"; echo; echo "$2"; echo; echo "Command: \`$0 $([ "$QUICK" = 1 ] && echo --quick)\` ($(date -u +%F))"; echo; } > "$OUT/summary.md"
+    { echo "# $1"; echo; echo "$2"; echo; echo "Command: \`$([ "${REGIME:-mlp}" = mlp ] || echo "REGIME=$REGIME ")$0 $([ "$QUICK" = 1 ] && echo --quick)\` ($(date -u +%F))"; echo; } > "$OUT/summary.md"
 }

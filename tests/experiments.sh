@@ -36,6 +36,15 @@ quick() {
     bad "experiments/$e.sh --quick" "$(tail -3 "$WORK/$e.log")"
     return 1
 }
+# selsync.sh in the paper's regime: seeds make one row each, every run
+# stops at its step budget, the acceptance lines give spreads
+if REGIME=resnet quick selsync --sim-build "$SIM"; then
+    rows=$(grep -c '^| [a-z].* | 2 | 4 | .* | steps |$' "$out/summary.md")
+    spreads=$(grep -c '^- 1Gbps-4-.*δ=0\.3: acc [0-9.]* \[' "$out/summary.md")
+    if [ "$rows" = 7 ] && [ "$spreads" = 2 ] && grep -q '^Command: `REGIME=resnet ' "$out/summary.md"; then
+        ok "REGIME=resnet experiments/selsync.sh --quick: $rows rows of 2 seeds bounded by steps, spreads against bsp"
+    else bad "REGIME=resnet experiments/selsync.sh --quick" "$rows rows, $spreads spread lines: $(cat "$out/summary.md")"; fi
+fi
 # evaluation.sh: none, inline and offline rows, the offline ones evaluated
 if quick evaluation --sim-build "$SIM"; then
     rows=$(grep -c '^| \(real\|sim\)-' "$out/summary.md")
