@@ -5,44 +5,95 @@
 # cluster, Fashion-MNIST mlp, every run bounded by the same simulated time:
 # time to target, and whether many replicas stay stable (final accuracy,
 # diverged runs) with and without Adagrad.
-# Usage: experiments/distbelief.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
+# REGIME=resnet moves it to the paper's compute-to-communication ratio
+# (0.21, docs/results.md "The regime"): resnet:8,8 on 1.27 Gb/s links, hosts
+# 79x this machine's core, 1 ... 32 replicas; Downpour on S = N/4 shards
+# (one for every 4 replicas) and on one, Adagrad's γ swept over the worker
+# rate and 10x it (the paper's advice), a warm start; 3 seeds. Resumable
+# with --keep.
+# Usage: [REGIME=resnet] experiments/distbelief.sh [--quick] [--keep] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md, DIR/figures/, DIR/metrics/ (default experiments/results/distbelief).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 . "$(dirname "$0")/lib.sh"
 exp_args distbelief "$@"
 need_sim
 ALLOW_FAIL=1
+SEEDS=(0) SCALE=1 BW=10Gbps LR=0.05 GAMMAS=(0.05)
+shards() { echo 1; }
 if [ "$QUICK" = 1 ]; then
     NS=(1 2); LIMIT=0.05; EVAL=0.01; TARGET=0.5; WARM=10
     DATA=(--data synthetic:1024 --model mlp:16 --batch 16 --test-subset 128)
     BT=256
+    if [ "${REGIME:-mlp}" = resnet ]; then
+        SEEDS=(1 2) GAMMAS=(0.05 0.5)
+        shards() { echo $(($1 >= 2 ? 2 : 1)); }
+    fi
+elif [ "${REGIME:-mlp}" = resnet ]; then
+    # the paper's ratio, 0.21: resnet:8,8 on 1.27 Gb/s links, hosts 79x
+    NS=(1 4 16 32); LIMIT=0.6; EVAL=0.05; TARGET=0.80; WARM=100
+    SCALE=79 BW=1.27Gbps LR=0.1 GAMMAS=(0.1 1)
+    SEEDS=(1 2 3)
+    DATA=(--data fashion-mnist --model resnet:8,8 --batch 64 --test-subset 1000)
+    BT=2048
+    shards() { echo $(($1 >= 4 ? $1 / 4 : 1)); }   # a shard for every 4 replicas
 else
     NS=(1 2 4 8 16 32); LIMIT=10; EVAL=0.5; TARGET=0.82; WARM=200
     DATA=(--data fashion-mnist --model mlp --batch 64 --test-subset 2000)
     BT=6000
 fi
 COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --eval-offline --quiet)
-# Downpour: Adagrad at the shard with γ = the fixed rate, 0.05 (the paper
-# suggests ~10x the best fixed rate; not swept here)
-declare -A P=(
-    [downpour-sgd]="--sync downpour --servers 1 --lr 0.05"
-    [downpour-adagrad]="--sync downpour --servers 1 --lr 0.05 --server-opt adagrad --adagrad-lr 0.05"
-    [downpour-adagrad-warm]="--sync downpour --servers 1 --lr 0.05 --server-opt adagrad --adagrad-lr 0.05 --warmup-steps $WARM"
-    [sandblaster]="--sync sandblaster --servers 1 --batch-total $BT --lr 0.05"
-    [bsp]="--sync bsp --lr 0.05"
-)
-ORDER=(bsp downpour-sgd downpour-adagrad downpour-adagrad-warm sandblaster)
-summary_head "DistBelief: Downpour (± Adagrad, ± warm start) against Sandblaster and bsp" \
-    "Simulated 10 GbE; every run bounded by $LIMIT simulated s; target test accuracy $TARGET; one parameter-server shard. N = model replicas."
+# Downpour's variants: METHOD:SHARDS:GAMMA (SHARDS s: S shards, growing
+# with the replicas; GAMMA: Adagrad's at the shards, - for plain SGD;
+# +warm: a warm start). The MLP regime: one shard, Adagrad's γ = the fixed
+# rate (the paper suggests ~10x the best fixed rate; swept in the regime).
+VARIANTS=(bsp downpour-sgd:1:- "downpour-adagrad:1:${GAMMAS[0]}" "downpour-adagrad-warm:1:${GAMMAS[0]}" sandblaster)
+if [ "${#GAMMAS[@]}" -gt 1 ]; then
+    VARIANTS=(bsp downpour-sgd:s:-)
+    for g in "${GAMMAS[@]}"; do VARIANTS+=("downpour-adagrad:s:$g"); done
+    VARIANTS+=("downpour-adagrad-warm:s:${GAMMAS[-1]}" "downpour-adagrad:1:${GAMMAS[-1]}" sandblaster)
+fi
+# a run's name: the variant (its shards and γ where the regime sweeps them), N, the seed
+vname() {   # VARIANT N SEED
+    local v=$1 base=${1%%:*} rest
+    if [ "$v" != "$base" ] && [ "${#GAMMAS[@]}" -gt 1 ]; then
+        rest=${v#*:}
+        base+="-S${rest%%:*}"
+        [ "${rest#*:}" = - ] || base+="-g${rest#*:}"
+    fi
+    echo "$base-$2$([ "$3" = 0 ] || echo "-seed$3")"
+}
+head="Simulated links of $BW, hosts ${SCALE}x this machine's core, model ${DATA[3]}; every run bounded by $LIMIT simulated s; target test accuracy $TARGET; worker lr $LR. N = model replicas."
+if [ "${#GAMMAS[@]}" -gt 1 ]; then
+    head+=" Downpour on S shards (-Ss: S grows with the replicas,$(for n in "${NS[@]}"; do printf ' %s at N = %s,' "$(shards "$n")" "$n"; done) or -S1: one shard), Adagrad's γ at the shards in the name (-gG); Sandblaster on the same S shards."
+else
+    head+=" One parameter-server shard."
+fi
+[ "${SEEDS[*]}" = 0 ] || head+=" Seeds ${SEEDS[*]}: a configuration's numbers are the median [min, max] over its seeds."
+summary_head "DistBelief: Downpour (± Adagrad, ± warm start) against Sandblaster and bsp" "$head"
 names=()
 for N in "${NS[@]}"; do
     echo "== $N replicas =="
     row=()
-    for p in "${ORDER[@]}"; do
-        case $p in bsp) H=$N ;; sandblaster) H=$((N + 2)) ;; *) H=$((N + 1)) ;; esac
-        # shellcheck disable=SC2086
-        sim_run "$p-$N" "$H" "$(sim_speeds "$H" 1)" 10Gbps -- "${COMMON[@]}" ${P[$p]}
-        row+=("$p-$N")
+    for seed in "${SEEDS[@]}"; do
+        sflags=()
+        [ "$seed" = 0 ] || sflags=(--seed "$seed")
+        for v in "${VARIANTS[@]}"; do
+            IFS=: read -r method sh gamma <<< "$v"
+            S=1
+            [ "$sh" = s ] && S=$(shards "$N")
+            case $method in
+                bsp) H=$N; flags=(--sync bsp --lr "$LR") ;;
+                sandblaster) S=$(shards "$N"); H=$((N + S + 1)); flags=(--sync sandblaster --servers "$S" --batch-total "$BT" --lr "$LR") ;;
+                *) H=$((N + S)); flags=(--sync downpour --servers "$S" --lr "$LR")
+                   [ "$gamma" = - ] || flags+=(--server-opt adagrad --adagrad-lr "$gamma")
+                   [ "$method" = downpour-adagrad-warm ] && flags+=(--warmup-steps "$WARM") ;;
+            esac
+            # with one replica, S shards is one shard: the -Ss variant runs, the -S1 one is the same run
+            [ "$N" = 1 ] && [ "$sh" = 1 ] && [ "${#GAMMAS[@]}" -gt 1 ] && continue
+            name=$(vname "$v" "$N" "$seed")
+            sim_run "$name" "$H" "$(sim_speeds "$H" "$SCALE")" "$BW" -- "${COMMON[@]}" "${sflags[@]}" "${flags[@]}"
+            row+=("$name")
+        done
     done
     table "$N replicas" "$TARGET" bsp "${row[@]}"
     names+=("${row[@]}")

@@ -45,6 +45,15 @@ if REGIME=resnet quick selsync --sim-build "$SIM"; then
         ok "REGIME=resnet experiments/selsync.sh --quick: $rows rows of 2 seeds bounded by steps, spreads against bsp"
     else bad "REGIME=resnet experiments/selsync.sh --quick" "$rows rows, $spreads spread lines: $(cat "$out/summary.md")"; fi
 fi
+# distbelief.sh in the regime: Downpour's shards and Adagrad's γ tell its
+# rows apart (one row per configuration, its seeds in it)
+if REGIME=resnet quick distbelief --sim-build "$SIM"; then
+    rows=$(grep -c '^| [a-z].* | 2 | 2 | ' "$out/summary.md")
+    if [ "$rows" = 7 ] && grep -q '^| downpour server=adagrad γ=0.5 S=2 | 2 | 2 |' "$out/summary.md" &&
+        grep -q '^| downpour server=adagrad γ=0.5 | 2 | 2 |' "$out/summary.md" && grep -q '^| sandblaster S=2 | 2 | 2 |' "$out/summary.md"; then
+        ok "REGIME=resnet experiments/distbelief.sh --quick: $rows configurations at 2 replicas, shards and γ in their names"
+    else bad "REGIME=resnet experiments/distbelief.sh --quick" "$rows rows: $(grep '^| ' "$out/summary.md")"; fi
+fi
 # evaluation.sh: none, inline and offline rows, the offline ones evaluated
 if quick evaluation --sim-build "$SIM"; then
     rows=$(grep -c '^| \(real\|sim\)-' "$out/summary.md")
