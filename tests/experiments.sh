@@ -54,6 +54,13 @@ if REGIME=resnet quick distbelief --sim-build "$SIM"; then
         ok "REGIME=resnet experiments/distbelief.sh --quick: $rows configurations at 2 replicas, shards and γ in their names"
     else bad "REGIME=resnet experiments/distbelief.sh --quick" "$rows rows: $(grep '^| ' "$out/summary.md")"; fi
 fi
+# dssp.sh in the regime: the regime's clusters with seeds, ratios with spreads
+if REGIME=resnet quick dssp --sim-build "$SIM"; then
+    rows=$(grep -c '^| [a-z].* | 2 | 4 | ' "$out/summary.md")
+    if [ "$rows" = 4 ] && grep -q '^- rn-transient, 4 workers: dssp/ssp = [0-9.]* \[[0-9.]*, [0-9.]*\], .* (2 seeds)$' "$out/summary.md"; then
+        ok "REGIME=resnet experiments/dssp.sh --quick: $rows paradigms of 2 seeds, dssp's ratios with their spread"
+    else bad "REGIME=resnet experiments/dssp.sh --quick" "$rows rows: $(tail -5 "$out/summary.md")"; fi
+fi
 # evaluation.sh: none, inline and offline rows, the offline ones evaluated
 if quick evaluation --sim-build "$SIM"; then
     rows=$(grep -c '^| \(real\|sim\)-' "$out/summary.md")
