@@ -23,6 +23,23 @@ same_params() {
 same_params "bsp on 1 rank equals --sync none bit for bit" 0 "$WORK/none.st" "$WORK/bsp1.st"
 
 "${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync bsp --checkpoint "$WORK/bsp2.st" > /dev/null
+# --bucket-kb: a residual network's ~19 layer spans go as one all-reduce a
+# step, and the sums are the same (two ranks: a + b in any order)
+R=(--data synthetic:512,1x16x16 --model resnet:8,4 --batch 16 --steps 20 --eval-every 1000 --quiet --sync bsp)
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${R[@]}" --checkpoint "$WORK/rl.st" --metrics "$WORK/rl.jsonl" > /dev/null
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${R[@]}" --bucket-kb 1024 --checkpoint "$WORK/rb.st" --metrics "$WORK/rb.jsonl" > /dev/null
+same_params "bsp --bucket-kb 1024 equals bsp per layer (2 ranks, resnet:8,4)" 0 "$WORK/rl.st" "$WORK/rb.st"
+cl=$(tail -n 1 "$WORK/rl.jsonl" | grep -o '"collectives":[0-9]*' | cut -d: -f2)
+cb=$(tail -n 1 "$WORK/rb.jsonl" | grep -o '"collectives":[0-9]*' | cut -d: -f2)
+if [ -n "$cl" ] && [ -n "$cb" ] && [ "$cl" -ge 200 ] && [ "$cb" -le 30 ]; then
+    ok "bsp --bucket-kb 1024: $cb collectives in 20 steps, against $cl per layer"
+else bad "bsp --bucket-kb" "collectives: $cb bucketed, $cl per layer"; fi
+# a bucket smaller than the network: several all-reduces a step, same sums
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${R[@]}" --bucket-kb 4 --checkpoint "$WORK/r4.st" --metrics "$WORK/r4.jsonl" > /dev/null
+c4=$(tail -n 1 "$WORK/r4.jsonl" | grep -o '"collectives":[0-9]*' | cut -d: -f2)
+if [ -n "$c4" ] && [ "$c4" -gt "$cb" ] && [ "$c4" -lt "$cl" ]; then
+    same_params "bsp --bucket-kb 4 ($c4 collectives) equals bsp per layer" 0 "$WORK/rl.st" "$WORK/r4.st"
+else bad "bsp --bucket-kb 4" "collectives: $c4 (1 MiB buckets $cb, per layer $cl)"; fi
 # θ − η·mean(g) vs mean(θ − η·g): equal up to float rounding, a few ulps per
 # step of O(1) weights: 1e-6 over 40 steps.
 "${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync localsgd --period 1 --checkpoint "$WORK/ls1.st" > /dev/null

@@ -12,7 +12,7 @@
 
 #include "../util/util.h"
 
-#define CHUNK (1 << 30)  /* MPI counts are int: large vectors go in pieces */
+#define CHUNK COMM_MAX_SPAN  /* MPI counts are int: large vectors go in pieces */
 
 /* The simulated build reduces and broadcasts with the blocking calls, for
  * two reasons (SimGrid 3.32; docs/simulation.md). Its in-place

@@ -161,6 +161,8 @@ int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick
 void comm_allreduce_sum(comm_t *c, float *buf, size_t n, const char *what);
 void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what);
 /* Start a nonblocking in-place sum-all-reduce (completed by comm_waitall). */
+/* The most floats one nonblocking all-reduce takes (an MPI count is an int). */
+#define COMM_MAX_SPAN ((size_t)1 << 30)
 void comm_iallreduce_sum(comm_t *c, float *buf, size_t n, MPI_Request *req);
 /* Broadcast from root with the timeout; counted. */
 void comm_bcast(comm_t *c, void *buf, size_t bytes, int root, const char *what);

@@ -5,7 +5,11 @@
  *
  * Overlap: model_backward reports each layer's gradient span as soon as it
  * is final (last layer first) and a nonblocking all-reduce starts on it at
- * once; step() waits for all of them before the optimizer step. Equals SSP
+ * once; step() waits for all of them before the optimizer step. With
+ * --bucket-kb K, adjacent spans are fused into one all-reduce of at least K
+ * KiB (the last with what is left), started when it is full: fewer,
+ * larger messages where each all-reduce's latency costs more than its
+ * bytes (many small layers, many ranks). Equals SSP
  * with staleness 0; on one rank it is exactly --sync none. With
  * --model-parallel M, each rank all-reduces the slices it owns among the
  * ranks of the other replicas that own the same slices (r->dp). */
@@ -21,7 +25,9 @@
  * enough to hide the reduction behind the layers still computing. */
 typedef struct bsp {
     run_t *r;
-    size_t off[64], len[64];   /* queued spans, one per parameter layer */
+    size_t off[64], len[64];   /* queued spans, one per parameter layer or bucket */
+    size_t bucket;             /* --bucket-kb in floats (0: a span per layer) */
+    size_t lo, hi;             /* the bucket being filled: [lo, hi), empty if lo == hi */
     int queued, started;       /* spans queued / all-reduces started this step */
     MPI_Request req;           /* the one in flight, or MPI_REQUEST_NULL */
     sync_rows_t rows;          /* checkpoints: every replica's batch-norm statistics */
@@ -41,9 +47,8 @@ static void bsp_pump(bsp_t *s)
     }
 }
 
-static void bsp_grad_ready(void *ctx, size_t off, size_t len)
+static void bsp_queue(bsp_t *s, size_t off, size_t len)
 {
-    bsp_t *s = ctx;
     if (s->queued == 64) die("bsp: more than 64 parameter layers");
     s->off[s->queued] = off;
     s->len[s->queued] = len;
@@ -51,11 +56,31 @@ static void bsp_grad_ready(void *ctx, size_t off, size_t len)
     bsp_pump(s);
 }
 
+/* The bucket being filled goes to the queue. */
+static void bsp_flush(bsp_t *s)
+{
+    if (s->hi > s->lo) bsp_queue(s, s->lo, s->hi - s->lo);
+    s->lo = s->hi = 0;
+}
+
+static void bsp_grad_ready(void *ctx, size_t off, size_t len)
+{
+    bsp_t *s = ctx;
+    if (!s->bucket) { bsp_queue(s, off, len); return; }
+    /* backward reports spans from the end of the vector towards its start:
+     * one that ends where the bucket begins joins it (up to one MPI call) */
+    if (s->hi > s->lo && (off + len != s->lo || s->hi - off > COMM_MAX_SPAN)) bsp_flush(s);
+    if (s->hi == s->lo) s->hi = off + len;
+    s->lo = off;
+    if (s->hi - s->lo >= s->bucket) bsp_flush(s);
+}
+
 static int bsp_init(run_t *r)
 {
     bsp_t *s = xcalloc(1, sizeof *s);
     s->r = r;
     s->req = MPI_REQUEST_NULL;
+    s->bucket = (size_t)r->cfg->bucket_kb * 1024 / sizeof(float);
     r->sync_state = s;
     r->model->grad_ready = bsp_grad_ready;
     r->model->grad_ctx = s;
@@ -65,6 +90,7 @@ static int bsp_init(run_t *r)
 static int bsp_step(run_t *r)
 {
     bsp_t *s = r->sync_state;
+    bsp_flush(s);
     for (;;) {
         comm_waitall(r->dp, 1, &s->req, "the gradient all-reduce");
         if (s->started == s->queued) break;
