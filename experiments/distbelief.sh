@@ -18,7 +18,7 @@ case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; e
 exp_args distbelief "$@"
 need_sim
 ALLOW_FAIL=1
-SEEDS=(0) SCALE=1 BW=10Gbps LR=0.05 GAMMAS=(0.05)
+SEEDS=(0) SCALE=1 BW=10Gbps LR=0.05 GAMMAS=(0.05) BUCKET=()
 shards() { echo 1; }
 if [ "$QUICK" = 1 ]; then
     NS=(1 2); LIMIT=0.05; EVAL=0.01; TARGET=0.5; WARM=10
@@ -32,7 +32,7 @@ elif [ "${REGIME:-mlp}" = resnet ]; then
     # the paper's ratio, 0.21: resnet:8,8 on 1.27 Gb/s links, hosts 79x
     NS=(1 4 16 32); LIMIT=0.6; EVAL=0.05; TARGET=0.80; WARM=100
     SCALE=79 BW=1.27Gbps LR=0.1 GAMMAS=(0.1 1)
-    SEEDS=(1 2 3)
+    SEEDS=(1 2 3) BUCKET=(--bucket-kb 1024)   # bsp: one all-reduce a step
     DATA=(--data fashion-mnist --model resnet:8,8 --batch 64 --test-subset 1000)
     BT=2048
     shards() { echo $(($1 >= 4 ? $1 / 4 : 1)); }   # a shard for every 4 replicas
@@ -82,7 +82,7 @@ for N in "${NS[@]}"; do
             S=1
             [ "$sh" = s ] && S=$(shards "$N")
             case $method in
-                bsp) H=$N; flags=(--sync bsp --lr "$LR") ;;
+                bsp) H=$N; flags=(--sync bsp --lr "$LR" "${BUCKET[@]}") ;;
                 sandblaster) S=$(shards "$N"); H=$((N + S + 1)); flags=(--sync sandblaster --servers "$S" --batch-total "$BT" --lr "$LR") ;;
                 *) H=$((N + S)); flags=(--sync downpour --servers "$S" --lr "$LR")
                    [ "$gamma" = - ] || flags+=(--server-opt adagrad --adagrad-lr "$gamma")

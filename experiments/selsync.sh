@@ -8,7 +8,8 @@
 # (docs/results.md "The regime"): resnet:8,8 on 8 workers, hosts 57x this
 # machine's core, links of 1.27 Gb/s (the paper's 10 GbE with its CIFAR
 # stem: ratio 0.29) and 0.127 Gb/s (its 1 GbE: 0.029); δ = 0.01, 0.03, 0.1
-# and the paper's 0.3; 3 seeds. Every run makes the same number of steps
+# and the paper's 0.3; 3 seeds; bsp in one all-reduce a step (--bucket-kb
+# 1024, as selsync and localsgd average). Every run makes the same number of steps
 # (400 per worker), not the same simulated time: where communication costs
 # ten to a hundred times a step's computing, a method that skips it would
 # otherwise make thousands of steps for bsp's tens, and this machine pays
@@ -20,6 +21,7 @@ case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; e
 exp_args selsync "$@"
 need_sim
 SEEDS=(0) SCALE=1 BOUND=()   # seed 0: one run per configuration, named without a seed
+BSP=(--sync bsp)
 PARTS_AT_16=(iid)            # the partitions asked at more than 8 workers
 if [ "$QUICK" = 1 ]; then
     NS=(4); NETS=(1Gbps); DELTAS=(0.1 0.3); LIMIT=0.05; EVAL=0.01; TARGET=0.5; PARTS=(iid label-skew)
@@ -28,6 +30,7 @@ if [ "$QUICK" = 1 ]; then
 elif [ "${REGIME:-mlp}" = resnet ]; then
     NS=(8); NETS=(1.27Gbps 0.127Gbps); DELTAS=(0.01 0.03 0.1 0.3); EVAL=0.05; TARGET=0.80; SCALE=57
     SEEDS=(1 2 3) BOUND=(--steps 400)
+    BSP=(--sync bsp --bucket-kb 1024)   # one all-reduce a step, as selsync's and localsgd's averages are
     PARTS=(iid label-skew label-skew+inject)
     DATA=(--data fashion-mnist --model resnet:8,8 --batch 64 --lr 0.05 --momentum 0.9 --test-subset 1000)
 else
@@ -61,7 +64,7 @@ for net in "${NETS[@]}"; do
             for seed in "${SEEDS[@]}"; do
                 sfx="" sflags=()
                 [ "$seed" = 0 ] || { sfx=-seed$seed; sflags=(--seed "$seed"); }
-                sim_run "$tag-bsp$sfx" "$N" "$speeds" "$net" -- "${COMMON[@]}" "${pflags[@]}" "${sflags[@]}" --sync bsp
+                sim_run "$tag-bsp$sfx" "$N" "$speeds" "$net" -- "${COMMON[@]}" "${pflags[@]}" "${sflags[@]}" "${BSP[@]}"
                 names+=("$tag-bsp$sfx")
                 for d in "${DELTAS[@]}"; do
                     sim_run "$tag-selsync-$d$sfx" "$N" "$speeds" "$net" -- "${COMMON[@]}" "${pflags[@]}" "${sflags[@]}" --sync selsync --delta "$d"
