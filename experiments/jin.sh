@@ -84,11 +84,10 @@ import json
 import os
 import sys
 sys.path.insert(0, "experiments")
-from summarize import median, ttt
+from summarize import first_among, median, ttt
 out, target, every, lr, seeds, nlr, ns = (sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4],
                                           sys.argv[5].split(), int(sys.argv[6]), sys.argv[7:])
 name = lambda p, n, s: f"{p}-{n}" if s == "0" else f"{p}-{n}-lr{lr}-seed{s}"
-inf = float("inf")
 # time since the common start: the lead of gossip spends most of its time
 # reading every replica for the evaluations while the others train, so its
 # own training time would flatter gossip (0.1 s where 2.3 s have passed)
@@ -103,11 +102,12 @@ else:
           "reached the target counts as infinitely late.\n")
 cross = None
 for n in ns:
-    # a run that failed (diverged) left no metrics: never reached
-    t = {p: [ttt(m, target, wall=True) if os.path.exists(m := f"{out}/metrics/{name(p, n, s)}.jsonl") else None
-             for s in seeds] for p in ("bsp", "easgd", "gossip")}
-    lo = {p: min(inf if v is None else v for v in vs) for p, vs in t.items()}
-    hi = {p: max(inf if v is None else v for v in vs) for p, vs in t.items()}
+    # the seeds that ran (--report: an experiment stopped part-way)
+    ran = {p: [s for s in seeds if os.path.exists(f"{out}/metrics/{name(p, n, s)}.jsonl")] for p in ("bsp", "easgd", "gossip")}
+    if not all(ran.values()):
+        print(f"- N = {n}: not run")
+        continue
+    t = {p: [ttt(f"{out}/metrics/{name(p, n, s)}.jsonl", target, wall=True) for s in ran[p]] for p in ran}
 
     def f(vs):
         got = [v for v in vs if v is not None]
@@ -117,17 +117,15 @@ for n in ns:
             return f"{vs[0]:.3f} s"
         m = median(vs)
         return f"{'–' if m is None else f'{m:.3f}'} [{min(got):.3f}, {'never' if len(got) < len(vs) else f'{max(got):.3f}'}] s"
-    # times are known to the evaluation grid (--eval-every-s): within half a
-    # step of it, two runs reached the target at the same evaluation, a tie
-    wins = hi["bsp"] < inf and all(hi["bsp"] < lo[o] - every / 2 for o in ("easgd", "gossip"))
-    ahead = [o for o in ("easgd", "gossip") if hi[o] < inf and hi[o] < lo["bsp"] - every / 2]
-    mark = " ← bsp first" if wins else f" ← {' and '.join(ahead)} ahead of bsp" if ahead else " ← a tie" if lo["bsp"] < inf else ""
+    wins, ahead = first_among(t, "bsp", every)
+    reached = any(v is not None for v in t["bsp"])
+    mark = " ← bsp first" if wins else f" ← {' and '.join(ahead)} ahead of bsp" if ahead else " ← a tie" if reached else ""
     # simulated bsp waits for its all-reduce after backward instead of
     # overlapping it (docs/simulation.md): its step could shrink to no less
     # than the larger of computing and communicating, a bound on how much
     # sooner it could have been
     hidden = []
-    for s, v in zip(seeds, t["bsp"]):
+    for s, v in zip(ran["bsp"], t["bsp"]):
         m = f"{out}/metrics/{name('bsp', n, s)}.jsonl"
         d = [json.loads(line) for line in open(m)][-1] if v is not None and os.path.exists(m) else {}
         c, w = d.get("compute_s_per_step"), d.get("comm_s_per_step")
@@ -135,11 +133,12 @@ for n in ns:
     bound = ""
     if any(h is not None for h in hidden):
         bound = f"; bsp with its all-reduce hidden, at best {f(hidden)}"
-        hlo = min(inf if h is None else h for h in hidden)
-        still = [o for o in ahead if hi[o] < hlo - every / 2]
+        still = first_among({**t, "bsp": hidden}, "bsp", every)[1]
         if ahead:
             bound += f" ({' and '.join(still) + ' still ahead' if still else 'a tie then'})"
-    print(f"- N = {n}: bsp {f(t['bsp'])}, easgd {f(t['easgd'])}, gossip {f(t['gossip'])}{mark}{bound}")
+    few = lambda p: f" ({len(ran[p])} of {len(seeds)} seeds)" if len(ran[p]) < len(seeds) else ""
+    print(f"- N = {n}: bsp {f(t['bsp'])}{few('bsp')}, easgd {f(t['easgd'])}{few('easgd')}, "
+          f"gossip {f(t['gossip'])}{few('gossip')}{mark}{bound}")
     cross = None if not wins else (cross or n)
 print(f"\nCrossover N: {cross if cross else 'none in this range'}\n")
 PY

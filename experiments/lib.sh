@@ -1,8 +1,10 @@
 # Shared by the paper experiments (sourced): options, simulated and real
 # runs into one results folder, the markdown summary and the figures.
-#   SCRIPT [--quick] [--keep] [--out DIR] [--build DIR] [--sim-build DIR]
+#   SCRIPT [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # --keep: a run whose metrics file in DIR ends with its done event is not
 # run again (an interrupted experiment continues where it stopped).
+# --report: nothing runs; the summary and figures are made from the runs
+# that finished (an experiment stopped part-way, reported as it stands).
 # --quick runs a small subset (synthetic data, a tiny model, few workers,
 # fractions of a simulated second) that CI runs to keep the script working;
 # without it the full experiment runs (tens of minutes: not on a shared
@@ -11,6 +13,7 @@
 set -euo pipefail
 QUICK=0
 KEEP=0
+REPORT=0
 OUT=""
 BUILD=build
 SIMBUILD=build-sim
@@ -22,11 +25,12 @@ exp_args() {   # NAME "$@"
         case "$1" in
             --quick) QUICK=1; shift ;;
             --keep) KEEP=1; shift ;;
+            --report) KEEP=1; REPORT=1; shift ;;
             --out) OUT=$2; shift 2 ;;
             --build) BUILD=$2; shift 2 ;;
             --sim-build) SIMBUILD=$2; shift 2 ;;
             -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
-            *) echo "$name: unknown option '$1' (--quick, --keep, --out DIR, --build DIR, --sim-build DIR)" >&2; exit 2 ;;
+            *) echo "$name: unknown option '$1' (--quick, --keep, --report, --out DIR, --build DIR, --sim-build DIR)" >&2; exit 2 ;;
         esac
     done
     local suffix=""
@@ -59,6 +63,7 @@ sim_run() {
     local name=$1 hosts=$2 speeds=$3 bw=$4
     shift 5
     if kept "$name"; then echo "  $name (kept)"; return 0; fi
+    if [ "$REPORT" = 1 ]; then echo "  $name (not run: --report)"; return 0; fi
     echo "  $name"
     local t0=$SECONDS
     local slow=()
@@ -93,6 +98,7 @@ real_run() {
     local name=$1 np=$2
     shift 3
     if kept "$name"; then echo "  $name (kept)"; return 0; fi
+    if [ "$REPORT" = 1 ]; then echo "  $name (not run: --report)"; return 0; fi
     echo "  $name"
     local t0=$SECONDS
     if ! mpirun -q -np "$np" "$BUILD/dsgd" train "$@" --metrics "$OUT/metrics/$name.jsonl" > "$OUT/logs/$name.log" 2>&1; then
@@ -112,7 +118,8 @@ table() {
     {
         cat "$OUT/table.part.md"
         for n in "${failed[@]}"; do
-            echo "- $n failed: $(grep -m1 'dsgd: error' "$OUT/logs/$n.log" || tail -1 "$OUT/logs/$n.log")"
+            if [ "$REPORT" = 1 ]; then echo "- $n: not run (--report)"
+            else echo "- $n failed: $(grep -m1 'dsgd: error' "$OUT/logs/$n.log" || tail -1 "$OUT/logs/$n.log")"; fi
         done
         echo
     } >> "$OUT/summary.md"

@@ -77,6 +77,23 @@ def spread(vals, f="%.3f"):
     return text
 
 
+def first_among(times, base, grid):
+    """Which method reached the target first, with repeats: times maps each
+    method to its seeds' times (None: never). base is first where its
+    slowest seed was earlier than every other method's fastest by more than
+    half the evaluation grid (runs within half a grid step reached it at the
+    same evaluation); another method is ahead of base where its slowest seed
+    was earlier than base's fastest by as much. Returns (base_first, the
+    methods ahead of base); neither: the spreads overlap, a tie."""
+    inf = math.inf
+    lo = {p: min(inf if v is None else v for v in vs) for p, vs in times.items()}
+    hi = {p: max(inf if v is None else v for v in vs) for p, vs in times.items()}
+    others = [p for p in times if p != base]
+    first = hi[base] < inf and all(hi[base] < lo[o] - grid / 2 for o in others)
+    ahead = [o for o in others if hi[o] < inf and hi[o] < lo[base] - grid / 2]
+    return first, ahead
+
+
 def group(rows):
     """Rows of one configuration (label and N), in first-seen order."""
     out = {}

@@ -26,6 +26,18 @@ for e in jin dssp selsync distbelief; do
         bad "experiments/$e.sh --quick" "$(tail -3 "$WORK/$e.log")"
     fi
 done
+# --report: an experiment stopped part-way is summarized as it stands,
+# running nothing; the runs it lacks are named
+if [ -d "$WORK/jin/metrics" ]; then
+    rm -f "$WORK/jin/metrics/gossip-4-lr0.05-seed2.jsonl"
+    before=$(ls "$WORK/jin/metrics" | wc -l)
+    if "$HERE/../experiments/jin.sh" --quick --report --out "$WORK/jin" --sim-build "$SIM" > "$WORK/jin-report.log" 2>&1 &&
+        [ "$(ls "$WORK/jin/metrics" | wc -l)" = "$before" ] &&
+        grep -q '^- gossip-4-lr0.05-seed2: not run (--report)$' "$WORK/jin/summary.md" &&
+        grep -q '^- N = 4: .*gossip [0-9.]* s (1 of 2 seeds)' "$WORK/jin/summary.md"; then
+        ok "experiments/jin.sh --report: ran nothing, named the missing run, counted its seeds"
+    else bad "experiments/jin.sh --report" "$(tail -3 "$WORK/jin-report.log"; grep '^- ' "$WORK/jin/summary.md")"; fi
+fi
 # Runs experiments/NAME.sh --quick into $WORK/NAME (out); fails the case
 # and returns 1 if it did not run: NAME [more flags]
 quick() {
