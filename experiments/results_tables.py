@@ -16,7 +16,7 @@ known to the evaluation grid; two runs within half a grid step of each
 other reached it at the same evaluation and tie. Bold marks the best
 accuracy and the shortest time of a row when one run alone has it.
 
-Tables: jin, lc-speedup, dssp, dssp-transient, dssp-ratios, selsync, distbelief."""
+Tables: jin, jin-resnet, lc-speedup, dssp, dssp-transient, dssp-ratios, selsync, distbelief."""
 import os
 import re
 import sys
@@ -24,7 +24,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from summarize import first_hit, median, plot, spread  # noqa: E402
+from summarize import first_among, first_hit, median, plot, spread  # noqa: E402
 
 ROOT = os.path.join(HERE, "..")
 RES = os.path.join(ROOT, "docs", "results")
@@ -115,6 +115,27 @@ def jin():
                 first = f"bsp and {' and '.join(tied)} (same evaluation)" if tied else "–"
         rows.append([n] + [f"{r3(acc(r))} / {'–' if t is None else f'{r3(t, 2)} s'}" for r, t in zip(rs, ts)] + [first])
     return md(["N", "bsp: acc / time to 0.82", "easgd", "gossip", "first to 0.82"], rows)
+
+
+def jin_resnet():
+    """The regime rerun: per N and step size, each method's final accuracy and
+    time to 0.80 over its seeds, and who was first (summarize.first_among)."""
+    target, grid, rows = 0.80, 0.25, []
+    meths = ("bsp", "easgd", "gossip")
+    for lr in ("0.1", "0.025"):
+        for n in (4, 8, 16, 32):
+            rs = {p: [run("jin-resnet", f"{p}-{n}-lr{lr}-seed{sd}") for sd in SEEDS
+                      if os.path.exists(os.path.join(RES, "jin-resnet", "metrics", f"{p}-{n}-lr{lr}-seed{sd}.jsonl"))]
+                  for p in meths}
+            if not all(rs.values()):
+                continue
+            ts = {p: [tw(r, target) for r in v] for p, v in rs.items()}
+            first, ahead = first_among(ts, "bsp", grid)
+            who = "bsp" if first else " and ".join(ahead) if ahead else "a tie"
+            cells = [f"{spread([acc(r) for r in rs[p]], '%.3f')} / {spread(ts[p], '%.2f')} s"
+                     + (f" ({len(rs[p])} of {len(SEEDS)} seeds)" if len(rs[p]) < len(SEEDS) else "") for p in meths]
+            rows.append([n, lr] + cells + [who])
+    return md(["N", "step size", "bsp: acc / time to 0.80", "easgd", "gossip", "first to 0.80"], rows)
 
 
 DSSP = ("bsp-ps", "ssp", "dssp", "asp")
@@ -438,7 +459,7 @@ def lc_speedup():
     return md(["model", "parameters", f"M = {ms[0]}"] + [str(m) for m in ms[1:]], rows)
 
 
-TABLES = {"jin": jin, "lc-speedup": lc_speedup, "dssp": dssp, "dssp-transient": dssp_transient, "dssp-ratios": dssp_ratios,
+TABLES = {"jin": jin, "jin-resnet": jin_resnet, "lc-speedup": lc_speedup, "dssp": dssp, "dssp-transient": dssp_transient, "dssp-ratios": dssp_ratios,
           "selsync": selsync, "distbelief": distbelief}
 # a block's text never holds another block's start (an empty block is one newline)
 BLOCK = re.compile(r"(<!-- table ([\w-]+) -->\n)((?:(?!<!-- table ).)*?)(\n?<!-- end table -->)", re.S)
