@@ -77,6 +77,16 @@ for LR in "${LRS[@]}"; do
     done
     sub=all title="time to $TARGET and accuracy at $LIMIT s"
     [ "${#LRS[@]}" = 1 ] || { sub=lr$LR; title+=", step size $LR"; }
+    ran=0
+    for n in "${names[@]}"; do [ -f "$OUT/metrics/$n.jsonl" ] && ran=$((ran + 1)); done
+    if [ "$ran" = 0 ]; then   # --report before any run of this step size
+        printf '### %s
+
+Not run yet (%d runs).
+
+' "$title" "${#names[@]}" >> "$OUT/summary.md"
+        continue
+    fi
     table "$title" "$TARGET" bsp "${names[@]}"
     figures "$sub" "$TARGET" "${names[@]}"
     python3 - "$OUT" "$TARGET" "$EVAL" "$LR" "${SEEDS[*]}" "${#LRS[@]}" "${NS[@]}" >> "$OUT/summary.md" <<'PY'

@@ -59,6 +59,15 @@ for f in "$RES"/selsync/metrics/1Gbps-8-label-skew+inject-{bsp,selsync-0.05}.jso
     sed '1s/"test_samples":\([0-9]*\)/"test_samples":\1,"clock":"simulated"/' "$f" > "$WORK/simm/$(basename "$f")"
 done
 render sim "accuracy_time sync_fraction" "$WORK"/simm/*.jsonl
+# repeats: 3 seeds of each method and N make one point of the scaling
+# figure, the median with the seeds' range as an error bar, and a method
+# that mostly never got there is marked at the top
+render jinrn "scaling" --time wall --target 0.80 "$RES"/jin-resnet/metrics/{bsp,easgd,gossip}-*-lr0.1-*.jsonl
+if grep -c 'runs: median, range' "$WORK/jinrn/scaling.svg" | grep -q '^[1-9]' &&
+    [ "$(grep -o '(3 runs: median, range)' "$WORK/jinrn/scaling.svg" | sort -u | wc -l)" = 1 ] &&
+    grep -q 'not reached (marked at the top)' "$WORK/jinrn/scaling.svg"; then
+    ok "scaling with repeats: one point per method and N, the seeds' range as an error bar, easgd at 32 not reached"
+else bad "scaling with repeats" "$(grep -o '<title>[^<]*</title>' "$WORK/jinrn/scaling.svg" | head -8)"; fi
 python3 "$HERE/figures_check.py" "$PLOT" "$WORK/jin" "$WORK/dssp" "$WORK/dssp_rev" "$WORK/sim" "$RES" > "$WORK/checks" 2>&1 ||
     bad "figures_check.py" "$(tail -3 "$WORK/checks")"
 while read -r status text; do
