@@ -11,7 +11,7 @@
 # (one for every 4 replicas) and on one, Adagrad's γ swept over the worker
 # rate and 10x it (the paper's advice), a warm start; 3 seeds. Resumable
 # with --keep.
-# Usage: [REGIME=resnet] experiments/distbelief.sh [--quick] [--keep] [--out DIR] [--build DIR] [--sim-build DIR]
+# Usage: [REGIME=resnet] experiments/distbelief.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md, DIR/figures/, DIR/metrics/ (default experiments/results/distbelief).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 . "$(dirname "$0")/lib.sh"

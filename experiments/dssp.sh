@@ -17,7 +17,7 @@
 # cluster, transient stragglers (their intervals scaled to the shorter
 # run) and the uniform cluster, 8 and 16 workers, 3 seeds each. Resumable
 # with --keep.
-# Usage: [REGIME=resnet] experiments/dssp.sh [--quick] [--keep] [--out DIR] [--build DIR] [--sim-build DIR]
+# Usage: [REGIME=resnet] experiments/dssp.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md (tables, with dssp's time to target against ssp's
 # and bsp-ps's), DIR/figures/, DIR/metrics/ (default experiments/results/dssp).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above

@@ -11,7 +11,7 @@
 #     worker 4x slower for a mean of 2 s between 6 s at full speed), 60
 #     simulated s, an evaluation every 2 s, lr 0.03 (asp diverged once at
 #     0.05), seeds 1-3 (each draws the run and the stragglers' schedule).
-# Usage: experiments/evaluation.sh [--quick] [--keep] [--out DIR] [--build DIR] [--sim-build DIR]
+# Usage: experiments/evaluation.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md and DIR/metrics/ (default experiments/results/evaluation).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 . "$(dirname "$0")/lib.sh"

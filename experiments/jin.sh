@@ -14,8 +14,9 @@
 # that grows with the workers, not the bottleneck) and bsp's gradients in
 # one all-reduce a step (--bucket-kb 1024, as DDP and Horovod fuse them:
 # per layer, 19 all-reduces a step cost 32 workers 17 ms of latency for
-# 1 ms of bytes); about 2.4 hours here, resumable with --keep.
-# Usage: [REGIME=resnet] experiments/jin.sh [--quick] [--out DIR] [--build DIR] [--sim-build DIR]
+# 1 ms of bytes); about 77 min per step size here (2.6 hours in all),
+# resumable with --keep.
+# Usage: [REGIME=resnet] experiments/jin.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md (tables, the crossover N), DIR/figures/ (with the
 # scaling curve), DIR/metrics/ (default experiments/results/jin).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above

@@ -7,7 +7,7 @@
 # Each run trains a few steps on synthetic images (--sync none
 # --model-parallel M); the step time is the simulated training time over
 # the steps, the speed-up is M = 1's step time over M's.
-# Usage: experiments/lc_speedup.sh [--quick] [--keep] [--out DIR] [--sim-build DIR]
+# Usage: experiments/lc_speedup.sh [--quick] [--keep | --report] [--out DIR] [--sim-build DIR]
 # Writes DIR/summary.md, DIR/speedup.tsv, DIR/figures/speedup.png, DIR/metrics/.
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 . "$(dirname "$0")/lib.sh"

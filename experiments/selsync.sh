@@ -14,7 +14,7 @@
 # ten to a hundred times a step's computing, a method that skips it would
 # otherwise make thousands of steps for bsp's tens, and this machine pays
 # for every step. Resumable with --keep.
-# Usage: [REGIME=resnet] experiments/selsync.sh [--quick] [--keep] [--out DIR] [--build DIR] [--sim-build DIR]
+# Usage: [REGIME=resnet] experiments/selsync.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md, DIR/figures/, DIR/metrics/ (default experiments/results/selsync).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 . "$(dirname "$0")/lib.sh"
