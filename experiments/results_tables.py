@@ -161,7 +161,6 @@ def dssp():
 
 
 SEEDS = (1, 2, 3)
-SEEDS_RN = SEEDS
 
 
 def dssp_transient():
@@ -377,7 +376,7 @@ def claim_lc_holds():
     return r3(min(small), 1), r3(max(small), 1), r3(s["medium"][64], 1), r3(s["large"][64], 1)
 
 
-def jin_resnet_runs(p, n, seeds=SEEDS_RN, prefix=""):
+def jin_resnet_runs(p, n, seeds=SEEDS, prefix=""):
     return [run("jin-resnet", f"{prefix}{p}-{n}-lr0.1-seed{sd}") for sd in seeds]
 
 
