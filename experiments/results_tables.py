@@ -376,8 +376,8 @@ def claim_lc_holds():
     return r3(min(small), 1), r3(max(small), 1), r3(s["medium"][64], 1), r3(s["large"][64], 1)
 
 
-def jin_resnet_runs(p, n, seeds=SEEDS, prefix=""):
-    return [run("jin-resnet", f"{prefix}{p}-{n}-lr0.1-seed{sd}") for sd in seeds]
+def jin_resnet_runs(p, n, seeds=SEEDS):
+    return [run("jin-resnet", f"{p}-{n}-lr0.1-seed{sd}") for sd in seeds]
 
 
 def done_of(r, key):
