@@ -39,8 +39,18 @@ suite_begin() {
     lib_env
 }
 pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+# DSGD_TEST_TIMES=1: each result line ends with the seconds since the
+# previous one (which checks make a suite slow)
+_last=${EPOCHREALTIME/,/.} _took=""
+_took() {
+    _took=""
+    [ "${DSGD_TEST_TIMES:-0}" = 1 ] || return 0
+    local now=${EPOCHREALTIME/,/.}
+    _took=$(awk -v a="$_last" -v b="$now" 'BEGIN { printf "  [%.1f s]", b - a }')
+    _last=$now
+}
+ok() { pass=$((pass + 1)); _took; echo "ok   $1$_took"; }
+bad() { fail=$((fail + 1)); _took; echo "FAIL $1: $2$_took"; }
 # json_field FILE EVENT FIELD: the field of the last record with that event
 json_field() {
     python3 -c 'import json,sys
