@@ -16,7 +16,7 @@ known to the evaluation grid; two runs within half a grid step of each
 other reached it at the same evaluation and tie. Bold marks the best
 accuracy and the shortest time of a row when one run alone has it.
 
-Tables: jin, jin-resnet, lc-speedup, dssp, dssp-transient, dssp-ratios, selsync, selsync-resnet, distbelief."""
+Tables: jin, jin-resnet, lc-speedup, dssp, dssp-transient, dssp-ratios, dssp-resnet, selsync, selsync-resnet, distbelief."""
 import os
 import re
 import sys
@@ -191,6 +191,30 @@ def dssp_ratios():
     return md(["cluster", "dssp / ssp", "dssp / bsp-ps"], rows)
 
 
+DSSP_RN = (("rn-transient", "transient stragglers"), ("rn-hetero", "mixed"), ("rn-homo", "uniform"))
+
+
+def dssp_resnet():
+    """The regime rerun: per cluster and N, each paradigm's final accuracy
+    and time to 0.80 over the seeds, and dssp's time against ssp's and
+    bsp-ps's, seed by seed (below 1: dssp first). A configuration whose
+    seeds have not all run is left out."""
+    target, rows = 0.80, []
+    ratio = lambda a, b: a / b if a is not None and b is not None else None
+    for cl, name in DSSP_RN:
+        for n in (8, 16):
+            names = {p: [f"{cl}-{n}-{p}-seed{sd}" for sd in SEEDS] for p in DSSP}
+            if not all(os.path.exists(os.path.join(RES, "dssp-resnet", "metrics", x + ".jsonl"))
+                       for v in names.values() for x in v):
+                continue
+            rs = {p: [run("dssp-resnet", x) for x in v] for p, v in names.items()}
+            ts = {p: [tw(r, target) for r in v] for p, v in rs.items()}
+            row = [name, n] + [f"{spread([acc(r) for r in rs[p]], '%.3f')} / {spread(ts[p], '%.2f')} s" for p in DSSP]
+            row += [spread([ratio(d, o) for d, o in zip(ts["dssp"], ts[p])], "%.2f") for p in ("ssp", "bsp-ps")]
+            rows.append(row)
+    return md(["cluster", "N", "bsp-ps", "ssp (s = 3)", "dssp (3…15)", "asp", "dssp / ssp", "dssp / bsp-ps"], rows)
+
+
 SELSYNC = (("iid", 8, "1Gbps", "IID, 8, 1 GbE"), ("iid", 16, "1Gbps", "IID, 16, 1 GbE"),
            ("iid", 8, "10Gbps", "IID, 8, 10 GbE"), ("iid", 16, "10Gbps", "IID, 16, 10 GbE"),
            ("label-skew", 8, "1Gbps", "label skew, 8, 1 GbE"), ("label-skew", 8, "10Gbps", "label skew, 8, 10 GbE"),
@@ -242,27 +266,30 @@ def selsync_resnet_best(sel):
 def selsync_resnet():
     """The regime rerun: per link and partition, bsp's final accuracy after
     400 steps; at δ = 0.3 and at the best δ, the accuracy difference to bsp
-    (seed by seed) and the sync fraction; local SGD's difference; the times
-    to 0.80 since the start. Median [min, max] over the seeds."""
+    (seed by seed) and the sync fraction; the sync fraction at every δ;
+    local SGD's difference; the times to 0.80 since the start. Median
+    [min, max] over the seeds."""
     rows = []
     for net, nname in SELSYNC_RN:
         for part, pname in SELSYNC_RN_PARTS:
             b = selsync_resnet_runs(net, part, "bsp")
             sel = {d: selsync_resnet_runs(net, part, f"selsync-{d}") for d in RN_DELTAS}
             loc = selsync_resnet_runs(net, part, "localsgd")
-            if not b or not loc or not all(len(v) == len(b) for v in sel.values()) or len(loc) != len(b):
+            if len(b) < len(SEEDS) or not all(len(v) == len(b) for v in list(sel.values()) + [loc]):
                 continue
-            diff = lambda rs: spread([100 * (acc(r) - acc(x)) for r, x in zip(rs, b)], "%+.2f")
+            diff = lambda rs: spread([100 * (acc(r) - acc(x)) for r, x in zip(rs, b)], "%+.2f").replace("-", "−")
             sync = lambda rs: spread([sync_of(r) for r in rs], "%.2f")
             best = selsync_resnet_best(sel)
             t = lambda rs: spread([tw(r, 0.80) for r in rs], "%.2f")
+            fracs = " / ".join(r3(median([sync_of(r) for r in sel[d]]), 2) for d in RN_DELTAS if d != "0.3")
             rows.append([f"{pname}, {nname}", spread([acc(r) for r in b], "%.3f"),
                          f"{diff(sel['0.3'])} pt / {sync(sel['0.3'])}",
-                         f"{best}: {diff(sel[best])} pt / {sync(sel[best])}", f"{diff(loc)} pt",
-                         f"{t(b)} / {t(sel['0.3'])} / {t(loc)}"])
+                         f"{best}: {diff(sel[best])} pt / {sync(sel[best])}", fracs, f"{diff(loc)} pt",
+                         f"{t(b)} / {t(sel['0.3'])} / {t(sel[best])} / {t(loc)}"])
+    lo = " / ".join(d for d in RN_DELTAS if d != "0.3")
     return md(["setting", "bsp acc", "δ = 0.3: acc − bsp / sync fraction", "best δ: acc − bsp / sync fraction",
-               "localsgd H=8: acc − bsp", "time since the start to 0.80: bsp / δ = 0.3 / localsgd (s)"], rows)
-
+               f"sync fraction at δ = {lo}", "localsgd H=8: acc − bsp",
+               "time since the start to 0.80: bsp / δ = 0.3 / best δ / localsgd (s)"], rows)
 
 def distbelief():
     target, grid, rows = 0.82, 0.5, []
@@ -555,6 +582,7 @@ def lc_speedup():
 
 
 TABLES = {"jin": jin, "jin-resnet": jin_resnet, "lc-speedup": lc_speedup, "dssp": dssp, "dssp-transient": dssp_transient, "dssp-ratios": dssp_ratios,
+          "dssp-resnet": dssp_resnet,
           "selsync": selsync, "selsync-resnet": selsync_resnet, "distbelief": distbelief}
 # a block's text never holds another block's start (an empty block is one newline)
 BLOCK = re.compile(r"(<!-- table ([\w-]+) -->\n)((?:(?!<!-- table ).)*?)(\n?<!-- end table -->)", re.S)
