@@ -131,6 +131,8 @@ figures() {
     shift 2
     local files=()
     for n in "$@"; do [ -f "$OUT/metrics/$n.jsonl" ] && files+=("$OUT/metrics/$n.jsonl"); done
+    # none has run yet (--report, or a run stopped early): no figure
+    [ "${#files[@]}" -gt 0 ] || return 0
     # time since the common start, the clock the speed-ups use (summarize.py)
     scripts/dsgd-plot --time wall --out "$OUT/figures/$sub" --target "$target" "${files[@]}" > "$OUT/logs/plot-$sub.log"
 }
