@@ -17,6 +17,7 @@ other reached it at the same evaluation and tie. Bold marks the best
 accuracy and the shortest time of a row when one run alone has it.
 
 Tables: jin, jin-resnet, lc-speedup, dssp, dssp-transient, dssp-ratios, dssp-resnet, selsync, selsync-resnet, distbelief."""
+import functools
 import os
 import re
 import sys
@@ -40,11 +41,17 @@ def r3(v, places=3):
     return str(Decimal(repr(round(v, 6))).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP))
 
 
+@functools.lru_cache(maxsize=None)   # the claims read the same runs many times
 def run(exp, name):
     path = os.path.join(RES, exp, "metrics", name + ".jsonl")
     if not os.path.exists(path):
         raise Missing(path)
     return plot.read_run(path)
+
+
+def present(exp, names):
+    """The runs of names that exist (a sweep still running has some), in order."""
+    return [run(exp, x) for x in names if os.path.exists(os.path.join(RES, exp, "metrics", x + ".jsonl"))]
 
 
 def acc(r):
@@ -133,9 +140,7 @@ def jin_resnet():
     meths = ("bsp", "easgd", "gossip")
     for lr in ("0.1", "0.025"):
         for n in (4, 8, 16, 32):
-            rs = {p: [run("jin-resnet", f"{p}-{n}-lr{lr}-seed{sd}") for sd in SEEDS
-                      if os.path.exists(os.path.join(RES, "jin-resnet", "metrics", f"{p}-{n}-lr{lr}-seed{sd}.jsonl"))]
-                  for p in meths}
+            rs = {p: present("jin-resnet", [f"{p}-{n}-lr{lr}-seed{sd}" for sd in SEEDS]) for p in meths}
             if not all(rs.values()):
                 continue
             ts = {p: [tw(r, target) for r in v] for p, v in rs.items()}
@@ -203,6 +208,11 @@ def dssp_ratios():
 DSSP_RN = (("rn-transient", "transient stragglers"), ("rn-hetero", "mixed"), ("rn-homo", "uniform"))
 
 
+def dssp_resnet_runs(cl, n):
+    """Paradigm -> the seeds' runs on one regime cluster, those that exist."""
+    return {p: present("dssp-resnet", [f"{cl}-{n}-{p}-seed{sd}" for sd in SEEDS]) for p in DSSP}
+
+
 def dssp_resnet():
     """The regime rerun: per cluster and N, each paradigm's final accuracy
     and time to 0.80 over the seeds, and dssp's time against ssp's and
@@ -212,11 +222,9 @@ def dssp_resnet():
     ratio = lambda a, b: a / b if a is not None and b is not None else None
     for cl, name in DSSP_RN:
         for n in (8, 16):
-            names = {p: [f"{cl}-{n}-{p}-seed{sd}" for sd in SEEDS] for p in DSSP}
-            if not all(os.path.exists(os.path.join(RES, "dssp-resnet", "metrics", x + ".jsonl"))
-                       for v in names.values() for x in v):
+            rs = dssp_resnet_runs(cl, n)
+            if not all(len(v) == len(SEEDS) for v in rs.values()):
                 continue
-            rs = {p: [run("dssp-resnet", x) for x in v] for p, v in names.items()}
             ts = {p: [tw(r, target) for r in v] for p, v in rs.items()}
             row = [name, n] + [f"{spread([acc(r) for r in rs[p]], '%.3f')} / {secs(ts[p])}" for p in DSSP]
             row += [spread([ratio(d, o) for d, o in zip(ts["dssp"], ts[p])], "%.2f") for p in ("ssp", "bsp-ps")]
@@ -262,9 +270,7 @@ RN_DELTAS = ("0.01", "0.0125", "0.015", "0.02", "0.3")
 def selsync_resnet_runs(net, part, meth):
     """The seeds' runs of one method (bsp, selsync-δ, localsgd) in one setting,
     those that exist (a sweep still running has some)."""
-    names = [f"{net}-8-{part}-{meth}-seed{sd}" for sd in SEEDS]
-    return [run("selsync-resnet", x) for x in names
-            if os.path.exists(os.path.join(RES, "selsync-resnet", "metrics", x + ".jsonl"))]
+    return present("selsync-resnet", [f"{net}-8-{part}-{meth}-seed{sd}" for sd in SEEDS])
 
 
 def selsync_resnet_best(sel):
@@ -477,7 +483,7 @@ def claim_dssp_resnet():
     """Transient stragglers, 8 workers: dssp's time against ssp's and
     bsp-ps's (seed by seed), asp's and bsp-ps's median times, bsp-ps's
     measured ratio, the range of final accuracies, asp's largest staleness."""
-    rs = {p: [run("dssp-resnet", f"rn-transient-8-{p}-seed{sd}") for sd in SEEDS] for p in DSSP}
+    rs = dssp_resnet_runs("rn-transient", 8)
     ts = {p: [tw(r, 0.80) for r in v] for p, v in rs.items()}
     first, _ = first_among(ts, "asp", 0.05)
     assert not first, "asp first by the rule: the sentence no longer fits"
@@ -524,11 +530,11 @@ def claim_dssp_resnet16():
     seed), bsp-ps's median time against the other three's, bsp-ps's worst
     final accuracy; over 8 and 16 workers the bounded paradigms' mean
     staleness and dssp's largest."""
-    rs = {p: [run("dssp-resnet", f"rn-transient-16-{p}-seed{sd}") for sd in SEEDS] for p in DSSP}
+    rs = dssp_resnet_runs("rn-transient", 16)
     ts = {p: [tw(r, 0.80) for r in v] for p, v in rs.items()}
     ratio = lambda o: spread([d / x for d, x in zip(ts["dssp"], ts[o])], "%.2f")
     meds = [median(ts[p]) for p in ("ssp", "dssp", "asp")]
-    both = [run("dssp-resnet", f"rn-transient-{n}-{p}-seed{sd}") for n in (8, 16) for p in ("ssp", "dssp") for sd in SEEDS]
+    both = [r for n in (8, 16) for p, v in dssp_resnet_runs("rn-transient", n).items() if p in ("ssp", "dssp") for r in v]
     stale = [done_of(r, "staleness_mean") for r in both]
     dmax = [done_of(r, "staleness_max") for r in both if r["cfg"].get("sync") == "dssp"]
     return (ratio("ssp"), ratio("bsp-ps"), r3(median(ts["bsp-ps"]), 2), r3(min(meds), 2), r3(max(meds), 2),
