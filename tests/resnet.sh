@@ -3,8 +3,9 @@
 # (docs/paradigms.md, "Batch normalization"): each trains resnet:8,4 on a
 # Fashion-MNIST subset well beyond chance; none and bsp resume bit for bit
 # (parameters, optimizer state and running statistics, with augmentation and
-# a cosine schedule); bsp leaves every replica with the same running
-# statistics; a checkpoint evaluates as the run's final evaluation did; bad
+# a cosine schedule), bsp with --sync-bn too; bsp leaves every replica with
+# the same running statistics, with --sync-bn even without the evaluation's
+# average; a checkpoint evaluates as the run's final evaluation did; bad
 # specs and combinations are refused in one line.
 # Usage: tests/resnet.sh BUILD_DIR   (prints "resnet: N passed, M failed")
 set -u
@@ -66,6 +67,7 @@ E=(--model resnet:8,4 --data "$DATA" --train-subset 512 --test-subset 200 --batc
    --augment crop,flip --epochs 2 --eval-every 10)
 exact "none, resnet:8,4" 1 13 "${E[@]}"
 exact "bsp, 2 workers, resnet:8,4" 2 9 "${E[@]}" --sync bsp --epochs 3
+exact "bsp --sync-bn, 2 workers, resnet:8,4" 2 9 "${E[@]}" --sync bsp --sync-bn --epochs 3
 # --eval-offline keeps the running statistics with each snapshot: the
 # offline evaluations of bsp are the inline ones
 launch 2 "${E[@]}" --sync bsp --epochs 3 --metrics "$WORK/in.jsonl" > "$WORK/in.out" 2>&1
@@ -88,6 +90,15 @@ DSGD_TEST_BN_DUMP="$WORK/bn" launch 2 "${E[@]}" --sync bsp > "$WORK/bnd.out" 2>&
 if [ -s "$WORK/bn.0" ] && cmp -s "$WORK/bn.0" "$WORK/bn.1"; then
     ok "bsp: both replicas hold the same running statistics after the evaluation ($(stat -c %s "$WORK/bn.0") bytes)"
 else bad "bsp: running statistics on the replicas" "rank 0 and rank 1 differ or are missing: $(tail -c 300 "$WORK/bnd.out")"; fi
+# --sync-bn: equal because every replica normalized with the same (merged)
+# statistics all along; the evaluation's average is skipped, so a replica
+# that merged nothing would show here. On label skew, where the replicas'
+# own batches differ most.
+rm -f "$WORK"/bn.*
+DSGD_TEST_BN_DUMP="$WORK/bn" launch 2 "${E[@]}" --sync bsp --sync-bn --partition label-skew > "$WORK/bns.out" 2>&1
+if [ -s "$WORK/bn.0" ] && cmp -s "$WORK/bn.0" "$WORK/bn.1"; then
+    ok "bsp --sync-bn: both replicas' running statistics are the same bits without the evaluation's average"
+else bad "bsp --sync-bn: running statistics on the replicas" "rank 0 and rank 1 differ or are missing: $(tail -c 300 "$WORK/bns.out")"; fi
 # ... where they would differ without the average: each replica normalizes its own batches
 rm -f "$WORK"/bn.*
 DSGD_TEST_BN_DUMP="$WORK/bn" launch 3 "${E[@]}" --sync asp > "$WORK/bnl.out" 2>&1
@@ -121,6 +132,8 @@ refused "resnet spec without a width" "resnet:D,W" "$DSGD" train "${S[@]}" --mod
 refused "unknown --augment" "--augment" "$DSGD" train "${S[@]}" --model resnet:8,4 --augment rotate
 refused "--augment with lbfgs" "--augment" "$DSGD" train "${S[@]}" --model resnet:8,4 --sync lbfgs --augment crop
 refused "--lr-schedule unknown" "cosine" "$DSGD" train "${S[@]}" --model resnet:8,4 --lr-schedule linear
+refused "--sync-bn without bsp" "--sync-bn" "$DSGD" train "${S[@]}" --model resnet:8,4 --sync-bn
+refused "--sync-bn on a model without batch normalization" "--sync-bn" "$DSGD" train "${S[@]}" --model mlp --sync bsp --sync-bn
 REFUSE_LIMIT=60 refused "resnet with --model-parallel 2" "--model-parallel 2" \
     "${MPIRUN[@]}" -np 2 "$DSGD" train "${S[@]}" --model resnet:8,4 --sync bsp --model-parallel 2
 

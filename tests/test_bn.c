@@ -45,7 +45,7 @@ typedef struct bn_ctx {
 static double bn_cb(void *p)
 {
     bn_ctx_t *c = p;
-    bn_forward_train(c->out, c->mean, c->istd, c->rm, c->rv, c->x, c->g, c->b, BB, BC, BHW, c->relu, 0.1f, 1e-5f);
+    bn_forward_train(c->out, c->mean, c->istd, c->rm, c->rv, c->x, c->g, c->b, BB, BC, BHW, c->relu, 0.1f, 1e-5f, NULL);
     return dotd(c->out, c->r, BN_N);
 }
 
@@ -91,7 +91,7 @@ static void bn_case(int relu)
     fill(c.r, BN_N, -1, 1);
     bn_cb(&c);
     float dx[BN_N], dg[BC], db[BC];
-    bn_backward(dx, dg, db, c.r, c.out, c.x, c.mean, c.istd, c.g, BB, BC, BHW, relu);
+    bn_backward(dx, dg, db, c.r, c.out, c.x, c.mean, c.istd, c.g, BB, BC, BHW, relu, NULL);
     int n = check_fd(&c, c.x, BN_N, dx, relu ? "bn+relu dinp" : "bn dinp");
     n += check_fd(&c, c.g, BC, dg, relu ? "bn+relu dgamma" : "bn dgamma");
     n += check_fd(&c, c.b, BC, db, relu ? "bn+relu dbeta" : "bn dbeta");
@@ -114,7 +114,7 @@ static void test_bn_closed_form(void)
 {
     const float x[4] = { 1, 2, 3, 4 }, g = 2, b = 1, eps = 1e-5f;
     float out[4], mean, istd, rm = 0, rv = 1;
-    bn_forward_train(out, &mean, &istd, &rm, &rv, x, &g, &b, 4, 1, 1, 0, 0.1f, eps);
+    bn_forward_train(out, &mean, &istd, &rm, &rv, x, &g, &b, 4, 1, 1, 0, 0.1f, eps, NULL);
     const double sd = sqrt(1.25 + 1e-5);
     CHECK_NEAR(mean, 2.5, 1e-6, "batch mean");
     CHECK_NEAR(istd, 1 / sd, 1e-6, "1/sigma");
@@ -123,7 +123,7 @@ static void test_bn_closed_form(void)
     for (int i = 0; i < 4; i++) CHECK_NEAR(out[i], 2 * (x[i] - 2.5) / sd + 1, 1e-5, "normalized output");
     const float dout[4] = { 1, 0, 0, 0 };
     float dx[4], dg, db;
-    bn_backward(dx, &dg, &db, dout, out, x, &mean, &istd, &g, 4, 1, 1, 0);
+    bn_backward(dx, &dg, &db, dout, out, x, &mean, &istd, &g, 4, 1, 1, 0, NULL);
     double xh[4];
     for (int i = 0; i < 4; i++) xh[i] = (x[i] - 2.5) / sd;
     CHECK_NEAR(db, 1, 1e-6, "dbeta");
@@ -137,11 +137,108 @@ static void test_bn_closed_form(void)
     }
     /* a large mean: the two-pass variance keeps the small spread */
     const float big[4] = { 1000.001f, 1000.002f, 1000.003f, 1000.004f };
-    bn_forward_train(out, &mean, &istd, &rm, &rv, big, &g, &b, 4, 1, 1, 0, 0.1f, 0.0f);
+    bn_forward_train(out, &mean, &istd, &rm, &rv, big, &g, &b, 4, 1, 1, 0, 0.1f, 0.0f, NULL);
     double m4 = 0, v4 = 0;
     for (int i = 0; i < 4; i++) m4 += big[i] / 4.0;
     for (int i = 0; i < 4; i++) v4 += (big[i] - m4) * (big[i] - m4) / 4.0;
     CHECK_NEAR(istd, 1 / sqrt(v4), 0.01 / sqrt(v4), "1/sigma next to a large mean");
+}
+
+/* ---------------- batch normalization over replicas (--sync-bn) ----------------
+ * Two replicas, played in one process: a gather that records what a replica
+ * sends (and answers with it alone), and one that answers with the other
+ * replica's recorded message after this one's. Replica 1 then computes with
+ * the union's statistics, and must match one batch made of both replicas'
+ * samples: its half of the output, the same mean, 1/σ and running
+ * statistics, its half of the input gradient; and dγ, dβ summed over the
+ * replicas equal the whole batch's. */
+enum { SB = 3, SC = 2, SHW = 5, SN = SB * SC * SHW, SW = 2 * SC + 1 };
+
+typedef struct script {
+    int replay;         /* 0: record mine; 1: answer (mine, other) */
+    double other[SW], sent[SW];
+} script_t;
+
+static int script_gather(void *ctx, const double *mine, double *all, int n)
+{
+    script_t *s = ctx;
+    memcpy(s->sent, mine, sizeof(double) * (size_t)n);
+    memcpy(all, mine, sizeof(double) * (size_t)n);
+    if (!s->replay) return 1;
+    memcpy(all + n, s->other, sizeof(double) * (size_t)n);
+    return 2;
+}
+
+/* the samples of both replicas as one batch: (2·SB, SC, SHW) */
+static void join(float *whole, const float *a, const float *b)
+{
+    memcpy(whole, a, sizeof(float) * SN);
+    memcpy(whole + SN, b, sizeof(float) * SN);
+}
+
+static void sync_case(int relu)
+{
+    float x1[SN], x2[SN], d1[SN], d2[SN], g[SC], b[SC];
+    fill(x1, SN, -2, 3);
+    fill(x2, SN, -1, 5);    /* a shifted batch: the replicas' means differ */
+    fill(d1, SN, -1, 1);
+    fill(d2, SN, -1, 1);
+    fill(g, SC, 0.5f, 1.5f);
+    fill(b, SC, -0.5f, 0.5f);
+    double mine[SW], all[2 * SW];
+    script_t sc = { 0 };
+    bn_sync_t sync = { .gather = script_gather, .ctx = &sc, .mine = mine, .all = all };
+
+    /* the whole batch, on its own */
+    float x[2 * SN], d[2 * SN], out[2 * SN], dx[2 * SN], mean[SC], istd[SC], rm[SC] = { 0 }, rv[SC] = { 1, 1 }, dg[SC], db[SC];
+    join(x, x1, x2);
+    join(d, d1, d2);
+    bn_forward_train(out, mean, istd, rm, rv, x, g, b, 2 * SB, SC, SHW, relu, 0.1f, 1e-5f, NULL);
+    bn_backward(dx, dg, db, d, out, x, mean, istd, g, 2 * SB, SC, SHW, relu, NULL);
+
+    /* replica 2's forward message, then replica 1 with it */
+    float o1[SN], o2[SN], m1[SC], s1[SC], m2[SC], s2[SC], rm1[SC] = { 0 }, rv1[SC] = { 1, 1 }, rm2[SC] = { 0 }, rv2[SC] = { 1, 1 };
+    bn_forward_train(o2, m2, s2, rm2, rv2, x2, g, b, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
+    double fwd2[SW];
+    memcpy(fwd2, sc.sent, sizeof fwd2);
+    sc.replay = 1;
+    memcpy(sc.other, fwd2, sizeof fwd2);
+    bn_forward_train(o1, m1, s1, rm1, rv1, x1, g, b, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
+    double fwd1[SW];
+    memcpy(fwd1, sc.sent, sizeof fwd1);
+    for (int c = 0; c < SC; c++) {
+        CHECK_NEAR(m1[c], mean[c], 1e-5, "synchronized batch mean");
+        CHECK_NEAR(s1[c], istd[c], 1e-5 * istd[c], "synchronized 1/sigma");
+        CHECK_NEAR(rm1[c], rm[c], 1e-6, "synchronized running mean");
+        CHECK_NEAR(rv1[c], rv[c], 1e-5, "synchronized running variance (unbiased over both batches)");
+    }
+    for (int i = 0; i < SN; i++) CHECK_NEAR(o1[i], out[i], 1e-5, "synchronized output of replica 1");
+
+    /* replica 2 again, answered with replica 1's message; then backward:
+     * replica 2 records, replica 1 is answered with it */
+    sc.replay = 1;
+    memcpy(sc.other, fwd1, sizeof fwd1);
+    bn_forward_train(o2, m2, s2, rm2, rv2, x2, g, b, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
+    for (int i = 0; i < SN; i++) CHECK_NEAR(o2[i], out[SN + i], 1e-5, "synchronized output of replica 2");
+    float dx1[SN], dx2[SN], dg1[SC], db1[SC], dg2[SC], db2[SC];
+    sc.replay = 0;
+    bn_backward(dx2, dg2, db2, d2, o2, x2, m2, s2, g, SB, SC, SHW, relu, &sync);
+    double bwd2[SW];
+    memcpy(bwd2, sc.sent, sizeof bwd2);
+    sc.replay = 1;
+    memcpy(sc.other, bwd2, sizeof bwd2);
+    bn_backward(dx1, dg1, db1, d1, o1, x1, m1, s1, g, SB, SC, SHW, relu, &sync);
+    for (int i = 0; i < SN; i++) CHECK_NEAR(dx1[i], dx[i], 1e-5, "synchronized input gradient of replica 1");
+    for (int c = 0; c < SC; c++) {
+        CHECK_NEAR(dg1[c] + dg2[c], dg[c], 1e-5, "dgamma summed over the replicas");
+        CHECK_NEAR(db1[c] + db2[c], db[c], 1e-5, "dbeta summed over the replicas");
+    }
+}
+
+static void test_bn_sync(void)
+{
+    sync_case(0);
+    sync_case(1);
 }
 
 /* ---------------- pooling, add, convolution without bias ---------------- */
@@ -205,6 +302,7 @@ int main(int argc, char **argv)
     rng_seed(&R, 7, 0);
     RUN(test_bn_gradients);
     RUN(test_bn_closed_form);
+    RUN(test_bn_sync);
     RUN(test_gap_add);
     RUN(test_conv_without_bias);
     return TEST_END("test_bn");

@@ -455,6 +455,17 @@ void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what)
     comm_waitall(c, 1, &req, what);
 }
 
+void comm_allgather_double(comm_t *c, const double *mine, double *all, int n, const char *what)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (SIM_BLOCKING) MPI_CHECK(c, MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, c->world));
+    else MPI_CHECK(c, MPI_Iallgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, c->world, &req));
+    c->bytes_sent += (uint64_t)n * sizeof(double);
+    c->msgs_sent++;
+    c->collectives++;
+    comm_waitall(c, 1, &req, what);
+}
+
 void comm_bcast(comm_t *c, void *buf, size_t bytes, int root, const char *what)
 {
     MPI_Request req[16];

@@ -164,6 +164,9 @@ void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what)
 /* The most floats one nonblocking all-reduce takes (an MPI count is an int). */
 #define COMM_MAX_SPAN ((size_t)1 << 30)
 void comm_iallreduce_sum(comm_t *c, float *buf, size_t n, MPI_Request *req);
+/* Every rank's n doubles into all (size × n), rank by rank, with the
+ * timeout; counted. */
+void comm_allgather_double(comm_t *c, const double *mine, double *all, int n, const char *what);
 /* Broadcast from root with the timeout; counted. */
 void comm_bcast(comm_t *c, void *buf, size_t bytes, int root, const char *what);
 

@@ -67,28 +67,96 @@ static inline __attribute__((always_inline)) void affine_channel(float *out, con
     }
 }
 
+/* Σ x over channel c, and Σ (x − a)² about a = (float)(Σ x / n) */
+static inline __attribute__((always_inline)) void channel_sums(double *s1, double *ss, const float *inp,
+                                                                int B, int C, int HW, int c)
+{
+    double t = 0;
+    for (int b = 0; b < B; b++) t += row_sum(inp + ((long)b * C + c) * HW, HW);
+    const float a = (float)(t / ((double)B * HW));
+    double q = 0;
+    for (int b = 0; b < B; b++) q += row_centred_squares(inp + ((long)b * C + c) * HW, HW, a);
+    *s1 = t;
+    *ss = q;
+}
+
+/* Channel c with mean mu and centred sum of squares m2 over n values:
+ * keeps mean and 1/σ, moves the running statistics, normalizes. */
+static inline __attribute__((always_inline)) void channel_normalize(float *out, float *mean, float *invstd,
+                                                                     float *run_mean, float *run_var,
+                                                                     const float *inp, const float *gamma,
+                                                                     const float *beta, int B, int C, int HW,
+                                                                     int c, int relu, float momentum, float eps,
+                                                                     double mu, double m2, double n)
+{
+    const double var = m2 / n;
+    const float is = (float)(1.0 / sqrt(var + eps));
+    mean[c] = (float)mu;
+    invstd[c] = is;
+    run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)mu;
+    run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)(n > 1 ? m2 / (n - 1) : var);
+    /* y = x·k + (β − μ·k), k = γ/σ */
+    const float k = gamma[c] * is, sh = beta[c] - (float)mu * k;
+    affine_channel(out, inp, k, sh, B, C, HW, c, relu);
+}
+
+/* Every replica's (n, Σx per channel, Σ(x − μ_r)² per channel) merged in
+ * replica order (Chan et al.'s pairwise rule: M2 = Σ M2_r + n_r (μ_r − μ)²),
+ * so every replica computes the same bits. On return mine holds
+ * (N, μ per channel, M2 per channel) of the union. */
+static void merge_moments(const bn_sync_t *s, double *mine, int C)
+{
+    const int w = 2 * C + 1;
+    const int R = s->gather(s->ctx, mine, s->all, w);
+    const double *a = s->all;
+    double N = 0;
+    for (int r = 0; r < R; r++) N += a[r * w];
+    mine[0] = N;
+    for (int c = 0; c < C; c++) {
+        double t = 0;
+        for (int r = 0; r < R; r++) t += a[r * w + 1 + c];
+        const double mu = t / N;
+        double m2 = 0;
+        for (int r = 0; r < R; r++) {
+            const double nr = a[r * w], d = a[r * w + 1 + c] / nr - mu;
+            m2 += a[r * w + 1 + C + c] + nr * d * d;
+        }
+        mine[1 + c] = mu;
+        mine[1 + C + c] = m2;
+    }
+}
+
 BN_CLONES void bn_forward_train(float *out, float *mean, float *invstd, float *run_mean, float *run_var,
                       const float *inp, const float *gamma, const float *beta,
-                      int B, int C, int HW, int relu, float momentum, float eps)
+                      int B, int C, int HW, int relu, float momentum, float eps, const bn_sync_t *sync)
 {
     const double n = (double)B * HW;
+    if (sync) {
+        /* the replicas' batches together: each replica's sums first, then
+         * one gather, then the union's statistics normalize every batch */
+        double *mine = sync->mine;
+        mine[0] = n;
+        for (int c = 0; c < C; c++) {
+            double s1, ss;
+            channel_sums(&s1, &ss, inp, B, C, HW, c);
+            /* centred about the float mean a: Σ(x − μ)² = Σ(x − a)² − n(μ − a)² */
+            const double mu = s1 / n, d = mu - (double)(float)mu;
+            mine[1 + c] = s1;
+            mine[1 + C + c] = ss - n * d * d;
+        }
+        merge_moments(sync, mine, C);
+        for (int c = 0; c < C; c++)
+            channel_normalize(out, mean, invstd, run_mean, run_var, inp, gamma, beta, B, C, HW, c, relu,
+                              momentum, eps, mine[1 + c], mine[1 + C + c], mine[0]);
+        return;
+    }
     for (int c = 0; c < C; c++) {
         /* mean first, then the centred sum of squares: the one-pass
          * E[x²] − E[x]² cancels badly when |mean| ≫ std */
-        double s1 = 0;
-        for (int b = 0; b < B; b++) s1 += row_sum(inp + ((long)b * C + c) * HW, HW);
-        const double mu = s1 / n;
-        double ss = 0;
-        for (int b = 0; b < B; b++) ss += row_centred_squares(inp + ((long)b * C + c) * HW, HW, (float)mu);
-        const double var = ss / n;
-        const float is = (float)(1.0 / sqrt(var + eps));
-        mean[c] = (float)mu;
-        invstd[c] = is;
-        run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)mu;
-        run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)(n > 1 ? ss / (n - 1) : var);
-        /* y = x·k + (β − μ·k), k = γ/σ */
-        const float k = gamma[c] * is, sh = beta[c] - (float)mu * k;
-        affine_channel(out, inp, k, sh, B, C, HW, c, relu);
+        double s1, ss;
+        channel_sums(&s1, &ss, inp, B, C, HW, c);
+        channel_normalize(out, mean, invstd, run_mean, run_var, inp, gamma, beta, B, C, HW, c, relu,
+                          momentum, eps, s1 / n, ss, n);
     }
 }
 
@@ -102,70 +170,115 @@ BN_CLONES void bn_forward_eval(float *out, const float *run_mean, const float *r
 }
 
 /* With g = dout (masked by out > 0 when the ReLU is fused), x̂ = (x − μ)/σ:
- *   dβ = Σ g,  dγ = Σ g·x̂,  dx = γ/σ · (g − dβ/n − x̂·dγ/n). */
+ *   dβ = Σ g,  dγ = Σ g·x̂,  dx = γ/σ · (g − dβ/n − x̂·dγ/n).
+ * Channel c's Σ g and Σ g·(x − μ); with the ReLU fused and an input
+ * gradient wanted, the masked g is written to dinp on the way. */
+static inline __attribute__((always_inline)) void channel_grad_sums(double *sg_out, double *sgx_out, float *dinp,
+                                                                     const float *dout, const float *out,
+                                                                     const float *inp, float mu, int B, int C,
+                                                                     int HW, int c, int relu)
+{
+    double sg = 0, sgx = 0;
+    for (int b = 0; b < B; b++) {
+        const long o = ((long)b * C + c) * HW;
+        const float *g = dout + o, *x = inp + o, *y = out + o;
+        float a[16] = { 0 }, q[16] = { 0 };
+        int i = 0;
+        if (relu && dinp) {
+            /* the masked gradient goes where the input gradient will:
+             * two plain loops vectorize where one with the mask inside
+             * the lanes does not, and the second pass reads one array
+             * less */
+            float *gm = dinp + o;
+            for (int j = 0; j < HW; j++) gm[j] = y[j] > 0.0f ? g[j] : 0.0f;
+            g = gm;
+        }
+        if (relu && !dinp) {
+            for (; i + 16 <= HW; i += 16)
+                for (int j = 0; j < 16; j++) {
+                    float gv = y[i + j] > 0.0f ? g[i + j] : 0.0f;
+                    a[j] += gv;
+                    q[j] += gv * (x[i + j] - mu);
+                }
+            for (; i < HW; i++) {
+                float gv = y[i] > 0.0f ? g[i] : 0.0f;
+                a[0] += gv;
+                q[0] += gv * (x[i] - mu);
+            }
+        } else {
+            for (; i + 16 <= HW; i += 16)
+                for (int j = 0; j < 16; j++) {
+                    a[j] += g[i + j];
+                    q[j] += g[i + j] * (x[i + j] - mu);
+                }
+            for (; i < HW; i++) {
+                a[0] += g[i];
+                q[0] += g[i] * (x[i] - mu);
+            }
+        }
+        for (int j = 0; j < 16; j++) { sg += a[j]; sgx += q[j]; }
+    }
+    *sg_out = sg;
+    *sgx_out = sgx;
+}
+
+/* dx = k·g − k·dβ/n − k·dγ/n · x̂ = k·g + (c0 + c1·x), from the sums db,
+ * dg (Σ g, Σ g·x̂) over the n values normalized together */
+static inline __attribute__((always_inline)) void channel_input_grad(float *dinp, const float *dout,
+                                                                      const float *inp, float mu, float is,
+                                                                      float gamma, float db, float dg, double n,
+                                                                      int B, int C, int HW, int c, int relu)
+{
+    const float k = gamma * is;
+    const float c1 = -k * dg * is / (float)n, c0 = -k * db / (float)n - c1 * mu;
+    for (int b = 0; b < B; b++) {
+        const long o = ((long)b * C + c) * HW;
+        const float *g = dout + o, *x = inp + o;
+        float *dx = dinp + o;
+        if (relu)   /* dx holds the masked gradient */
+            for (int i = 0; i < HW; i++) dx[i] = k * dx[i] + c0 + c1 * x[i];
+        else
+            for (int i = 0; i < HW; i++) dx[i] = k * g[i] + c0 + c1 * x[i];
+    }
+}
+
 BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *out,
                  const float *inp, const float *mean, const float *invstd, const float *gamma,
-                 int B, int C, int HW, int relu)
+                 int B, int C, int HW, int relu, const bn_sync_t *sync)
 {
     const double n = (double)B * HW;
-    for (int c = 0; c < C; c++) {
-        const float mu = mean[c], is = invstd[c];
-        double sg = 0, sgx = 0;
-        for (int b = 0; b < B; b++) {
-            const long o = ((long)b * C + c) * HW;
-            const float *g = dout + o, *x = inp + o, *y = out + o;
-            float a[16] = { 0 }, q[16] = { 0 };
-            int i = 0;
-            if (relu && dinp) {
-                /* the masked gradient goes where the input gradient will:
-                 * two plain loops vectorize where one with the mask inside
-                 * the lanes does not, and the second pass reads one array
-                 * less */
-                float *gm = dinp + o;
-                for (int j = 0; j < HW; j++) gm[j] = y[j] > 0.0f ? g[j] : 0.0f;
-                g = gm;
-            }
-            if (relu && !dinp) {
-                for (; i + 16 <= HW; i += 16)
-                    for (int j = 0; j < 16; j++) {
-                        float gv = y[i + j] > 0.0f ? g[i + j] : 0.0f;
-                        a[j] += gv;
-                        q[j] += gv * (x[i + j] - mu);
-                    }
-                for (; i < HW; i++) {
-                    float gv = y[i] > 0.0f ? g[i] : 0.0f;
-                    a[0] += gv;
-                    q[0] += gv * (x[i] - mu);
-                }
-            } else {
-                for (; i + 16 <= HW; i += 16)
-                    for (int j = 0; j < 16; j++) {
-                        a[j] += g[i + j];
-                        q[j] += g[i + j] * (x[i + j] - mu);
-                    }
-                for (; i < HW; i++) {
-                    a[0] += g[i];
-                    q[0] += g[i] * (x[i] - mu);
-                }
-            }
-            for (int j = 0; j < 16; j++) { sg += a[j]; sgx += q[j]; }
+    if (sync && dinp) {
+        /* dγ and dβ stay this replica's (the paradigm averages them like
+         * every gradient); the input gradient subtracts the union's means */
+        double *mine = sync->mine;
+        mine[0] = n;
+        for (int c = 0; c < C; c++) {
+            double sg, sgx;
+            channel_grad_sums(&sg, &sgx, dinp, dout, out, inp, mean[c], B, C, HW, c, relu);
+            dbeta[c] = (float)sg;
+            dgamma[c] = (float)(sgx * invstd[c]);
+            mine[1 + c] = sg;
+            mine[1 + C + c] = sgx;
         }
-        const float db = (float)sg, dg = (float)(sgx * is);
+        const int w = 2 * C + 1;
+        const int R = sync->gather(sync->ctx, mine, sync->all, w);
+        double N = 0;
+        for (int r = 0; r < R; r++) N += sync->all[r * w];
+        for (int c = 0; c < C; c++) {
+            double sg = 0, sgx = 0;
+            for (int r = 0; r < R; r++) { sg += sync->all[r * w + 1 + c]; sgx += sync->all[r * w + 1 + C + c]; }
+            channel_input_grad(dinp, dout, inp, mean[c], invstd[c], gamma[c], (float)sg,
+                               (float)(sgx * invstd[c]), N, B, C, HW, c, relu);
+        }
+        return;
+    }
+    for (int c = 0; c < C; c++) {
+        double sg, sgx;
+        channel_grad_sums(&sg, &sgx, dinp, dout, out, inp, mean[c], B, C, HW, c, relu);
+        const float db = (float)sg, dg = (float)(sgx * invstd[c]);
         dbeta[c] = db;
         dgamma[c] = dg;
-        if (!dinp) continue;
-        /* dx = k·g − k·dβ/n − k·dγ/n · x̂ = k·g + (c0 + c1·x) */
-        const float k = gamma[c] * is;
-        const float c1 = -k * dg * is / (float)n, c0 = -k * db / (float)n - c1 * mu;
-        for (int b = 0; b < B; b++) {
-            const long o = ((long)b * C + c) * HW;
-            const float *g = dout + o, *x = inp + o;
-            float *dx = dinp + o;
-            if (relu)   /* dx holds the masked gradient */
-                for (int i = 0; i < HW; i++) dx[i] = k * dx[i] + c0 + c1 * x[i];
-            else
-                for (int i = 0; i < HW; i++) dx[i] = k * g[i] + c0 + c1 * x[i];
-        }
+        if (dinp) channel_input_grad(dinp, dout, inp, mean[c], invstd[c], gamma[c], db, dg, n, B, C, HW, c, relu);
     }
 }
 

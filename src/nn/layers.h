@@ -106,7 +106,20 @@ void maxpool_relu_backward(float *dinp, const float *dout, const float *out, con
 /* Batch normalization over channels of (B, C, HW) activations, PyTorch's
  * BatchNorm2d (bn.c); relu = 1 fuses a following ReLU. Training mode uses
  * the batch's statistics, keeps mean and 1/σ for backward, and moves the
- * running statistics by momentum (variance unbiased there). */
+ * running statistics by momentum (variance unbiased there).
+ *
+ * sync (NULL: this batch alone) normalizes the batches of every replica
+ * together, as if they were one (--sync-bn): the forward pass merges the
+ * replicas' per-channel sums, the backward pass their gradient sums, each
+ * through one gather that every replica makes in the same order. */
+typedef struct bn_sync {
+    /* Collect n doubles from every replica into all (replicas × n), replica
+     * by replica; return the number of replicas. */
+    int (*gather)(void *ctx, const double *mine, double *all, int n);
+    void *ctx;
+    double *mine;   /* (2·C + 1) for the widest layer */
+    double *all;    /* (replicas × (2·C + 1)) */
+} bn_sync_t;
 void bn_forward_train(float *out,             /* (B, C, HW) */
                       float *mean,            /* (C) saved for backward */
                       float *invstd,          /* (C) saved for backward */
@@ -115,7 +128,7 @@ void bn_forward_train(float *out,             /* (B, C, HW) */
                       const float *inp,       /* (B, C, HW) */
                       const float *gamma,     /* (C) */
                       const float *beta,      /* (C) */
-                      int B, int C, int HW, int relu, float momentum, float eps);
+                      int B, int C, int HW, int relu, float momentum, float eps, const bn_sync_t *sync);
 void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
                      const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps);
 /* out is the forward output (for the fused ReLU's mask); dinp may be NULL. */
@@ -126,7 +139,7 @@ void bn_backward(float *dinp,          /* (B, C, HW) or NULL */
                  const float *out,     /* (B, C, HW) */
                  const float *inp,     /* (B, C, HW) */
                  const float *mean, const float *invstd, const float *gamma,
-                 int B, int C, int HW, int relu);
+                 int B, int C, int HW, int relu, const bn_sync_t *sync);
 
 /* Global average pooling: (B, C, HW) → (B, C). */
 void gap_forward(float *out, const float *inp, int B, int C, int HW);

@@ -67,6 +67,14 @@ int model_nodecay_spans(const model_t *m, size_t *out, int max)
     return n;
 }
 
+int model_bn_channels(const model_t *m)
+{
+    int c = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].kind == LAYER_BN && m->layers[i].out_c > c) c = m->layers[i].out_c;
+    return c;
+}
+
 static long layer_out_size(const layer_t *l) { return (long)l->out_c * l->out_h * l->out_w; }
 
 /* OC: output channels computed here (a partition's share for split convs). */

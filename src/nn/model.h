@@ -124,6 +124,9 @@ typedef struct model {
      * start communicating it while the layers below are still computing. */
     void (*grad_ready)(void *ctx, size_t off, size_t len);
     void *grad_ctx;
+    /* Set by a paradigm that normalizes the replicas' batches together
+     * (bsp --sync-bn); NULL: each replica its own batch. */
+    const bn_sync_t *bn_sync;
     model_part_t part;          /* count = 1: not partitioned */
     size_t full_nparams;        /* parameters of the unpartitioned model */
     int graph;                  /* layers read src/src2 (resnet), not simply the layer below */
@@ -146,6 +149,8 @@ int model_spec_graph(const char *spec);
 /* Floats of activation one sample needs in the forward pass (the layers'
  * outputs together) on inputs c×h×w; 0 if the spec is bad. */
 double model_spec_act_floats(const char *spec, int c, int h, int w, int classes);
+/* The most channels of any batch-normalization layer (0: none). */
+int model_bn_channels(const model_t *m);
 /* The spans weight decay skips with --weight-decay-bn 0: every batch-norm
  * layer's weight and bias and every other layer's bias, as (off, len)
  * pairs in ascending order (local offsets); returns how many (at most max). */

@@ -179,7 +179,7 @@ const float *graph_forward(model_t *m, const float *x, int B)
             float *rm = m->state + l->s_off, *rv = rm + l->out_c;
             if (m->training)
                 bn_forward_train(l->out, l->aux, l->aux + l->out_c, rm, rv, in, W, bias, B, l->out_c, HW, l->relu,
-                                 m->bn_momentum, BN_EPS);
+                                 m->bn_momentum, BN_EPS, m->bn_sync);
             else
                 bn_forward_eval(l->out, rm, rv, in, W, bias, B, l->out_c, HW, l->relu, BN_EPS);
             break;
@@ -235,7 +235,7 @@ void graph_backward(model_t *m, int B)
         case LAYER_BN:
             d = grad_target(m, l->src);
             bn_backward(d, dW, db, l->dout, l->out, in, l->aux, l->aux + l->out_c, W, B, l->out_c,
-                        l->out_h * l->out_w, l->relu);
+                        l->out_h * l->out_w, l->relu, m->bn_sync);
             grad_done(m, l->src, d, B);
             break;
         case LAYER_ADD: {

@@ -47,6 +47,7 @@ const opt_def_t config_train_opts[] = {
     { "slowdown", OT_STR, S(slowdown), "", "slow workers down: W=F[,W=F...] (worker W F times slower; W counts workers from 0, servers and coordinator excluded), FRAC:F (that fraction of workers), or transient:F:SLOW:FAST[:FRAC] (stragglers that come and go: each worker F times slower for random intervals of mean SLOW seconds, at full speed between them for a mean FAST seconds)" },
     { "fail", OT_STR, S(fail), "", "crash workers abruptly: W@S[,W@S...] (worker W exits at its step S; W counts workers from 0, servers and coordinator excluded)" },
     { "bucket-kb", OT_LONG, S(bucket_kb), "0", "bsp: fuse adjacent layers' gradients into all-reduces of at least this many KiB, each started when it is full (0: one all-reduce per layer, started as soon as its gradient is final)" },
+    { "sync-bn", OT_FLAG, S(sync_bn), "0", "bsp: batch normalization over every replica's batch together (per-channel sums exchanged in each forward and backward pass), as one process with the total batch would; without it each replica normalizes its own batch" },
     { "period", OT_LONG, S(period), "8", "localsgd/fedavg: local steps H between parameter averages" },
     { "fedavg-fraction", OT_DOUBLE, S(fedavg_fraction), "1", "fedavg: fraction C of workers sampled each round" },
     { "delta", OT_DOUBLE, S(delta), "0.3", "selsync: synchronize when the smoothed relative gradient change >= delta" },

@@ -24,6 +24,7 @@ typedef struct config {
     double time_limit, target_acc, eval_every_s;   /* bounded runs (bounds.h) */
     int eval_offline;                  /* snapshots during the run, evaluated after it */
     long bucket_kb;                    /* bsp: all-reduce buckets (0: per layer) */
+    int sync_bn;                       /* bsp: batch normalization over all replicas' batches */
     long period, window;               /* localsgd H; selsync W */
     double fedavg_fraction, delta, smoothing;
     double inject_alpha, inject_beta;  /* SelSync's non-IID data injection */

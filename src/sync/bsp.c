@@ -12,7 +12,11 @@
  * bytes (many small layers, many ranks). Equals SSP
  * with staleness 0; on one rank it is exactly --sync none. With
  * --model-parallel M, each rank all-reduces the slices it owns among the
- * ranks of the other replicas that own the same slices (r->dp). */
+ * ranks of the other replicas that own the same slices (r->dp).
+ *
+ * --sync-bn: batch normalization over every replica's batch together
+ * (nn/bn.c merges the replicas' per-channel sums), so N replicas of batch
+ * B compute what one process with batch N·B would. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +35,11 @@ typedef struct bsp {
     int queued, started;       /* spans queued / all-reduces started this step */
     MPI_Request req;           /* the one in flight, or MPI_REQUEST_NULL */
     sync_rows_t rows;          /* checkpoints: every replica's batch-norm statistics */
+    /* --sync-bn: the gathers run on a communicator of their own, since
+     * whether a gradient all-reduce has started when one is made differs
+     * from rank to rank */
+    bn_sync_t bn;
+    comm_t bn_comm;
 } bsp_t;
 
 /* Start the next queued span if nothing is in flight. */
@@ -75,6 +84,14 @@ static void bsp_grad_ready(void *ctx, size_t off, size_t len)
     if (s->hi - s->lo >= s->bucket) bsp_flush(s);
 }
 
+/* --sync-bn: every replica's per-channel sums, rank by rank */
+static int bsp_bn_gather(void *ctx, const double *mine, double *all, int n)
+{
+    bsp_t *s = ctx;
+    comm_allgather_double(&s->bn_comm, mine, all, n, "the batch-norm sums of --sync-bn");
+    return s->bn_comm.size;
+}
+
 static int bsp_init(run_t *r)
 {
     bsp_t *s = xcalloc(1, sizeof *s);
@@ -84,6 +101,15 @@ static int bsp_init(run_t *r)
     r->sync_state = s;
     r->model->grad_ready = bsp_grad_ready;
     r->model->grad_ctx = s;
+    if (r->cfg->sync_bn) {
+        const size_t w = 2 * (size_t)model_bn_channels(r->model) + 1;
+        s->bn.gather = bsp_bn_gather;
+        s->bn.ctx = s;
+        comm_split(r->dp, 0, r->dp->rank, &s->bn_comm);
+        s->bn.mine = xmalloc(sizeof(double) * w);
+        s->bn.all = xmalloc(sizeof(double) * w * (size_t)r->replicas);
+        r->model->bn_sync = &s->bn;
+    }
     return sync_bcast_params(r);
 }
 
@@ -108,7 +134,8 @@ static int bsp_step(run_t *r)
 static void bsp_sync_bn(run_t *r)
 {
     model_t *m = r->model;
-    if (!m->nstate || r->replicas < 2) return;
+    /* with --sync-bn every replica's statistics are already the same bits */
+    if (!m->nstate || r->replicas < 2 || m->bn_sync) return;
     comm_allreduce_sum(r->dp, m->state, m->nstate, "the batch-norm statistics average");
     const float inv = 1.0f / (float)r->replicas;
     for (size_t i = 0; i < m->nstate; i++) m->state[i] *= inv;
@@ -137,8 +164,14 @@ static int bsp_resume(run_t *r, const ckpt_t *ck)
 static void bsp_destroy(run_t *r)
 {
     bsp_t *s = r->sync_state;
-    if (s) sync_rows_free(&s->rows);
+    if (s) {
+        sync_rows_free(&s->rows);
+        free(s->bn.mine);
+        free(s->bn.all);
+        if (s->bn.gather) comm_split_free(&s->bn_comm);
+    }
     r->model->grad_ready = NULL;
+    r->model->bn_sync = NULL;
     free(r->sync_state);
     r->sync_state = NULL;
 }

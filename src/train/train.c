@@ -211,6 +211,8 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
     if (augment_parse(cfg->augment, &r->aug, r->err, sizeof r->err) != 0) return -1;
     if (augment_on(&r->aug) && r->ops->step_samples)
         FAIL("--augment: --sync %s draws its own samples for each iteration and does not augment them; drop --augment", cfg->sync);
+    if (cfg->sync_bn && strcmp(r->ops->name, "bsp"))
+        FAIL("--sync-bn is for --sync bsp only (under --sync %s each replica normalizes its own batches); drop --sync-bn", cfg->sync);
     if (!cfg->weight_decay_bn && cfg->model_parallel > 1)
         FAIL("--weight-decay-bn 0 is not supported with --model-parallel %ld; drop one of them", cfg->model_parallel);
     if (r->sched.kind == LR_STEP && cfg->lr_step_every < 1)
@@ -250,6 +252,8 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
     int max_batch = r->it->nb > EVAL_CHUNK || big ? r->it->nb : EVAL_CHUNK;
     if (par_check_model(r) != 0) return -1;
     r->model = par_model_create(r, max_batch);
+    if (cfg->sync_bn && !model_bn_channels(r->model))
+        FAIL("--sync-bn: --model %s has no batch normalization; drop --sync-bn", cfg->model);
     model_init_params(r->model, (uint64_t)cfg->seed);
     r->opt = optim_create(oc, r->model->nparams);
     if (!cfg->weight_decay_bn) {
