@@ -18,7 +18,10 @@
 # that skips it would otherwise make thousands of steps for bsp's tens, and
 # this machine pays for every step. With the steps fixed, a run's accuracy
 # and sync fraction do not depend on the link (the decisions never read the
-# clock), so the slow link runs IID only, for the times. Resumable with --keep.
+# clock), so the slow link runs IID only, for the times. On label skew bsp
+# also runs with --sync-bn (batch normalization over all replicas' batches):
+# is it the paradigm that label skew breaks, or each replica's batch
+# statistics of its few classes? Resumable with --keep.
 # Usage: [REGIME=resnet] experiments/selsync.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md, DIR/figures/, DIR/metrics/ (default experiments/results/selsync).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
@@ -29,13 +32,14 @@ SEEDS=(0) SCALE=1 BOUND=()   # seed 0: one run per configuration, named without 
 BSP=(--sync bsp)
 PARTS_AT_16=(iid)            # the partitions asked at more than 8 workers
 SLOW_PARTS=""                # the partitions asked on the slower link (empty: all)
+SYNCBN=0                     # 1: bsp --sync-bn too, on the non-IID partitions
 if [ "$QUICK" = 1 ]; then
     NS=(4); NETS=(1Gbps); DELTAS=(0.1 0.3); LIMIT=0.05; EVAL=0.01; TARGET=0.5; PARTS=(iid label-skew)
     DATA=(--data synthetic:1024 --model mlp:16 --batch 16 --lr 0.05 --test-subset 128 --window 5)
     [ "${REGIME:-mlp}" = resnet ] && { SEEDS=(1 2); BOUND=(--steps 40); }
 elif [ "${REGIME:-mlp}" = resnet ]; then
     NS=(8); NETS=(1.27Gbps 0.127Gbps); DELTAS=(0.01 0.0125 0.015 0.02 0.3); EVAL=0.05; TARGET=0.80; SCALE=57
-    SLOW_PARTS=iid
+    SLOW_PARTS=iid SYNCBN=1
     SEEDS=(1 2 3) BOUND=(--steps 400)
     BSP=(--sync bsp --bucket-kb 1024)   # one all-reduce a step, as selsync's and localsgd's averages are
     PARTS=(iid label-skew label-skew+inject)
@@ -74,6 +78,12 @@ for net in "${NETS[@]}"; do
                 [ "$seed" = 0 ] || { sfx=-seed$seed; sflags=(--seed "$seed"); }
                 sim_run "$tag-bsp$sfx" "$N" "$speeds" "$net" -- "${COMMON[@]}" "${pflags[@]}" "${sflags[@]}" "${BSP[@]}"
                 names+=("$tag-bsp$sfx")
+                if [ "$SYNCBN" = 1 ] && [ "$part" != iid ]; then
+                    # label skew: is it the paradigm, or each replica's
+                    # batch statistics of its few classes?
+                    sim_run "$tag-bsp-syncbn$sfx" "$N" "$speeds" "$net" -- "${COMMON[@]}" "${pflags[@]}" "${sflags[@]}" "${BSP[@]}" --sync-bn
+                    names+=("$tag-bsp-syncbn$sfx")
+                fi
                 for d in "${DELTAS[@]}"; do
                     sim_run "$tag-selsync-$d$sfx" "$N" "$speeds" "$net" -- "${COMMON[@]}" "${pflags[@]}" "${sflags[@]}" --sync selsync --delta "$d"
                     names+=("$tag-selsync-$d$sfx")
