@@ -16,7 +16,7 @@ known to the evaluation grid; two runs within half a grid step of each
 other reached it at the same evaluation and tie. Bold marks the best
 accuracy and the shortest time of a row when one run alone has it.
 
-Tables: jin, jin-resnet, lc-speedup, dssp, dssp-transient, dssp-ratios, dssp-resnet, selsync, selsync-resnet, distbelief."""
+Tables: jin, jin-resnet, lc-speedup, dssp, dssp-transient, dssp-ratios, dssp-resnet, selsync, selsync-resnet, distbelief, distbelief-resnet."""
 import functools
 import os
 import re
@@ -25,7 +25,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from summarize import first_among, first_hit, median, plot, spread  # noqa: E402
+from summarize import first_among, first_hit, fmt, median, plot, spread  # noqa: E402
 
 ROOT = os.path.join(HERE, "..")
 RES = os.path.join(ROOT, "docs", "results")
@@ -213,13 +213,18 @@ def dssp_resnet_runs(cl, n):
     return {p: present("dssp-resnet", [f"{cl}-{n}-{p}-seed{sd}" for sd in SEEDS]) for p in DSSP}
 
 
+def dssp_over(ts, other):
+    """dssp's times to the target against another paradigm's, seed by seed
+    (None where either never reached it)."""
+    return [d / x if d is not None and x is not None else None for d, x in zip(ts["dssp"], ts[other])]
+
+
 def dssp_resnet():
     """The regime rerun: per cluster and N, each paradigm's final accuracy
     and time to 0.80 over the seeds, and dssp's time against ssp's and
     bsp-ps's, seed by seed (below 1: dssp first). A configuration whose
     seeds have not all run is left out."""
     target, rows = 0.80, []
-    ratio = lambda a, b: a / b if a is not None and b is not None else None
     for cl, name in DSSP_RN:
         for n in (8, 16):
             rs = dssp_resnet_runs(cl, n)
@@ -227,7 +232,7 @@ def dssp_resnet():
                 continue
             ts = {p: [tw(r, target) for r in v] for p, v in rs.items()}
             row = [name, n] + [f"{spread([acc(r) for r in rs[p]], '%.3f')} / {secs(ts[p])}" for p in DSSP]
-            row += [spread([ratio(d, o) for d, o in zip(ts["dssp"], ts[p])], "%.2f") for p in ("ssp", "bsp-ps")]
+            row += [spread(dssp_over(ts, p), "%.2f") for p in ("ssp", "bsp-ps")]
             rows.append(row)
     return md(["cluster", "N", "bsp-ps", "ssp (s = 3)", "dssp (3…15)", "asp", "dssp / ssp", "dssp / bsp-ps"], rows)
 
@@ -317,6 +322,34 @@ def distbelief():
             pairs.append((acc(r), tw(r, target)))
         rows.append([n] + [f"{r3(a)} / {'–' if t is None else f'{r3(t, 2)} s'}" for a, t in pairs])
     return md(["replicas", "bsp", "Downpour SGD", "Downpour + Adagrad", "+ Adagrad + warm start", "Sandblaster"], rows)
+
+
+DB_RN = (("bsp", "bsp"), ("downpour-sgd-Ss", "Downpour SGD"), ("downpour-adagrad-Ss-g0.1", "+ Adagrad γ 0.1"),
+         ("downpour-adagrad-Ss-g1", "+ Adagrad γ 1"), ("downpour-adagrad-warm-Ss-g1", "+ Adagrad γ 1 + warm start"),
+         ("downpour-adagrad-S1-g1", "Adagrad γ 1, one shard"), ("sandblaster", "Sandblaster"))
+DB_RN_NS = (1, 4, 16, 32)
+
+
+def distbelief_resnet_runs(v, n):
+    """The seeds' runs of one variant at N replicas, those that exist."""
+    return present("distbelief-resnet", [f"{v}-{n}-seed{sd}" for sd in SEEDS])
+
+
+def distbelief_resnet():
+    """The regime rerun: per N, each variant's final accuracy and time to 0.80
+    since the start over the seeds ("–" in a column a replica count does not
+    run: one shard is S shards at N = 1). An N whose runs have not all
+    finished is left out."""
+    target, rows = 0.80, []
+    for n in DB_RN_NS:
+        rs = {v: distbelief_resnet_runs(v, n) for v, _ in DB_RN}
+        if n == 1:
+            rs.pop("downpour-adagrad-S1-g1")
+        if not all(len(x) == len(SEEDS) for x in rs.values()):
+            continue
+        rows.append([n] + [f"{spread([acc(r) for r in rs[v]], '%.3f')} / {secs([tw(r, target) for r in rs[v]])}"
+                           if v in rs else "–" for v, _ in DB_RN])
+    return md(["replicas"] + [name for _, name in DB_RN], rows)
 
 
 # ---- claims: numbers in the prose, each drawn from the metrics ----------
@@ -489,7 +522,7 @@ def claim_dssp_resnet():
     ts = {p: [tw(r, 0.80) for r in v] for p, v in rs.items()}
     first, _ = first_among(ts, "asp", 0.05)
     assert not first, "asp first by the rule: the sentence no longer fits"
-    ratio = lambda o: spread([d / x for d, x in zip(ts["dssp"], ts[o])], "%.2f")
+    ratio = lambda o: spread(dssp_over(ts, o), "%.2f")
     med = lambda p: r3(median(ts[p]), 2)
     cr = [done_of(r, "compute_comm_ratio") for r in rs["bsp-ps"]]
     accs = [acc(r) for v in rs.values() for r in v]
@@ -534,13 +567,30 @@ def claim_dssp_resnet16():
     staleness and dssp's largest."""
     rs = dssp_resnet_runs("rn-transient", 16)
     ts = {p: [tw(r, 0.80) for r in v] for p, v in rs.items()}
-    ratio = lambda o: spread([d / x for d, x in zip(ts["dssp"], ts[o])], "%.2f")
+    ratio = lambda o: spread(dssp_over(ts, o), "%.2f")
     meds = [median(ts[p]) for p in ("ssp", "dssp", "asp")]
     both = [r for n in (8, 16) for p, v in dssp_resnet_runs("rn-transient", n).items() if p in ("ssp", "dssp") for r in v]
     stale = [done_of(r, "staleness_mean") for r in both]
     dmax = [done_of(r, "staleness_max") for r in both if r["cfg"].get("sync") == "dssp"]
     return (ratio("ssp"), ratio("bsp-ps"), r3(median(ts["bsp-ps"]), 2), r3(min(meds), 2), r3(max(meds), 2),
             r3(min(acc(r) for r in rs["bsp-ps"]), 2), r3(min(stale), 1), r3(max(stale), 1), str(min(dmax)), str(max(dmax)))
+
+def dssp_resnet_medians(n):
+    """Transient stragglers at N workers: the medians of dssp's time against
+    ssp's and bsp-ps's, seed by seed."""
+    rs = dssp_resnet_runs("rn-transient", n)
+    ts = {p: [tw(r, 0.80) for r in v] for p, v in rs.items()}
+    return tuple(fmt(median(dssp_over(ts, o)), "%.2f") for o in ("ssp", "bsp-ps"))
+
+
+def claim_selsync_resnet_medians():
+    """The fast link, IID: the median points δ = 0.3 loses against bsp (seed
+    by seed), and the best δ's median sync fraction."""
+    b = selsync_resnet_runs("1.27Gbps", "iid", "bsp")
+    sel = {d: selsync_resnet_runs("1.27Gbps", "iid", f"selsync-{d}") for d in RN_DELTAS}
+    lost = median([100 * (acc(x) - acc(r)) for r, x in zip(sel["0.3"], b)])
+    return fmt(lost, "%.1f"), fmt(median([sync_of(r) for r in sel[selsync_resnet_best(sel)]]), "%.2f")
+
 
 def claim_selsync_resnet_time():
     """The slow link, IID: median times to 0.80 of bsp, δ = 0.015 (and its
@@ -630,13 +680,12 @@ CLAIMS += [
      "SelSync {}–{} on the link standing for 10 GbE and {}–{} on the one for 1 GbE (0.29 and 0.029); DSSP {}–{} "
      "(0.095).", claim_regime_ratios),
     ("results.md", "δ = 0.3 never synchronizes after warm-up and loses {} points; where selsync keeps bsp's accuracy it "
-     "synchronizes {} of the steps;", lambda: (r3(float(claim_selsync_resnet()[1].split()[0]), 1),
-                                              claim_selsync_resnet()[4].split()[0])),
+     "synchronizes {} of the steps;", claim_selsync_resnet_medians),
     ("results.md", "dssp ties ssp and bsp-ps ({}× and {}× their times, medians)",
-     lambda: tuple(v.split()[0] for v in claim_dssp_resnet()[:2])),
+     lambda: dssp_resnet_medians(8)),
     ("results.md", "dssp is never sooner than ssp: {} of its time", lambda: claim_dssp_resnet16()[:1]),
     ("results.md", "at 8 workers and is never sooner than ssp at 16 ({}×) |",
-     lambda: (claim_dssp_resnet16()[0].split()[0],)),
+     lambda: dssp_resnet_medians(16)[:1]),
     ("results.md", "at δ = 0.015 it reaches 0.80 {}× sooner than bsp on 1 GbE, local SGD sooner still;",
      lambda: claim_selsync_resnet_time()[2:3]),
     ("results.md", "Against bsp-ps it is {}. Here bulk synchrony is the slowest ({} s against {}–{} s for the other "
@@ -725,7 +774,8 @@ def lc_speedup():
 
 TABLES = {"jin": jin, "jin-resnet": jin_resnet, "lc-speedup": lc_speedup, "dssp": dssp, "dssp-transient": dssp_transient, "dssp-ratios": dssp_ratios,
           "dssp-resnet": dssp_resnet,
-          "selsync": selsync, "selsync-resnet": selsync_resnet, "distbelief": distbelief}
+          "selsync": selsync, "selsync-resnet": selsync_resnet, "distbelief": distbelief,
+          "distbelief-resnet": distbelief_resnet}
 # a block's text never holds another block's start (an empty block is one newline)
 BLOCK = re.compile(r"(<!-- table ([\w-]+) -->\n)((?:(?!<!-- table ).)*?)(\n?<!-- end table -->)", re.S)
 
