@@ -325,8 +325,9 @@ def distbelief():
 
 
 DB_RN = (("bsp", "bsp"), ("downpour-sgd-Ss", "Downpour SGD"), ("downpour-adagrad-Ss-g0.1", "+ Adagrad γ 0.1"),
-         ("downpour-adagrad-Ss-g1", "+ Adagrad γ 1"), ("downpour-adagrad-warm-Ss-g1", "+ Adagrad γ 1 + warm start"),
-         ("downpour-adagrad-S1-g1", "Adagrad γ 1, one shard"), ("sandblaster", "Sandblaster"))
+         ("downpour-adagrad-Ss-g0.01", "+ Adagrad γ 0.01"),
+         ("downpour-adagrad-warm-Ss-g0.01", "+ Adagrad γ 0.01 + warm start"),
+         ("downpour-adagrad-S1-g0.01", "Adagrad γ 0.01, one shard"), ("sandblaster", "Sandblaster"))
 DB_RN_NS = (1, 4, 16, 32)
 
 
@@ -344,7 +345,7 @@ def distbelief_resnet():
     for n in DB_RN_NS:
         rs = {v: distbelief_resnet_runs(v, n) for v, _ in DB_RN}
         if n == 1:
-            rs.pop("downpour-adagrad-S1-g1")
+            rs.pop("downpour-adagrad-S1-g0.01")
         if not all(len(x) == len(SEEDS) for x in rs.values()):
             continue
         rows.append([n] + [f"{spread([acc(r) for r in rs[v]], '%.3f')} / {secs([tw(r, target) for r in rs[v]])}"
