@@ -13,7 +13,9 @@
 # larger than the best fixed rate: here γ = 1 diverged within 4 steps at 4
 # replicas, and γ = 0.1 already ended 20 points below γ = 0.01 there, since
 # Adagrad's first step moves every weight by about γ.) Resumable with --keep.
-# Usage: [REGIME=resnet] experiments/distbelief.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
+# EXP_NS and EXP_SEEDS (space-separated) run a subset of the replica counts
+# and seeds: two invocations, one per core, can share one --out.
+# Usage: [REGIME=resnet] [EXP_NS=...] [EXP_SEEDS=...] experiments/distbelief.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md, DIR/figures/, DIR/metrics/ (default experiments/results/distbelief).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 . "$(dirname "$0")/lib.sh"
@@ -43,6 +45,10 @@ else
     DATA=(--data fashion-mnist --model mlp --batch 64 --test-subset 2000)
     BT=6000
 fi
+# a subset, for two invocations at once (one per core) into one --out:
+# EXP_NS="1 4 16" in one, EXP_NS=32 EXP_SEEDS="1 2" in the other
+[ -z "${EXP_NS:-}" ] || read -ra NS <<< "$EXP_NS"
+[ -z "${EXP_SEEDS:-}" ] || read -ra SEEDS <<< "$EXP_SEEDS"
 COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --eval-offline --quiet)
 # Downpour's variants: METHOD:SHARDS:GAMMA (SHARDS s: S shards, growing
 # with the replicas; GAMMA: Adagrad's at the shards, - for plain SGD;
