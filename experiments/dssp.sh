@@ -16,7 +16,9 @@
 # 1.27 Gb/s links, hosts 174x this machine's core, 4 shards, 2 simulated s
 # a run; transient stragglers (their intervals scaled to the shorter run)
 # at 8 and 16 workers, the mixed and the uniform cluster at 8; 3 seeds
-# each. Resumable with --keep.
+# each; the shards' messages (20 KB pushes and pulls) simulated eagerly,
+# as a real MPI sends them under its 64 KiB limit (--eager 65536,
+# docs/simulation.md "Messages"). Resumable with --keep.
 # Usage: [REGIME=resnet] experiments/dssp.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md (tables, with dssp's time to target against ssp's
 # and bsp-ps's), DIR/figures/, DIR/metrics/ (default experiments/results/dssp).
@@ -106,6 +108,7 @@ for spec in $SPECS; do
                 for p in "${ORDER[@]}"; do
                     # shellcheck disable=SC2086
                     SIM_EXTRA="$([ "${cl#*-}" = transient ] && echo "--transient $S-$((H - 1)):$TF:$TSLOW:$TFAST:$seed")" \
+                    SIM_EXTRA+="$([ $RN = 1 ] && echo " --eager 65536")" \
                     sim_run "$cl-$N-$p-seed$seed" "$H" "$speeds" "$bw" -- "${DATA[@]}" --lr "$(lr_for "$N")" --epochs 100000 \
                         --servers "$S" --time-limit "$lim" --eval-every-s "$ev" --eval-offline --quiet --seed "$seed" ${P[$p]}
                     names+=("$cl-$N-$p-seed$seed")
