@@ -27,7 +27,6 @@ SCALE=50 BW=10Gbps
 LRS=(0.05) SEEDS=(0)   # seed 0: one run per configuration, named without step size and seed
 BSP=(--sync bsp)
 shards() { echo 1; }
-EAGER=""
 if [ "${REGIME:-mlp}" = resnet ] && [ "$QUICK" = 0 ]; then
     SCALE=1.4 BW=1.27Gbps
     NS=(4 8 16 32); LIMIT=6; EVAL=0.25; TARGET=0.80
@@ -35,7 +34,6 @@ if [ "${REGIME:-mlp}" = resnet ] && [ "$QUICK" = 0 ]; then
     ALLOW_FAIL=1   # a run that diverges at the large step is a result
     BSP=(--sync bsp --bucket-kb 1024)
     shards() { echo $(($1 >= 16 ? $1 / 8 : 1)); }
-    EAGER="--eager 65536"   # the easgd shards' messages (docs/simulation.md "Messages")
     DATA=(--data fashion-mnist --model resnet:8,8 --batch 64 --optimizer nesterov --momentum 0.9 --test-subset 1000)
 elif [ "$QUICK" = 1 ]; then
     # two seeds, so that the repeats' tables and crossover stay tested
@@ -64,9 +62,6 @@ for LR in "${LRS[@]}"; do
             S=$(shards "$N")
             sim_run "$(name bsp "$LR" "$SEED" "$N")" "$N" "$(sim_speeds "$N" "$SCALE")" "$BW" -- \
                 "${COMMON[@]}" --lr "$LR" "${seedarg[@]}" "${BSP[@]}"
-            # the shards' messages leave eagerly under a real MPI's 64 KiB
-            # limit (in the regime: from 2 shards on, 39 KB and less)
-            SIM_EXTRA="$EAGER" \
             sim_run "$(name easgd "$LR" "$SEED" "$N")" "$((N + S))" "$(sim_speeds "$((N + S))" "$SCALE")" "$BW" -- \
                 "${COMMON[@]}" --lr "$LR" "${seedarg[@]}" --sync easgd --servers "$S" --tau 4
             sim_run "$(name gossip "$LR" "$SEED" "$N")" "$N" "$(sim_speeds "$N" "$SCALE")" "$BW" -- \
