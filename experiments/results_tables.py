@@ -289,6 +289,10 @@ def selsync_resnet():
     (seed by seed) and the sync fraction; the sync fraction at every δ;
     local SGD's difference; the times to 0.80 since the start. Median
     [min, max] over the seeds."""
+    lo = " / ".join(d for d in RN_DELTAS if d != "0.3")
+    head = ["setting", "bsp acc", "bsp --sync-bn acc", "δ = 0.3: acc − bsp / sync fraction",
+            "best δ: acc − bsp / sync fraction", f"sync fraction at δ = {lo}", "localsgd H=8: acc − bsp",
+            "time since the start to 0.80: bsp / δ = 0.3 / best δ / localsgd (s)"]
     rows = []
     for net, nname in SELSYNC_RN:
         for part, pname in SELSYNC_RN_PARTS:
@@ -303,18 +307,15 @@ def selsync_resnet():
             t = lambda rs: spread([tw(r, 0.80) for r in rs], "%.2f")
             fracs = " / ".join(r3(median([sync_of(r) for r in sel[d]]), 2) for d in RN_DELTAS if d != "0.3")
             sbn = selsync_resnet_runs(net, part, "bsp-syncbn")
-            rows.append([f"{pname}, {nname}", spread([acc(r) for r in b], "%.3f"),
-                         spread([acc(r) for r in sbn], "%.3f") if sbn else "–",
-                         f"{diff(sel['0.3'])} pt / {sync(sel['0.3'])}",
-                         f"{best}: {diff(sel[best])} pt / {sync(sel[best])}", fracs, f"{diff(loc)} pt",
-                         f"{t(b)} / {t(sel['0.3'])} / {t(sel[best])} / {t(loc)}"])
-    lo = " / ".join(d for d in RN_DELTAS if d != "0.3")
-    head = ["setting", "bsp acc", "bsp --sync-bn acc", "δ = 0.3: acc − bsp / sync fraction",
-            "best δ: acc − bsp / sync fraction", f"sync fraction at δ = {lo}", "localsgd H=8: acc − bsp",
-            "time since the start to 0.80: bsp / δ = 0.3 / best δ / localsgd (s)"]
-    if all(r[2] == "–" for r in rows):   # no --sync-bn runs yet: no such column
-        head, rows = head[:2] + head[3:], [r[:2] + r[3:] for r in rows]
-    return md(head, rows)
+            rows.append(dict(zip(head, [
+                f"{pname}, {nname}", spread([acc(r) for r in b], "%.3f"),
+                spread([acc(r) for r in sbn], "%.3f") if sbn else "–",
+                f"{diff(sel['0.3'])} pt / {sync(sel['0.3'])}",
+                f"{best}: {diff(sel[best])} pt / {sync(sel[best])}", fracs, f"{diff(loc)} pt",
+                f"{t(b)} / {t(sel['0.3'])} / {t(sel[best])} / {t(loc)}"])))
+    # no --sync-bn runs yet: no such column
+    head = [h for h in head if h != "bsp --sync-bn acc" or any(r[h] != "–" for r in rows)]
+    return md(head, [[r[h] for h in head] for r in rows])
 
 
 def distbelief():
@@ -798,7 +799,10 @@ CLAIMS += [
     ("results.md", "at 32 workers bsp then spent {} ms a step communicating against {} ms in one bucket, made {} steps in "
      "6 s instead of {}, and reached 0.80 at {} s instead of {} s", claim_bucketing),
 ]
-NUMBER = r"([^|]+?)"
+# a number (or a short phrase such as "a tie"): never a table's "|", never a
+# sentence's end (a full stop before a blank), so that a claim cannot match
+# across sentences onto words another claim or sentence holds
+NUMBER = r"((?:[^|.]|\.(?!\s))+?)"
 
 
 def claim_regex(template):

@@ -118,4 +118,19 @@ if [ $? = 1 ] && echo "$out" | grep -q "^results_tables: claim '(\`experiments/j
     echo "$out" | grep -q "^results_tables: error: claim 'plain Downpour collapses.*not found in results.md"; then
     ok "a number changed in README.md's prose, and a claim's sentence reworded, are caught"
 else bad "results_tables.py on changed prose" "$out"; fi
+# a claim's number is a number, not words up to the same ending in a later
+# sentence (a reworded sentence then shows as "not found")
+if out=$(python3 - "$HERE/../experiments" 2>&1 <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+from results_tables import claim_regex
+r = claim_regex("dssp ties ssp ({}× their time) here")
+m = r.search("so dssp ties ssp (0.60 [0.51,\n1.00]× their time) here")
+assert m and m.group(1) == "0.60 [0.51,\n1.00]", m
+assert not r.search("dssp ties ssp (reworded). Elsewhere 2× their time) here"), "matched across a sentence"
+assert not r.search("dssp ties ssp (0.8 | 0.9× their time) here"), "matched across a table cell"
+print("a claim's number spans neither sentences nor table cells")
+EOF
+); then ok "results_tables.py: $out"
+else bad "results_tables.py's claim pattern" "$out"; fi
 summary experiments

@@ -5,8 +5,9 @@
 # (parameters, optimizer state and running statistics, with augmentation and
 # a cosine schedule), bsp with --sync-bn too; bsp leaves every replica with
 # the same running statistics, with --sync-bn even without the evaluation's
-# average; a checkpoint evaluates as the run's final evaluation did; bad
-# specs and combinations are refused in one line.
+# average, and --sync-bn's gathers count as communication; a checkpoint
+# evaluates as the run's final evaluation did; bad specs and combinations
+# are refused in one line.
 # Usage: tests/resnet.sh BUILD_DIR   (prints "resnet: N passed, M failed")
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -105,6 +106,27 @@ DSGD_TEST_BN_DUMP="$WORK/bn" launch 3 "${E[@]}" --sync asp > "$WORK/bnl.out" 2>&
 if [ -s "$WORK/bn.1" ] && [ -s "$WORK/bn.2" ] && ! cmp -s "$WORK/bn.1" "$WORK/bn.2"; then
     ok "the workers' statistics do differ where nothing averages them (asp: each worker keeps its own)"
 else bad "worker statistics without averaging" "expected ranks 1 and 2 to differ: $(tail -c 300 "$WORK/bnl.out")"; fi
+
+# --sync-bn's gathers are communication: the done event counts them in the
+# lead's collectives (two a batch-norm layer a step) and their time in
+# comm_s, not in compute_s (they run on a group of their own)
+C=(--model resnet:8,4 --data "$DATA" --train-subset 512 --test-subset 100 --batch 32 --quiet --steps 6
+   --sync bsp --bucket-kb 1024 --eval-every 100)
+launch 2 "${C[@]}" --metrics "$WORK/c0.jsonl" > "$WORK/c0.out" 2>&1
+launch 2 "${C[@]}" --sync-bn --metrics "$WORK/c1.jsonl" --checkpoint "$WORK/c1.st" > "$WORK/c1.out" 2>&1
+if msg=$(python3 - "$WORK/c0.jsonl" "$WORK/c1.jsonl" "$WORK/c1.st" 2>&1 <<'EOF'
+import json, struct, sys
+done = [next(e for e in map(json.loads, open(f)) if e.get("event") == "done") for f in sys.argv[1:3]]
+raw = open(sys.argv[3], "rb").read()
+layers = sum(k.endswith(".bn.running_mean") for k in json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]]))
+want = 2 * layers * done[1]["steps"]
+diff = done[1]["collectives"] - done[0]["collectives"]
+# the run without --sync-bn averages the statistics once before its final evaluation
+assert want - 2 <= diff <= want, f"{diff} more collectives with --sync-bn, want {want} (2 x {layers} layers x {done[1]['steps']} steps)"
+print(f"{diff} more collectives ({layers} layers), comm_s {done[1]['comm_s']:.4f} against {done[0]['comm_s']:.4f}")
+EOF
+); then ok "bsp --sync-bn: its gathers count as communication: $msg"
+else bad "bsp --sync-bn: gathers counted as communication" "$msg: $(tail -c 300 "$WORK/c1.out")"; fi
 
 # ---- a checkpoint evaluates as the run's own final evaluation did ----
 launch 1 "${E[@]}" --checkpoint "$WORK/ev.st" --metrics "$WORK/ev.jsonl" > /dev/null 2>&1

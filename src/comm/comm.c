@@ -458,8 +458,10 @@ void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what)
 void comm_allgather_double(comm_t *c, const double *mine, double *all, int n, const char *what)
 {
     MPI_Request req = MPI_REQUEST_NULL;
+    const double t0 = now_s();
     if (SIM_BLOCKING) MPI_CHECK(c, MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, c->world));
     else MPI_CHECK(c, MPI_Iallgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, c->world, &req));
+    c->comm_s += now_s() - t0;
     c->bytes_sent += (uint64_t)n * sizeof(double);
     c->msgs_sent++;
     c->collectives++;

@@ -100,22 +100,32 @@ static inline __attribute__((always_inline)) void channel_normalize(float *out, 
     affine_channel(out, inp, k, sh, B, C, HW, c, relu);
 }
 
-/* Every replica's (n, Σx per channel, Σ(x − μ_r)² per channel) merged in
- * replica order (Chan et al.'s pairwise rule: M2 = Σ M2_r + n_r (μ_r − μ)²),
- * so every replica computes the same bits. On return mine holds
- * (N, μ per channel, M2 per channel) of the union. */
-static void merge_moments(const bn_sync_t *s, double *mine, int C)
+/* Gathers every replica's (2·C + 1) doubles into s->all and sums the first
+ * `upto` of them over the replicas, in replica order (so that every replica
+ * computes the same bits), into mine; returns the number of replicas. */
+static int gather_sum(const bn_sync_t *s, double *mine, int C, int upto)
 {
     const int w = 2 * C + 1;
     const int R = s->gather(s->ctx, mine, s->all, w);
-    const double *a = s->all;
-    double N = 0;
-    for (int r = 0; r < R; r++) N += a[r * w];
-    mine[0] = N;
-    for (int c = 0; c < C; c++) {
+    for (int i = 0; i < upto; i++) {
         double t = 0;
-        for (int r = 0; r < R; r++) t += a[r * w + 1 + c];
-        const double mu = t / N;
+        for (int r = 0; r < R; r++) t += s->all[r * w + i];
+        mine[i] = t;
+    }
+    return R;
+}
+
+/* Every replica's (n, Σx per channel, Σ(x − μ_r)² per channel) merged in
+ * replica order (Chan et al.'s pairwise rule: M2 = Σ M2_r + n_r (μ_r − μ)²).
+ * On return mine holds (N, μ per channel, M2 per channel) of the union. */
+static void merge_moments(const bn_sync_t *s, double *mine, int C)
+{
+    const int w = 2 * C + 1;
+    const int R = gather_sum(s, mine, C, 1 + C);   /* N, Σx per channel */
+    const double *a = s->all;
+    const double N = mine[0];
+    for (int c = 0; c < C; c++) {
+        const double mu = mine[1 + c] / N;
         double m2 = 0;
         for (int r = 0; r < R; r++) {
             const double nr = a[r * w], d = a[r * w + 1 + c] / nr - mu;
@@ -260,16 +270,10 @@ BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float
             mine[1 + c] = sg;
             mine[1 + C + c] = sgx;
         }
-        const int w = 2 * C + 1;
-        const int R = sync->gather(sync->ctx, mine, sync->all, w);
-        double N = 0;
-        for (int r = 0; r < R; r++) N += sync->all[r * w];
-        for (int c = 0; c < C; c++) {
-            double sg = 0, sgx = 0;
-            for (int r = 0; r < R; r++) { sg += sync->all[r * w + 1 + c]; sgx += sync->all[r * w + 1 + C + c]; }
-            channel_input_grad(dinp, dout, inp, mean[c], invstd[c], gamma[c], (float)sg,
-                               (float)(sgx * invstd[c]), N, B, C, HW, c, relu);
-        }
+        gather_sum(sync, mine, C, 2 * C + 1);   /* N, Σg and Σg·(x − μ) per channel */
+        for (int c = 0; c < C; c++)
+            channel_input_grad(dinp, dout, inp, mean[c], invstd[c], gamma[c], (float)mine[1 + c],
+                               (float)(mine[1 + C + c] * invstd[c]), mine[0], B, C, HW, c, relu);
         return;
     }
     for (int c = 0; c < C; c++) {

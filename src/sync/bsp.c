@@ -109,6 +109,7 @@ static int bsp_init(run_t *r)
         s->bn.mine = xmalloc(sizeof(double) * w);
         s->bn.all = xmalloc(sizeof(double) * w * (size_t)r->replicas);
         r->model->bn_sync = &s->bn;
+        r->own_comm = &s->bn_comm;
     }
     return sync_bcast_params(r);
 }
@@ -172,6 +173,7 @@ static void bsp_destroy(run_t *r)
     }
     r->model->grad_ready = NULL;
     r->model->bn_sync = NULL;
+    r->own_comm = NULL;
     free(r->sync_state);
     r->sync_state = NULL;
 }

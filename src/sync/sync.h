@@ -68,6 +68,8 @@ typedef struct run {
     int left;                /* evicted: it has said so and stopped (train.c) */
     comm_t *dp;              /* data-parallel peers: the ranks holding the same partition (= comm when M = 1) */
     comm_t mp_comm, dp_comm; /* owned groups when M > 1 */
+    const comm_t *own_comm;  /* a group the paradigm opened for itself (bsp --sync-bn), or NULL:
+                              * its time and traffic count as this rank's communication */
     struct comm_mp *mp;      /* the gather/sum hooks of the model (M > 1) */
     model_t *full;           /* the lead's unpartitioned model for checkpoints (M > 1) */
     optim_t *full_opt;

@@ -708,13 +708,25 @@ static void loop_start(loop_t *L, run_t *r, double t0)
 }
 
 /* The next batch's loss and gradient, from ts (the step's start). */
-/* Seconds this rank has spent in (or waiting for) communication: its
- * world's, and its replica and data-parallel groups' (--model-parallel). */
+/* The groups this rank communicates in: its world, its replica and
+ * data-parallel groups (--model-parallel), the paradigm's own; returns how
+ * many of g's 4 it filled. */
+static int comm_groups(const run_t *r, const comm_t *g[4])
+{
+    int n = 0;
+    g[n++] = r->comm;
+    if (r->mp_size > 1) { g[n++] = &r->mp_comm; g[n++] = &r->dp_comm; }
+    if (r->own_comm) g[n++] = r->own_comm;
+    return n;
+}
+
+/* Seconds this rank has spent in (or waiting for) communication, in every
+ * group it has. */
 static double comm_seconds(const run_t *r)
 {
-    const comm_t *g[3] = { r->comm, &r->mp_comm, &r->dp_comm };
+    const comm_t *g[4];
     double s = 0;
-    for (int i = 0; i < (r->mp_size > 1 ? 3 : 1); i++) s += g[i]->comm_s;
+    for (int i = 0, n = comm_groups(r, g); i < n; i++) s += g[i]->comm_s;
     return s;
 }
 
@@ -840,11 +852,11 @@ static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, 
     metrics_long(mx, "steps", r->step);
     metrics_str(mx, "status", L->preempted ? "preempted" : "ok");
     metrics_long(mx, "samples", bounds_samples(bd, r, steps * L->samples_per_step));
-    /* the lead's traffic, its replica and data-parallel groups' included */
-    const comm_t *g[3] = { r->comm, &r->mp_comm, &r->dp_comm };
+    /* the lead's traffic in every group it has */
+    const comm_t *g[4];
     uint64_t bytes = 0, msgs = 0, colls = 0;
     const double comm_s = comm_seconds(r);
-    for (int i = 0; i < (r->mp_size > 1 ? 3 : 1); i++) {
+    for (int i = 0, n = comm_groups(r, g); i < n; i++) {
         bytes += g[i]->bytes_sent; msgs += g[i]->msgs_sent; colls += g[i]->collectives;
     }
     metrics_long(mx, "bytes_sent", (long)bytes);
