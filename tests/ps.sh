@@ -150,6 +150,14 @@ if [ "$cores" -ge 2 ]; then
     if [ "$ov" = 0 ] && awk -v p="$pl" -v w="$wk" 'BEGIN{exit !(p >= 20 && p <= 200 && (p == 20 || p == 200 || (p - w) * (p - w) < 1e-6))}'; then
         ok "2 ranks on $cores cores: a poll phase of the measured wake-up, bounded ($pl us for $wk us)"
     else bad "idle policy, a core per rank" "wake_us $wk poll_us $pl oversubscribed $ov"; fi
+    # the cores are those the ranks may run on: 2 ranks confined to one core
+    # (taskset, unbound by the launcher) are oversubscribed on a host of more
+    # (the count of online cores called them not)
+    if command -v taskset > /dev/null; then
+        read -r wk pl ov <<< "$(taskset -p -c 0 $BASHPID > /dev/null; OMPI_MCA_hwloc_base_binding_policy=none idle_of 2 backoff)"
+        if [ "$ov" = 1 ] && le "$pl" 0; then ok "2 ranks confined to one core of $cores: oversubscribed, no poll phase"
+        else bad "idle policy under an affinity mask" "wake_us $wk poll_us $pl oversubscribed $ov"; fi
+    fi
 fi
 read -r wk pl ov <<< "$(idle_of 2 spin)"
 if awk -v p="$pl" 'BEGIN{exit !(p == 50)}'; then ok "--wait spin polls 50 us"

@@ -51,7 +51,10 @@ double comm_wake_latency(void)
 /* The idle policy's parameters for this machine: the timer slack lowered
  * (a sleep's lateness is then the scheduler's wake-up, not a 50 us
  * rounding), the wake-up latency measured, and whether this host runs more
- * ranks than it has cores (MPI's shared-memory split counts the ranks). */
+ * ranks than it has cores (MPI's shared-memory split counts the ranks; the
+ * cores are those the host's ranks may run on together, the union of their
+ * affinity masks: a taskset, a cgroup's cpuset or a launcher's binding
+ * leaves fewer than the machine has). */
 static void idle_calibrate(comm_t *c)
 {
     c->poll_s = 50e-6;
@@ -61,12 +64,24 @@ static void idle_calibrate(comm_t *c)
 #endif
     c->wake_s = comm_wake_latency();
     int local = 1;
+    long cores = -1;
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    const int have_mask = sched_getaffinity(0, sizeof mask, &mask) == 0;
     MPI_Comm node;
     if (c->size > 1 && MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
         MPI_Comm_size(node, &local);
+        int all_have = have_mask;
+        MPI_Allreduce(MPI_IN_PLACE, &all_have, 1, MPI_INT, MPI_LAND, node);
+        if (all_have) {
+            MPI_Allreduce(MPI_IN_PLACE, &mask, (int)sizeof mask, MPI_BYTE, MPI_BOR, node);
+            cores = CPU_COUNT(&mask);
+        }
         MPI_Comm_free(&node);
+    } else if (have_mask) {
+        cores = CPU_COUNT(&mask);
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores <= 0) cores = sysconf(_SC_NPROCESSORS_ONLN);
     c->oversubscribed = cores > 0 && local > cores;
     double p = c->wake_s < 20e-6 ? 20e-6 : c->wake_s > 200e-6 ? 200e-6 : c->wake_s;
     c->poll_s = c->oversubscribed ? 0 : p;
