@@ -117,6 +117,8 @@ print("With seeds: the difference to bsp is taken per seed, and ✓ marks a δ w
 tags = {}
 for b in sorted(glob.glob(f"{out}/metrics/*-bsp*.jsonl")):
     m = re.fullmatch(r"(.*)-bsp(-seed\d+)?\.jsonl", os.path.basename(b))
+    if not m:   # bsp --sync-bn (-bsp-syncbn): not a baseline here
+        continue
     tags.setdefault(m.group(1), []).append(m.group(2) or "")
 for tag, seeds in tags.items():
     accs = {s: done(f"{out}/metrics/{tag}-bsp{s}.jsonl")["test_acc"] for s in seeds}

@@ -118,6 +118,23 @@ if [ $? = 1 ] && echo "$out" | grep -q "^results_tables: claim '(\`experiments/j
     echo "$out" | grep -q "^results_tables: error: claim 'plain Downpour collapses.*not found in results.md"; then
     ok "a number changed in README.md's prose, and a claim's sentence reworded, are caught"
 else bad "results_tables.py on changed prose" "$out"; fi
+# the published metrics name no machine's paths: a run made with --out
+# /some/dir records that path in its config event, which
+# experiments/publish.py rewrites to the file's place in the repository
+mkdir -p "$WORK/pubsrc/metrics/pilot" "$WORK/pubroot"
+printf '{"event":"config","config":{"metrics":"%s/pubsrc/metrics/a.jsonl","sync":"bsp"}}\n{"event":"done"}\n' "$WORK" > "$WORK/pubsrc/metrics/a.jsonl"
+printf '{"event":"config","config":{"metrics":"/elsewhere/b.jsonl"}}\n' > "$WORK/pubsrc/metrics/pilot/b.jsonl"
+echo partial > "$WORK/pubsrc/metrics/c.jsonl.part"
+echo "# summary" > "$WORK/pubsrc/summary.md"
+if out=$(python3 "$HERE/../experiments/publish.py" --root "$WORK/pubroot" "$WORK/pubsrc" demo 2>&1) &&
+    grep -q '"metrics":"docs/results/demo/metrics/a.jsonl","sync":"bsp"' "$WORK/pubroot/docs/results/demo/metrics/a.jsonl" &&
+    grep -q '"metrics":"docs/results/demo/metrics/pilot/b.jsonl"' "$WORK/pubroot/docs/results/demo/metrics/pilot/b.jsonl" &&
+    [ ! -e "$WORK/pubroot/docs/results/demo/metrics/c.jsonl.part" ] && [ -s "$WORK/pubroot/docs/results/demo/summary.md" ]; then
+    ok "experiments/publish.py copies a run's metrics with their recorded paths made the repository's ($out)"
+else bad "experiments/publish.py" "$out: $(find "$WORK/pubroot" -type f | head -5)"; fi
+bad_paths=$(grep -rlE '"(metrics|checkpoint|resume|data|out)":"/' "$HERE/../docs/results" 2>/dev/null | head -3)
+if [ -z "$bad_paths" ]; then ok "docs/results: no metrics file names an absolute path"
+else bad "docs/results: absolute paths in published metrics" "$bad_paths"; fi
 # a claim's number is a number, not words up to the same ending in a later
 # sentence (a reworded sentence then shows as "not found")
 if out=$(python3 - "$HERE/../experiments" 2>&1 <<'EOF'

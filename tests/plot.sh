@@ -48,6 +48,20 @@ fi
 if grep -q "ssp s=2, N=2" "$WORK/figs/accuracy_time.svg" && grep -q "selsync" "$WORK/figs/accuracy_time.svg"; then
     ok "curves are labelled by paradigm, flags and workers"
 else bad "curve labels" "$(grep -o '>[^<]*N=[0-9]*<' "$WORK/figs/accuracy_time.svg" | head -3)"; fi
+# bsp with and without --sync-bn are two configurations, not repeats of one
+# (summarize.py grouped them into one row of 6 "seeds")
+if out=$(python3 - "$PLOT" 2>&1 <<'EOF'
+import importlib.machinery, importlib.util, sys
+loader = importlib.machinery.SourceFileLoader("dsgd_plot", sys.argv[1])
+m = importlib.util.module_from_spec(importlib.util.spec_from_loader("dsgd_plot", loader))
+loader.exec_module(m)
+a = m.flag_label({"sync": "bsp", "partition": "label-skew"}, 8)
+b = m.flag_label({"sync": "bsp", "sync-bn": True, "partition": "label-skew"}, 8)
+assert a != b and "sync-bn" in b, (a, b)
+print(f"'{a}' and '{b}'")
+EOF
+); then ok "bsp with --sync-bn is labelled apart: $out"
+else bad "the --sync-bn label" "$out"; fi
 
 # repeats of one configuration (seeds apart) are one curve, the median with
 # the range as a band, and one row of summarize.py with median [min, max]
