@@ -3,15 +3,16 @@
 
 usage: experiments/publish.py [--root DIR] RUN_DIR NAME
 
-Copies RUN_DIR/summary.md and every RUN_DIR/metrics/*.jsonl (a subfolder
-of metrics/ too, e.g. pilot runs kept apart) to docs/results/NAME/, each
-metrics file's recorded path (its config event's "metrics", which is
-whatever --out gave, often a directory of the machine that ran it)
-rewritten to the file's place in the repository. Files are written whole
-(a temporary, then a rename). Figures are chosen by hand: copy the ones
-docs/results.md shows from RUN_DIR/figures/. Then run
-experiments/results_tables.py --write to redraw the tables and check the
-claims. --root: another repository (or a test's folder) than this one."""
+Copies RUN_DIR/summary.md, RUN_DIR/wall.tsv (what each run cost) and every
+RUN_DIR/metrics/*.jsonl (a subfolder of metrics/ too, e.g. pilot runs kept
+apart) to docs/results/NAME/, each metrics file's recorded path (its
+config event's "metrics", which is whatever --out gave, often a directory
+of the machine that ran it) rewritten to the file's place in the
+repository. Files are written whole (a temporary, then a rename). Figures
+are chosen by hand: copy the ones docs/results.md shows from
+RUN_DIR/figures/. Then run experiments/results_tables.py --write to redraw
+the tables and check the claims. --root: another repository (or a test's
+folder) than this one."""
 import os
 import re
 import sys
@@ -54,11 +55,13 @@ def main(argv):
             text = re.sub(r'"metrics":"[^"]*"', lambda _: '"metrics":"%s"' % repo_path, text)
             write_whole(os.path.join(root, repo_path), text)
             n += 1
-    summary = os.path.join(src, "summary.md")
-    if os.path.exists(summary):
-        with open(summary, encoding="utf-8") as fh:
-            write_whole(os.path.join(root, dest, "summary.md"), fh.read())
-    print(f"publish: {n} metrics files{' and summary.md' if os.path.exists(summary) else ''} to {dest}/")
+    copied = []
+    for f in ("summary.md", "wall.tsv"):
+        if os.path.exists(os.path.join(src, f)):
+            with open(os.path.join(src, f), encoding="utf-8") as fh:
+                write_whole(os.path.join(root, dest, f), fh.read())
+            copied.append(f)
+    print(f"publish: {n} metrics files{''.join(' and ' + f for f in copied)} to {dest}/")
     return 0
 
 
