@@ -14,9 +14,13 @@
 # that grows with the workers, not the bottleneck) and bsp's gradients in
 # one all-reduce a step (--bucket-kb 1024, as DDP and Horovod fuse them:
 # per layer, 19 all-reduces a step cost 32 workers 17 ms of latency for
-# 1 ms of bytes); about 77 min per step size here (2.6 hours in all),
-# resumable with --keep.
-# Usage: [REGIME=resnet] experiments/jin.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
+# 1 ms of bytes); about 77 min per step size here (2.6 hours in all, with
+# another experiment on the second core), resumable with --keep.
+# EXP_LRS, EXP_NS and EXP_SEEDS (space-separated) run a subset of the step
+# sizes, worker counts and seeds: one invocation per step size, say, or two
+# at once (one per core) into one --out; a last --keep run (or --report)
+# then writes the whole summary.
+# Usage: [REGIME=resnet] [EXP_LRS=...] [EXP_NS=...] [EXP_SEEDS=...] experiments/jin.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md (tables, the crossover N), DIR/figures/ (with the
 # scaling curve), DIR/metrics/ (default experiments/results/jin).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
@@ -45,6 +49,9 @@ else
     NS=(4 8 16 32 64 128); LIMIT=4; EVAL=0.1; TARGET=0.82
     DATA=(--data fashion-mnist --model mlp --batch 64 --test-subset 2000)
 fi
+[ -z "${EXP_LRS:-}" ] || read -ra LRS <<< "$EXP_LRS"
+[ -z "${EXP_NS:-}" ] || read -ra NS <<< "$EXP_NS"
+[ -z "${EXP_SEEDS:-}" ] || read -ra SEEDS <<< "$EXP_SEEDS"
 COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --eval-offline --quiet)
 head="Simulated links of $BW, hosts ${SCALE}x this machine's core, model ${DATA[3]}; every run bounded by $LIMIT simulated s; target test accuracy $TARGET. Accuracy at the fixed time is the final test accuracy."
 [ "${SEEDS[*]}" = 0 ] || head+=" Step size ${LRS[*]}, the same for every method; seeds ${SEEDS[*]}; a configuration's numbers are the median [min, max] over its seeds."
