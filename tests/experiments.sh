@@ -146,7 +146,12 @@ m = r.search("so dssp ties ssp (0.60 [0.51,\n1.00]× their time) here")
 assert m and m.group(1) == "0.60 [0.51,\n1.00]", m
 assert not r.search("dssp ties ssp (reworded). Elsewhere 2× their time) here"), "matched across a sentence"
 assert not r.search("dssp ties ssp (0.8 | 0.9× their time) here"), "matched across a table cell"
-print("a claim's number spans neither sentences nor table cells")
+try:
+    claim_regex("every run ends at {}.")
+    raise SystemExit("a template ending in '{}.' was accepted: it reads 0.89. as 0")
+except AssertionError:
+    pass
+print("a claim's number spans neither sentences nor table cells, nor ends at a full stop")
 EOF
 ); then ok "results_tables.py: $out"
 else bad "results_tables.py's claim pattern" "$out"; fi
