@@ -36,7 +36,7 @@ if [ "$QUICK" = 1 ]; then
     DATA=(--data synthetic:1024 --model mlp:16 --batch 16 --lr 0.05 --test-subset 128)
     [ $RN = 1 ] && SEEDS=(1 2)
 elif [ $RN = 1 ]; then
-    # 1 s: 300-800 steps a worker with eager messages (a pilot of 0.5 s
+    # 1 s: 200-740 steps a worker with eager messages (a pilot of 0.5 s
     # made 95-145 with SMPI's rendezvous, and none of bsp-ps, ssp, dssp
     # reached 0.80; rendezvous runs of 2 s reached it at 0.50-1.65 s, eager
     # ones about twice as fast); the stragglers' intervals are those that

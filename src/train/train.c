@@ -707,7 +707,6 @@ static void loop_start(loop_t *L, run_t *r, double t0)
     L->dw = (diverge_watch_t){ .since = -1 };
 }
 
-/* The next batch's loss and gradient, from ts (the step's start). */
 /* The groups this rank communicates in: its world, its replica and
  * data-parallel groups (--model-parallel), the paradigm's own; returns how
  * many of g's 4 it filled. */
@@ -730,6 +729,7 @@ static double comm_seconds(const run_t *r)
     return s;
 }
 
+/* The next batch's loss and gradient, from ts (the step's start). */
 static void compute_gradient(run_t *r, faults_t *faults, loop_t *L, double ts)
 {
     const double comm0 = comm_seconds(r);
