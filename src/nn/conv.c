@@ -49,9 +49,10 @@
 #include <string.h>
 
 enum { TW = 16, RB = 4, NT_MAX = 2 };   /* direct path: tile columns, block rows, tiles per block */
-/* flat path: positions per plane rounded up to a multiple of every set's
- * tile (FNV·VL: 64, 16 or 8) */
-enum { FLAT_BLOCK = 64 };
+/* flat path: a tile's positions (FNV·VL: 64, 16 or 8), the most any set
+ * reads past a plane; a plane's positions rounded up to a multiple of every
+ * set's vector (16, 8 or 4 floats), its last ones in narrower tiles */
+enum { FLAT_BLOCK = 64, FLAT_VEC = 16 };
 
 int conv_geom_init(conv_geom_t *g)
 {
@@ -66,7 +67,7 @@ int conv_geom_init(conv_geom_t *g)
 typedef struct conv_layout {
     long HP, WP;          /* padded input plane */
     long n_pad, n_col, n_acc, n_wt;
-    long FS;              /* flat path: floats per output plane, OH·WP rounded up to FLAT_BLOCK */
+    long FS;              /* flat path: floats per output plane, OH·WP rounded up to FLAT_VEC */
     long slack;           /* floats after a buffer for the vector loops' overrun */
     int direct, flat;
 } conv_layout_t;
@@ -93,7 +94,7 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
      * past a row's end, and stores that the next row overwrites */
     const long slack = L.slack = TW + g->KW + g->pad + (L.flat ? FLAT_BLOCK : 0);
     const long plane = L.HP * L.WP;
-    L.FS = round_up((long)g->OH * L.WP, FLAT_BLOCK);
+    L.FS = round_up((long)g->OH * L.WP, FLAT_VEC);
     L.n_pad = (long)g->B * g->C * plane + slack;
     L.n_col = (long)g->C * KK * g->OH * g->OW + slack;
     /* flat path, no im2col: forward's output planes (OC, FS); in backward

@@ -299,27 +299,53 @@ KATTR static void KFN(direct_backward)(float *acc, const float *P, const float *
 
 static inline __attribute__((always_inline)) void
 KFN(flat_tile)(float *y, long ys, const float *x, long xplane, const float *w, int Cin, int KH, int KW,
-               long WP, int ocb)
+               long WP, int ocb, int nu)
 {
     const int KK = KH * KW;
     VF acc[FOC][FNV];
     for (int o = 0; o < ocb; o++)
-        for (int u = 0; u < FNV; u++) acc[o][u] = (VF){ 0 };
+        for (int u = 0; u < nu; u++) acc[o][u] = (VF){ 0 };
     for (int c = 0; c < Cin; c++) {
         const float *xc = x + (long)c * xplane, *wc = w + (long)c * KK;
         for (int ki = 0; ki < KH; ki++)
             for (int kj = 0; kj < KW; kj++) {
                 const float *xs = xc + ki * WP + kj;
                 VF xv[FNV];
-                for (int u = 0; u < FNV; u++) xv[u] = *(const VFU *)(xs + u * VL);
+                for (int u = 0; u < nu; u++) xv[u] = *(const VFU *)(xs + u * VL);
                 for (int o = 0; o < ocb; o++) {
                     const float wv = wc[(long)o * Cin * KK + ki * KW + kj];
-                    for (int u = 0; u < FNV; u++) acc[o][u] += wv * xv[u];
+                    for (int u = 0; u < nu; u++) acc[o][u] += wv * xv[u];
                 }
             }
     }
     for (int o = 0; o < ocb; o++)
-        for (int u = 0; u < FNV; u++) *(VFU *)(y + o * ys + u * VL) = acc[o][u];
+        for (int u = 0; u < nu; u++) *(VFU *)(y + o * ys + u * VL) = acc[o][u];
+}
+
+/* one tile of ocb channels × nu vectors, both made constants so that the
+ * tile's loops unroll */
+static inline __attribute__((always_inline)) void
+KFN(flat_ocb)(float *y, long ys, const float *x, long xplane, const float *w, int Cin, int KH, int KW, long WP,
+              int ocb, int nu)
+{
+#define FLAT_TILE(o, u) KFN(flat_tile)(y, ys, x, xplane, w, Cin, KH, KW, WP, o, u)
+#define FLAT_NU(o)                                   \
+    do {                                             \
+        if (nu == FNV) FLAT_TILE(o, FNV);            \
+        else if (nu == 2) FLAT_TILE(o, 2);           \
+        else FLAT_TILE(o, 1);                        \
+    } while (0)
+    switch (ocb) {
+    case FOC: FLAT_NU(FOC); break;
+#if FOC > 4
+    case 4: FLAT_NU(4); break;
+#endif
+    case 3: FLAT_NU(3); break;
+    case 2: FLAT_NU(2); break;
+    default: FLAT_NU(1); break;
+    }
+#undef FLAT_NU
+#undef FLAT_TILE
 }
 
 static inline __attribute__((always_inline)) void
@@ -329,24 +355,20 @@ KFN(flat_blocks)(float *y, long ys, const float *x, long xplane, const float *w,
     const long wo = (long)Cin * KH * KW;
     for (int oc = 0, ocb; oc < Cout; oc += ocb) {
         ocb = Cout - oc >= FOC ? FOC : Cout - oc >= 4 ? 4 : Cout - oc;
-        for (long q = 0; q < nq; q += FNV * VL) {
-            float *yq = y + oc * ys + q;
-            const float *xq = x + q, *wq = w + oc * wo;
-            switch (ocb) {   /* constants, so that the tile's loops unroll */
-            case FOC: KFN(flat_tile)(yq, ys, xq, xplane, wq, Cin, KH, KW, WP, FOC); break;
-#if FOC > 4
-            case 4: KFN(flat_tile)(yq, ys, xq, xplane, wq, Cin, KH, KW, WP, 4); break;
-#endif
-            case 3: KFN(flat_tile)(yq, ys, xq, xplane, wq, Cin, KH, KW, WP, 3); break;
-            case 2: KFN(flat_tile)(yq, ys, xq, xplane, wq, Cin, KH, KW, WP, 2); break;
-            default: KFN(flat_tile)(yq, ys, xq, xplane, wq, Cin, KH, KW, WP, 1); break;
-            }
-        }
+        const float *wq = w + oc * wo;
+        long q = 0;
+        for (; q + FNV * VL <= nq; q += FNV * VL)
+            KFN(flat_ocb)(y + oc * ys + q, ys, x + q, xplane, wq, Cin, KH, KW, WP, ocb, FNV);
+        /* the plane's last vectors: a tile of 2, then of 1 */
+        for (; q + 2 * VL <= nq; q += 2 * VL)
+            KFN(flat_ocb)(y + oc * ys + q, ys, x + q, xplane, wq, Cin, KH, KW, WP, ocb, 2);
+        for (; q < nq; q += VL)
+            KFN(flat_ocb)(y + oc * ys + q, ys, x + q, xplane, wq, Cin, KH, KW, WP, ocb, 1);
     }
 }
 
 /* y(Cout, ys)[0..nq) = Σ_c Σ_ki,kj w[oc][c][ki][kj] · x[c][q + ki·WP + kj]; nq a
- * multiple of FLAT_BLOCK; x readable FLAT_BLOCK + KW floats past its last plane */
+ * multiple of FLAT_VEC; x readable FLAT_BLOCK + KW floats past its last plane */
 KATTR static void KFN(flat_conv)(float *y, long ys, const float *x, long xplane, const float *w, int Cin,
                                  int Cout, int KH, int KW, long WP, long nq)
 {
@@ -411,6 +433,47 @@ KFN(dw_tile)(float *dw, long dws, const float *d, long dbs, long dplane, const f
         }
 }
 
+/* dw_tile for 3x3 taps, all 9 and DOC output channels: the input's three
+ * rows through pointers that advance with q, each tap a constant
+ * displacement from one of them, so that the loop keeps its 27 sums and
+ * its pointers in registers (general offsets per tap spill both) */
+static inline __attribute__((always_inline)) void
+KFN(dw_tile3)(float *dw, long dws, const float *d, long dbs, long dplane, const float *x, long xbs, int nb,
+              long WP, long nv, const VF *mask)
+{
+    VF acc[DOC][9];
+    for (int o = 0; o < DOC; o++)
+        for (int t = 0; t < 9; t++) acc[o][t] = (VF){ 0 };
+    const long nfull = mask ? nv - 1 : nv;
+    for (int b = 0; b < nb; b++) {
+        const float *dp = d + b * dbs, *r0 = x + b * xbs, *r1 = r0 + WP, *r2 = r1 + WP;
+        for (long v = 0; v < nfull; v++, dp += VL, r0 += VL, r1 += VL, r2 += VL) {
+            VF dv[DOC];
+            for (int o = 0; o < DOC; o++) dv[o] = *(const VFU *)(dp + o * dplane);
+            const float *rows[3] = { r0, r1, r2 };
+            for (int ki = 0; ki < 3; ki++)
+                for (int kj = 0; kj < 3; kj++) {
+                    VF xv = *(const VFU *)(rows[ki] + kj);
+                    KEEP_IN_REGISTER(xv);
+                    for (int o = 0; o < DOC; o++) acc[o][ki * 3 + kj] += dv[o] * xv;
+                }
+        }
+        if (mask) {
+            const float *rows[3] = { r0, r1, r2 };
+            for (int o = 0; o < DOC; o++) {
+                const VF dv = *(const VFU *)(dp + o * dplane) * *mask;
+                for (int t = 0; t < 9; t++) acc[o][t] += dv * *(const VFU *)(rows[t / 3] + t % 3);
+            }
+        }
+    }
+    for (int o = 0; o < DOC; o++)
+        for (int t = 0; t < 9; t++) {
+            float s = 0.0f;
+            for (int j = 0; j < VL; j++) s += acc[o][t][j];
+            dw[o * dws + t] += s;
+        }
+}
+
 static inline __attribute__((always_inline)) void
 KFN(dw_blocks)(float *dw, const float *d, long dbs, long dplane, const float *x, long xbs, long xplane, int B,
                int Cin, int Cout, int KH, int KW, long WP, long nvalid, long zeros)
@@ -435,7 +498,9 @@ KFN(dw_blocks)(float *dw, const float *d, long dbs, long dplane, const float *x,
                     float *dwq = dw + ((long)oc * Cin + c) * KK;
                     const float *dq = d + b0 * dbs + oc * dplane, *xq = x + b0 * xbs + c * xplane;
                     const long dws = (long)Cin * KK;
-                    if (nt == DKK && docb == DOC)   /* constants, so that the tile's loops unroll */
+                    if (KH == 3 && KW == 3 && docb == DOC)
+                        KFN(dw_tile3)(dwq, dws, dq, dbs, dplane, xq, xbs, nb, WP, nv, mk);
+                    else if (nt == DKK && docb == DOC)   /* constants, so that the tile's loops unroll */
                         {
                         if (mk) KFN(dw_tile)(dwq, dws, dq, dbs, dplane, xq, xbs, nb, t0, DKK, KW, WP, nv, mk, DOC);
                         else KFN(dw_tile)(dwq, dws, dq, dbs, dplane, xq, xbs, nb, t0, DKK, KW, WP, nv, NULL, DOC);
