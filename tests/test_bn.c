@@ -10,6 +10,7 @@
  * values away from 0 (checked, and such inputs skipped). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn/layers.h"
@@ -91,7 +92,7 @@ static void bn_case(int relu)
     fill(c.r, BN_N, -1, 1);
     bn_cb(&c);
     float dx[BN_N], dg[BC], db[BC];
-    bn_backward(dx, dg, db, c.r, c.out, c.x, c.mean, c.istd, c.g, BB, BC, BHW, relu, NULL);
+    bn_backward(dx, dg, db, c.r, c.x, c.mean, c.istd, c.g, c.b, BB, BC, BHW, relu, NULL);
     int n = check_fd(&c, c.x, BN_N, dx, relu ? "bn+relu dinp" : "bn dinp");
     n += check_fd(&c, c.g, BC, dg, relu ? "bn+relu dgamma" : "bn dgamma");
     n += check_fd(&c, c.b, BC, db, relu ? "bn+relu dbeta" : "bn dbeta");
@@ -102,6 +103,30 @@ static void test_bn_gradients(void)
 {
     bn_case(0);
     bn_case(1);
+}
+
+/* The fused ReLU's mask in backward is recomputed from the input: with a
+ * gradient of ones, dβ counts the outputs the forward pass let through,
+ * exactly, on a large batch whose values cluster at the kink. */
+static void test_bn_relu_mask(void)
+{
+    enum { MB = 8, MC = 3, MHW = 300, MN = MB * MC * MHW };
+    float *x = xalloc_floats(MN), *y = xalloc_floats(MN), *ones = xalloc_floats(MN), *dx = xalloc_floats(MN);
+    float g[MC], b[MC], mean[MC], istd[MC], rm[MC] = { 0 }, rv[MC] = { 1, 1, 1 }, dg[MC], db[MC];
+    fill(x, MN, -1e-3f, 1e-3f);
+    for (long i = 0; i < MN; i += 7) x[i] = 0.0f;
+    fill(g, MC, 0.5f, 1.5f);
+    for (int c = 0; c < MC; c++) b[c] = 0.0f;
+    for (long i = 0; i < MN; i++) ones[i] = 1.0f;
+    bn_forward_train(y, mean, istd, rm, rv, x, g, b, MB, MC, MHW, 1, 0.1f, 1e-5f, NULL);
+    bn_backward(dx, dg, db, ones, x, mean, istd, g, b, MB, MC, MHW, 1, NULL);
+    for (int c = 0; c < MC; c++) {
+        long pass = 0;
+        for (int bb = 0; bb < MB; bb++)
+            for (int i = 0; i < MHW; i++) pass += y[((long)bb * MC + c) * MHW + i] > 0.0f;
+        CHECK(db[c] == (float)pass, "channel %d: dbeta %.1f, but the forward pass let %ld values through", c, db[c], pass);
+    }
+    free(x); free(y); free(ones); free(dx);
 }
 
 /* One channel, x = 1, 2, 3, 4 (B = 4, HW = 1): mean 2.5, biased variance
@@ -123,7 +148,7 @@ static void test_bn_closed_form(void)
     for (int i = 0; i < 4; i++) CHECK_NEAR(out[i], 2 * (x[i] - 2.5) / sd + 1, 1e-5, "normalized output");
     const float dout[4] = { 1, 0, 0, 0 };
     float dx[4], dg, db;
-    bn_backward(dx, &dg, &db, dout, out, x, &mean, &istd, &g, 4, 1, 1, 0, NULL);
+    bn_backward(dx, &dg, &db, dout, x, &mean, &istd, &g, &b, 4, 1, 1, 0, NULL);
     double xh[4];
     for (int i = 0; i < 4; i++) xh[i] = (x[i] - 2.5) / sd;
     CHECK_NEAR(db, 1, 1e-6, "dbeta");
@@ -194,7 +219,7 @@ static void sync_case(int relu)
     join(x, x1, x2);
     join(d, d1, d2);
     bn_forward_train(out, mean, istd, rm, rv, x, g, b, 2 * SB, SC, SHW, relu, 0.1f, 1e-5f, NULL);
-    bn_backward(dx, dg, db, d, out, x, mean, istd, g, 2 * SB, SC, SHW, relu, NULL);
+    bn_backward(dx, dg, db, d, x, mean, istd, g, b, 2 * SB, SC, SHW, relu, NULL);
 
     /* replica 2's forward message, then replica 1 with it */
     float o1[SN], o2[SN], m1[SC], s1[SC], m2[SC], s2[SC], rm1[SC] = { 0 }, rv1[SC] = { 1, 1 }, rm2[SC] = { 0 }, rv2[SC] = { 1, 1 };
@@ -222,12 +247,12 @@ static void sync_case(int relu)
     for (int i = 0; i < SN; i++) CHECK_NEAR(o2[i], out[SN + i], 1e-5, "synchronized output of replica 2");
     float dx1[SN], dx2[SN], dg1[SC], db1[SC], dg2[SC], db2[SC];
     sc.replay = 0;
-    bn_backward(dx2, dg2, db2, d2, o2, x2, m2, s2, g, SB, SC, SHW, relu, &sync);
+    bn_backward(dx2, dg2, db2, d2, x2, m2, s2, g, b, SB, SC, SHW, relu, &sync);
     double bwd2[SW];
     memcpy(bwd2, sc.sent, sizeof bwd2);
     sc.replay = 1;
     memcpy(sc.other, bwd2, sizeof bwd2);
-    bn_backward(dx1, dg1, db1, d1, o1, x1, m1, s1, g, SB, SC, SHW, relu, &sync);
+    bn_backward(dx1, dg1, db1, d1, x1, m1, s1, g, b, SB, SC, SHW, relu, &sync);
     for (int i = 0; i < SN; i++) CHECK_NEAR(dx1[i], dx[i], 1e-5, "synchronized input gradient of replica 1");
     for (int c = 0; c < SC; c++) {
         CHECK_NEAR(dg1[c] + dg2[c], dg[c], 1e-5, "dgamma summed over the replicas");
@@ -301,6 +326,7 @@ int main(int argc, char **argv)
     TEST_BEGIN(argc, argv);
     rng_seed(&R, 7, 0);
     RUN(test_bn_gradients);
+    RUN(test_bn_relu_mask);
     RUN(test_bn_closed_form);
     RUN(test_bn_sync);
     RUN(test_gap_add);

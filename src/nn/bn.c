@@ -6,7 +6,8 @@
  * running statistics move by momentum: rm ← (1−m)·rm + m·mean,
  * rv ← (1−m)·rv + m·var·n/(n−1) (unbiased), n = B·H·W; in evaluation the
  * running statistics normalize. A ReLU that follows is fused: the forward
- * pass clamps as it writes, the backward pass masks by the stored output.
+ * pass clamps as it writes; the backward pass recomputes where it clamped
+ * from the input (bit for bit), so it reads neither the output nor a mask.
  *
  * Sums over a channel: each row (one sample's plane) in float lanes, the
  * rows in double: with n up to B·H·W ≈ 10⁵ values one float sum would
@@ -179,52 +180,37 @@ BN_CLONES void bn_forward_eval(float *out, const float *run_mean, const float *r
     }
 }
 
-/* With g = dout (masked by out > 0 when the ReLU is fused), x̂ = (x − μ)/σ:
+/* With g = dout (masked where the fused ReLU clamped), x̂ = (x − μ)/σ:
  *   dβ = Σ g,  dγ = Σ g·x̂,  dx = γ/σ · (g − dβ/n − x̂·dγ/n).
- * Channel c's Σ g and Σ g·(x − μ); with the ReLU fused and an input
- * gradient wanted, the masked g is written to dinp on the way. */
-static inline __attribute__((always_inline)) void channel_grad_sums(double *sg_out, double *sgx_out, float *dinp,
-                                                                     const float *dout, const float *out,
-                                                                     const float *inp, float mu, int B, int C,
-                                                                     int HW, int c, int relu)
+ * The ReLU's mask is recomputed from the input: the forward pass wrote
+ * y = max(x·k + sh, 0) with k = γ/σ and sh = β − μ·k, and the same float
+ * operations give the same bits here, so the output need not be read. */
+static inline __attribute__((always_inline)) float masked(float g, float x, float k, float sh, int relu)
+{
+    return relu && !(x * k + sh > 0.0f) ? 0.0f : g;
+}
+
+/* Channel c's Σ g and Σ g·(x − μ), g masked */
+static inline __attribute__((always_inline)) void channel_grad_sums(double *sg_out, double *sgx_out, const float *dout,
+                                                                     const float *inp, float mu, float k, float sh,
+                                                                     int B, int C, int HW, int c, int relu)
 {
     double sg = 0, sgx = 0;
     for (int b = 0; b < B; b++) {
         const long o = ((long)b * C + c) * HW;
-        const float *g = dout + o, *x = inp + o, *y = out + o;
+        const float *g = dout + o, *x = inp + o;
         float a[16] = { 0 }, q[16] = { 0 };
         int i = 0;
-        if (relu && dinp) {
-            /* the masked gradient goes where the input gradient will:
-             * two plain loops vectorize where one with the mask inside
-             * the lanes does not, and the second pass reads one array
-             * less */
-            float *gm = dinp + o;
-            for (int j = 0; j < HW; j++) gm[j] = y[j] > 0.0f ? g[j] : 0.0f;
-            g = gm;
-        }
-        if (relu && !dinp) {
-            for (; i + 16 <= HW; i += 16)
-                for (int j = 0; j < 16; j++) {
-                    float gv = y[i + j] > 0.0f ? g[i + j] : 0.0f;
-                    a[j] += gv;
-                    q[j] += gv * (x[i + j] - mu);
-                }
-            for (; i < HW; i++) {
-                float gv = y[i] > 0.0f ? g[i] : 0.0f;
-                a[0] += gv;
-                q[0] += gv * (x[i] - mu);
+        for (; i + 16 <= HW; i += 16)
+            for (int j = 0; j < 16; j++) {
+                const float gv = masked(g[i + j], x[i + j], k, sh, relu);
+                a[j] += gv;
+                q[j] += gv * (x[i + j] - mu);
             }
-        } else {
-            for (; i + 16 <= HW; i += 16)
-                for (int j = 0; j < 16; j++) {
-                    a[j] += g[i + j];
-                    q[j] += g[i + j] * (x[i + j] - mu);
-                }
-            for (; i < HW; i++) {
-                a[0] += g[i];
-                q[0] += g[i] * (x[i] - mu);
-            }
+        for (; i < HW; i++) {
+            const float gv = masked(g[i], x[i], k, sh, relu);
+            a[0] += gv;
+            q[0] += gv * (x[i] - mu);
         }
         for (int j = 0; j < 16; j++) { sg += a[j]; sgx += q[j]; }
     }
@@ -236,25 +222,22 @@ static inline __attribute__((always_inline)) void channel_grad_sums(double *sg_o
  * dg (Σ g, Σ g·x̂) over the n values normalized together */
 static inline __attribute__((always_inline)) void channel_input_grad(float *dinp, const float *dout,
                                                                       const float *inp, float mu, float is,
-                                                                      float gamma, float db, float dg, double n,
-                                                                      int B, int C, int HW, int c, int relu)
+                                                                      float k, float sh, float db, float dg,
+                                                                      double n, int B, int C, int HW, int c,
+                                                                      int relu)
 {
-    const float k = gamma * is;
     const float c1 = -k * dg * is / (float)n, c0 = -k * db / (float)n - c1 * mu;
     for (int b = 0; b < B; b++) {
         const long o = ((long)b * C + c) * HW;
         const float *g = dout + o, *x = inp + o;
         float *dx = dinp + o;
-        if (relu)   /* dx holds the masked gradient */
-            for (int i = 0; i < HW; i++) dx[i] = k * dx[i] + c0 + c1 * x[i];
-        else
-            for (int i = 0; i < HW; i++) dx[i] = k * g[i] + c0 + c1 * x[i];
+        for (int i = 0; i < HW; i++) dx[i] = k * masked(g[i], x[i], k, sh, relu) + c0 + c1 * x[i];
     }
 }
 
-BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *out,
-                 const float *inp, const float *mean, const float *invstd, const float *gamma,
-                 int B, int C, int HW, int relu, const bn_sync_t *sync)
+BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                           const float *mean, const float *invstd, const float *gamma, const float *beta,
+                           int B, int C, int HW, int relu, const bn_sync_t *sync)
 {
     const double n = (double)B * HW;
     if (sync && dinp) {
@@ -263,26 +246,30 @@ BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float
         double *mine = sync->mine;
         mine[0] = n;
         for (int c = 0; c < C; c++) {
+            const float k = gamma[c] * invstd[c], sh = beta[c] - mean[c] * k;
             double sg, sgx;
-            channel_grad_sums(&sg, &sgx, dinp, dout, out, inp, mean[c], B, C, HW, c, relu);
+            channel_grad_sums(&sg, &sgx, dout, inp, mean[c], k, sh, B, C, HW, c, relu);
             dbeta[c] = (float)sg;
             dgamma[c] = (float)(sgx * invstd[c]);
             mine[1 + c] = sg;
             mine[1 + C + c] = sgx;
         }
         gather_sum(sync, mine, C, 2 * C + 1);   /* N, Σg and Σg·(x − μ) per channel */
-        for (int c = 0; c < C; c++)
-            channel_input_grad(dinp, dout, inp, mean[c], invstd[c], gamma[c], (float)mine[1 + c],
+        for (int c = 0; c < C; c++) {
+            const float k = gamma[c] * invstd[c], sh = beta[c] - mean[c] * k;
+            channel_input_grad(dinp, dout, inp, mean[c], invstd[c], k, sh, (float)mine[1 + c],
                                (float)(mine[1 + C + c] * invstd[c]), mine[0], B, C, HW, c, relu);
+        }
         return;
     }
     for (int c = 0; c < C; c++) {
+        const float k = gamma[c] * invstd[c], sh = beta[c] - mean[c] * k;
         double sg, sgx;
-        channel_grad_sums(&sg, &sgx, dinp, dout, out, inp, mean[c], B, C, HW, c, relu);
+        channel_grad_sums(&sg, &sgx, dout, inp, mean[c], k, sh, B, C, HW, c, relu);
         const float db = (float)sg, dg = (float)(sgx * invstd[c]);
         dbeta[c] = db;
         dgamma[c] = dg;
-        if (dinp) channel_input_grad(dinp, dout, inp, mean[c], invstd[c], gamma[c], db, dg, n, B, C, HW, c, relu);
+        if (dinp) channel_input_grad(dinp, dout, inp, mean[c], invstd[c], k, sh, db, dg, n, B, C, HW, c, relu);
     }
 }
 

@@ -131,14 +131,14 @@ void bn_forward_train(float *out,             /* (B, C, HW) */
                       int B, int C, int HW, int relu, float momentum, float eps, const bn_sync_t *sync);
 void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
                      const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps);
-/* out is the forward output (for the fused ReLU's mask); dinp may be NULL. */
+/* dinp may be NULL. The fused ReLU's mask is recomputed from inp, mean,
+ * invstd, gamma and beta, which must be those of the forward pass. */
 void bn_backward(float *dinp,          /* (B, C, HW) or NULL */
                  float *dgamma,        /* (C) */
                  float *dbeta,         /* (C) */
                  const float *dout,    /* (B, C, HW) */
-                 const float *out,     /* (B, C, HW) */
                  const float *inp,     /* (B, C, HW) */
-                 const float *mean, const float *invstd, const float *gamma,
+                 const float *mean, const float *invstd, const float *gamma, const float *beta,
                  int B, int C, int HW, int relu, const bn_sync_t *sync);
 
 /* Global average pooling: (B, C, HW) → (B, C). */
