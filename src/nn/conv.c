@@ -123,16 +123,19 @@ static void pad_planes(float *P, const float *inp, long n, int H, int W, int p, 
         return;
     }
     /* zeros only where no input lands: the rows above and below, and each
-     * row's margins (a whole-plane memset would write it all twice) */
+     * row's margins (a whole-plane memset would write it all twice). The
+     * rows are short (7 to 32 floats in ResNet's layers): plain loops, not
+     * three library calls a row. */
     const long right = WP - p - W, below = HP - p - H;
     for (long bc = 0; bc < n; bc++) {
         float *pl = P + bc * plane;
+        const float *src = inp + bc * HW;
         memset(pl, 0, sizeof(float) * (size_t)(p * WP));
-        for (int ih = 0; ih < H; ih++) {
+        for (int ih = 0; ih < H; ih++, src += W) {
             float *row = pl + (ih + p) * WP;
-            memset(row, 0, sizeof(float) * (size_t)p);
-            memcpy(row + p, inp + bc * HW + (long)ih * W, sizeof(float) * (size_t)W);
-            memset(row + p + W, 0, sizeof(float) * (size_t)right);
+            for (int j = 0; j < p; j++) row[j] = 0.0f;
+            for (int j = 0; j < W; j++) row[p + j] = src[j];
+            for (long j = 0; j < right; j++) row[p + W + j] = 0.0f;
         }
         memset(pl + (p + H) * WP, 0, sizeof(float) * (size_t)(below * WP));
     }
@@ -155,7 +158,7 @@ static void flat_unpack(float *out, const float *y, int n, int OH, int OW, long 
             float *o = out + ((long)c * OH + oh) * OW;
             const float *r = y + c * FS + oh * WP;
             if (b) for (int ow = 0; ow < OW; ow++) o[ow] = r[ow] + b[c];
-            else memcpy(o, r, sizeof(float) * (size_t)OW);
+            else for (int ow = 0; ow < OW; ow++) o[ow] = r[ow];   /* short rows: no library call */
         }
 }
 
