@@ -35,6 +35,10 @@
  *
  * col workspace, conv_col_size(g) floats:
  *   [ padded input (B, C, HP, WP) | col_b (C·KH·KW, OH·OW) | acc | wt ]
+ * The padded input (conv_pad_size floats) is what forward leaves for
+ * backward; the _ws entry points take it and the rest ("work", which
+ * nothing keeps between calls) as two buffers, so that layers can keep
+ * their own padded inputs and share one work area.
  * On the flat path col_b's room holds forward's output planes (OC, FS)
  * instead, and in backward the batch's padded output gradient
  * (B, OC, HP, WP) and one sample's input-gradient planes (C, FS); wt holds
@@ -242,11 +246,10 @@ static const conv_kernels_t *conv_kernels(void)
 /* ---------------- entry points ---------------- */
 
 /* The entry points with a given kernel set (tests run every set the CPU has). */
-static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *col, const float *inp,
+static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, float *cb, const float *inp,
                                 const float *w, const float *b, const conv_geom_t *g)
 {
     const conv_layout_t L = conv_layout(g);
-    float *P = col, *cb = col + L.n_pad;
     pad_input(P, inp, g, &L);
     if (L.direct) {
         if (!b) {   /* no bias: zeros from the (forward-unused) accumulator space */
@@ -279,12 +282,12 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *col,
 }
 
 static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw, float *db,
-                                 float *col, const float *dout, const float *w, const conv_geom_t *g)
+                                 const float *P, float *cb, const float *dout, const float *w, const conv_geom_t *g)
 {
     const conv_layout_t L = conv_layout(g);
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW, KK = g->KH * g->KW;
     const long plane = (long)g->C * L.HP * L.WP;
-    float *P = col, *cb = col + L.n_pad, *acc = cb + L.n_col;
+    float *acc = cb + L.n_col;
     const float *dinp_end = dinp ? dinp + (long)g->B * g->C * g->H * g->W : NULL;
     if (L.direct) {
         /* acc(OC, KK + 1, TW): per-tap lanes, the bias last */
@@ -345,20 +348,28 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
             for (int t = 0; t < CKK; t++) dw[(long)oc * CKK + t] = acc[(long)t * g->OC + oc];
 }
 
-void conv2d_repad(float *col, const float *inp, const conv_geom_t *g)
-{
-    const conv_layout_t L = conv_layout(g);
-    pad_input(col, inp, g, &L);
-}
+long conv_pad_size(const conv_geom_t *g) { return conv_layout(g).n_pad; }
 
 void conv2d_forward(float *out, float *col, const float *inp,
                     const float *w, const float *b, const conv_geom_t *g)
 {
-    conv2d_forward_with(conv_kernels(), out, col, inp, w, b, g);
+    conv2d_forward_with(conv_kernels(), out, col, col + conv_pad_size(g), inp, w, b, g);
 }
 
 void conv2d_backward(float *dinp, float *dw, float *db, float *col,
                      const float *dout, const float *w, const conv_geom_t *g)
 {
-    conv2d_backward_with(conv_kernels(), dinp, dw, db, col, dout, w, g);
+    conv2d_backward_with(conv_kernels(), dinp, dw, db, col, col + conv_pad_size(g), dout, w, g);
+}
+
+void conv2d_forward_ws(float *out, float *pad, float *work, const float *inp,
+                       const float *w, const float *b, const conv_geom_t *g)
+{
+    conv2d_forward_with(conv_kernels(), out, pad, work, inp, w, b, g);
+}
+
+void conv2d_backward_ws(float *dinp, float *dw, float *db, const float *pad, float *work,
+                        const float *dout, const float *w, const conv_geom_t *g)
+{
+    conv2d_backward_with(conv_kernels(), dinp, dw, db, pad, work, dout, w, g);
 }

@@ -50,10 +50,6 @@ void conv2d_forward(float *out,        /* (B, OC, OH, OW) */
                     const float *w,    /* (OC, C·KH·KW) */
                     const float *b,    /* (OC) */
                     const conv_geom_t *g);
-/* Put back into col what conv2d_forward of inp leaves there (the padded
- * input), so that several convolutions can share one workspace: each
- * backward pass then repads its own input first. */
-void conv2d_repad(float *col, const float *inp, const conv_geom_t *g);
 /* col must still hold what the forward pass of this input left there. */
 void conv2d_backward(float *dinp,       /* (B, C, H, W) or NULL */
                      float *dw,         /* (OC, C·KH·KW) */
@@ -62,6 +58,15 @@ void conv2d_backward(float *dinp,       /* (B, C, H, W) or NULL */
                      const float *dout, /* (B, OC, OH, OW) */
                      const float *w,    /* (OC, C·KH·KW) */
                      const conv_geom_t *g);
+/* The same with the padded input apart from the rest of the workspace:
+ * pad (conv_pad_size(g) floats) is written by forward and read by
+ * backward; work (conv_col_size(g) − conv_pad_size(g) floats) is scratch
+ * that several layers may share. */
+long conv_pad_size(const conv_geom_t *g);
+void conv2d_forward_ws(float *out, float *pad, float *work, const float *inp,
+                       const float *w, const float *b, const conv_geom_t *g);
+void conv2d_backward_ws(float *dinp, float *dw, float *db, const float *pad, float *work,
+                        const float *dout, const float *w, const conv_geom_t *g);
 
 /* Locally connected layer (lc.c): conv2d's geometry, but untied weights,
  * one (OC, C·KH·KW) filter bank per output position, and a bias per

@@ -163,7 +163,7 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
     int lcm = 0;   /* an lc model: split into spatial blocks */
     for (int i = 0; i < n; i++) lcm |= m->layers[i].kind == LAYER_LC;
     size_t off = 0, full = 0, soff = 0;
-    long col_total = 0, max_out = 0;
+    long col_total = 0, max_out = 0, work_max = 0;
     int max_oc = 0;
     for (int i = 0; i < n; i++) {
         layer_t *l = &m->layers[i];
@@ -179,11 +179,14 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
         l->s_off = soff; soff += l->s_len;
         if (l->kind == LAYER_CONV) {
             conv_geom_t g = layer_geom(l, max_batch, l->u_hi - l->u_lo);
-            const long need = conv_col_size(&g);
-            /* a graph model's convolutions share one workspace (each backward
-             * pass repads its input); the others keep theirs from forward */
-            m->col_off[i] = m->graph ? 0 : col_total;
-            col_total = m->graph ? (need > col_total ? need : col_total) : col_total + need;
+            const long need = conv_col_size(&g), pad = conv_pad_size(&g);
+            /* each convolution keeps its padded input from forward to
+             * backward; a graph model's convolutions share the rest of the
+             * workspace (work_max, after every padded input), the others
+             * keep theirs */
+            m->col_off[i] = col_total;
+            col_total += m->graph ? pad : need;
+            if (need - pad > work_max) work_max = need - pad;
             if (l->out_c > max_oc) max_oc = l->out_c;
         } else if (l->kind == LAYER_LC) {
             conv_geom_t g = layer_geom(l, max_batch, l->out_c);
@@ -203,6 +206,8 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
     m->params = xalloc_floats(off + soff);
     m->state = m->params + off;
     m->grads = xalloc_floats(off);
+    m->col_work_off = col_total;
+    if (m->graph) col_total += work_max;
     m->col = col_total ? xalloc_floats((size_t)col_total) : NULL;
     m->probs = xalloc_floats((size_t)max_batch * classes);
     m->dlogits = xalloc_floats((size_t)max_batch * classes);

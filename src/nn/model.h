@@ -115,7 +115,8 @@ typedef struct model {
     float *grads;               /* (nparams) */
     int max_batch;
     float *col;                 /* im2col workspace, one per conv layer, laid end to end */
-    long *col_off;              /* (nlayers) offset of each conv layer's workspace */
+    long *col_off;              /* (nlayers) offset of each conv layer's workspace (graph models: its padded input) */
+    long col_work_off;          /* graph models: offset of the work area their convolutions share */
     float *probs;               /* (max_batch, classes) */
     float *dlogits;             /* (max_batch, classes) */
     const float *input;         /* last forward input (not owned) */

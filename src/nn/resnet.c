@@ -172,7 +172,7 @@ const float *graph_forward(model_t *m, const float *x, int B)
         switch (l->kind) {
         case LAYER_CONV: {
             conv_geom_t g = geom(l, B);
-            conv2d_forward(l->out, m->col, in, W, l->b_len ? bias : NULL, &g);
+            conv2d_forward_ws(l->out, m->col + m->col_off[i], m->col + m->col_work_off, in, W, l->b_len ? bias : NULL, &g);
             break;
         }
         case LAYER_BN: {
@@ -227,8 +227,7 @@ void graph_backward(model_t *m, int B)
         case LAYER_CONV: {
             conv_geom_t g = geom(l, B);
             d = grad_target(m, l->src);
-            conv2d_repad(m->col, in, &g);   /* the workspace is shared: this input's padded copy */
-            conv2d_backward(d, dW, l->b_len ? db : NULL, m->col, l->dout, W, &g);
+            conv2d_backward_ws(d, dW, l->b_len ? db : NULL, m->col + m->col_off[i], m->col + m->col_work_off, l->dout, W, &g);
             grad_done(m, l->src, d, B);
             break;
         }
