@@ -17,6 +17,8 @@
 #include "test.h"
 #include "util/util.h"
 
+static double SCR[2 * 4096];   /* bn_forward_train's moments: (B, C, 2), B·C <= 4096 here */
+
 #define EPS 1e-2f
 #define TOL(g) (2e-3 + 0.02 * fabs(g))
 
@@ -46,7 +48,7 @@ typedef struct bn_ctx {
 static double bn_cb(void *p)
 {
     bn_ctx_t *c = p;
-    bn_forward_train(c->out, c->mean, c->istd, c->rm, c->rv, c->x, c->g, c->b, BB, BC, BHW, c->relu, 0.1f, 1e-5f, NULL);
+    bn_forward_train(c->out, c->mean, c->istd, c->rm, c->rv, c->x, c->g, c->b, NULL, SCR, BB, BC, BHW, c->relu, 0.1f, 1e-5f, NULL);
     return dotd(c->out, c->r, BN_N);
 }
 
@@ -118,7 +120,7 @@ static void test_bn_relu_mask(void)
     fill(g, MC, 0.5f, 1.5f);
     for (int c = 0; c < MC; c++) b[c] = 0.0f;
     for (long i = 0; i < MN; i++) ones[i] = 1.0f;
-    bn_forward_train(y, mean, istd, rm, rv, x, g, b, MB, MC, MHW, 1, 0.1f, 1e-5f, NULL);
+    bn_forward_train(y, mean, istd, rm, rv, x, g, b, NULL, SCR, MB, MC, MHW, 1, 0.1f, 1e-5f, NULL);
     bn_backward(dx, dg, db, ones, x, mean, istd, g, b, MB, MC, MHW, 1, NULL);
     for (int c = 0; c < MC; c++) {
         long pass = 0;
@@ -139,7 +141,7 @@ static void test_bn_closed_form(void)
 {
     const float x[4] = { 1, 2, 3, 4 }, g = 2, b = 1, eps = 1e-5f;
     float out[4], mean, istd, rm = 0, rv = 1;
-    bn_forward_train(out, &mean, &istd, &rm, &rv, x, &g, &b, 4, 1, 1, 0, 0.1f, eps, NULL);
+    bn_forward_train(out, &mean, &istd, &rm, &rv, x, &g, &b, NULL, SCR, 4, 1, 1, 0, 0.1f, eps, NULL);
     const double sd = sqrt(1.25 + 1e-5);
     CHECK_NEAR(mean, 2.5, 1e-6, "batch mean");
     CHECK_NEAR(istd, 1 / sd, 1e-6, "1/sigma");
@@ -162,7 +164,7 @@ static void test_bn_closed_form(void)
     }
     /* a large mean: the two-pass variance keeps the small spread */
     const float big[4] = { 1000.001f, 1000.002f, 1000.003f, 1000.004f };
-    bn_forward_train(out, &mean, &istd, &rm, &rv, big, &g, &b, 4, 1, 1, 0, 0.1f, 0.0f, NULL);
+    bn_forward_train(out, &mean, &istd, &rm, &rv, big, &g, &b, NULL, SCR, 4, 1, 1, 0, 0.1f, 0.0f, NULL);
     double m4 = 0, v4 = 0;
     for (int i = 0; i < 4; i++) m4 += big[i] / 4.0;
     for (int i = 0; i < 4; i++) v4 += (big[i] - m4) * (big[i] - m4) / 4.0;
@@ -218,17 +220,17 @@ static void sync_case(int relu)
     float x[2 * SN], d[2 * SN], out[2 * SN], dx[2 * SN], mean[SC], istd[SC], rm[SC] = { 0 }, rv[SC] = { 1, 1 }, dg[SC], db[SC];
     join(x, x1, x2);
     join(d, d1, d2);
-    bn_forward_train(out, mean, istd, rm, rv, x, g, b, 2 * SB, SC, SHW, relu, 0.1f, 1e-5f, NULL);
+    bn_forward_train(out, mean, istd, rm, rv, x, g, b, NULL, SCR, 2 * SB, SC, SHW, relu, 0.1f, 1e-5f, NULL);
     bn_backward(dx, dg, db, d, x, mean, istd, g, b, 2 * SB, SC, SHW, relu, NULL);
 
     /* replica 2's forward message, then replica 1 with it */
     float o1[SN], o2[SN], m1[SC], s1[SC], m2[SC], s2[SC], rm1[SC] = { 0 }, rv1[SC] = { 1, 1 }, rm2[SC] = { 0 }, rv2[SC] = { 1, 1 };
-    bn_forward_train(o2, m2, s2, rm2, rv2, x2, g, b, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
+    bn_forward_train(o2, m2, s2, rm2, rv2, x2, g, b, NULL, SCR, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
     double fwd2[SW];
     memcpy(fwd2, sc.sent, sizeof fwd2);
     sc.replay = 1;
     memcpy(sc.other, fwd2, sizeof fwd2);
-    bn_forward_train(o1, m1, s1, rm1, rv1, x1, g, b, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
+    bn_forward_train(o1, m1, s1, rm1, rv1, x1, g, b, NULL, SCR, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
     double fwd1[SW];
     memcpy(fwd1, sc.sent, sizeof fwd1);
     for (int c = 0; c < SC; c++) {
@@ -243,7 +245,7 @@ static void sync_case(int relu)
      * replica 2 records, replica 1 is answered with it */
     sc.replay = 1;
     memcpy(sc.other, fwd1, sizeof fwd1);
-    bn_forward_train(o2, m2, s2, rm2, rv2, x2, g, b, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
+    bn_forward_train(o2, m2, s2, rm2, rv2, x2, g, b, NULL, SCR, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
     for (int i = 0; i < SN; i++) CHECK_NEAR(o2[i], out[SN + i], 1e-5, "synchronized output of replica 2");
     float dx1[SN], dx2[SN], dg1[SC], db1[SC], dg2[SC], db2[SC];
     sc.replay = 0;
@@ -321,6 +323,38 @@ static void test_conv_without_bias(void)
     nobias_case(1, 1);
 }
 
+/* The moments a convolution takes of its output planes as it writes them
+ * are the ones batch normalization would take itself: the same
+ * normalization to the bit, on every path (flat: stride 1 with same
+ * padding; im2col: stride 2; direct: one input channel). */
+static void moments_case(int C, int stride, int relu)
+{
+    conv_geom_t g = { .B = 3, .C = C, .H = 10, .W = 10, .OC = 5, .KH = 3, .KW = 3, .stride = stride, .pad = 1 };
+    CHECK(conv_geom_init(&g) == 0, "geometry");
+    const long nx = (long)g.B * C * 100, nw = 5L * C * 9, HW = (long)g.OH * g.OW, no = g.B * 5 * HW;
+    float *x = xalloc_floats(nx), *w = xalloc_floats(nw), *o = xalloc_floats(no), *y1 = xalloc_floats(no),
+          *y2 = xalloc_floats(no);
+    float *pad = xalloc_floats(conv_pad_size(&g)), *work = xalloc_floats(conv_col_size(&g) - conv_pad_size(&g));
+    double *mom = xmalloc(sizeof(double) * 2 * 15);
+    float gm[5], bt[5], mu1[5], is1[5], mu2[5], is2[5], rm1[5] = { 0 }, rv1[5] = { 1, 1, 1, 1, 1 }, rm2[5] = { 0 },
+          rv2[5] = { 1, 1, 1, 1, 1 };
+    fill(x, nx, -1, 2); fill(w, nw, -1, 1); fill(gm, 5, 0.5f, 1.5f); fill(bt, 5, -0.5f, 0.5f);
+    conv2d_forward_ws(o, pad, work, x, w, NULL, mom, &g);
+    bn_forward_train(y1, mu1, is1, rm1, rv1, o, gm, bt, mom, SCR, g.B, 5, (int)HW, relu, 0.1f, 1e-5f, NULL);
+    bn_forward_train(y2, mu2, is2, rm2, rv2, o, gm, bt, NULL, SCR, g.B, 5, (int)HW, relu, 0.1f, 1e-5f, NULL);
+    CHECK(!memcmp(y1, y2, sizeof(float) * (size_t)no) && !memcmp(mu1, mu2, sizeof mu1) && !memcmp(is1, is2, sizeof is1) &&
+              !memcmp(rv1, rv2, sizeof rv1),
+          "C=%d stride %d: the convolution's moments normalize differently from batch normalization's own", C, stride);
+    free(x); free(w); free(o); free(y1); free(y2); free(pad); free(work); free(mom);
+}
+
+static void test_conv_moments(void)
+{
+    moments_case(4, 1, 1);
+    moments_case(4, 2, 0);
+    moments_case(1, 1, 1);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -331,5 +365,6 @@ int main(int argc, char **argv)
     RUN(test_bn_sync);
     RUN(test_gap_add);
     RUN(test_conv_without_bias);
+    RUN(test_conv_moments);
     return TEST_END("test_bn");
 }

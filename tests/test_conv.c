@@ -62,7 +62,7 @@ static void conv_set_case(const conv_kernels_t *k, const char *set, int B, int C
                                 rdx[xi] += (double)dout[o] * w[wi];
                             }
                 }
-    conv2d_forward_with(k, out, col, col + conv_pad_size(&g), x, w, b, &g);
+    conv2d_forward_with(k, out, col, col + conv_pad_size(&g), x, w, b, NULL, &g);
     conv2d_backward_with(k, dx, dw, db, col, col + conv_pad_size(&g), dout, w, &g);
     const double e_out = max_diff(out, rout, no), e_dw = max_diff(dw, rdw, nw);
     const double e_db = max_diff(db, rdb, OC), e_dx = max_diff(dx, rdx, nx);

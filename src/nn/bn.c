@@ -9,9 +9,12 @@
  * pass clamps as it writes; the backward pass recomputes where it clamped
  * from the input (bit for bit), so it reads neither the output nor a mask.
  *
- * Sums over a channel: each row (one sample's plane) in float lanes, the
- * rows in double: with n up to B·H·W ≈ 10⁵ values one float sum would
- * lose the variance's low bits.
+ * Sums over a channel: each plane (one sample's) gives Σ x and Σ (x − a)²
+ * about its own mean a, in float lanes; the planes merge in double (Chan
+ * et al.'s rule): with n up to B·H·W ≈ 10⁵ values one float sum would lose
+ * the variance's low bits. A convolution can compute its planes' moments
+ * as it writes them (conv2d_forward_ws), while they are still in cache;
+ * the same function computes them here otherwise, so both give one result.
  */
 #include "layers.h"
 
@@ -68,17 +71,30 @@ static inline __attribute__((always_inline)) void affine_channel(float *out, con
     }
 }
 
-/* Σ x over channel c, and Σ (x − a)² about a = (float)(Σ x / n) */
-static inline __attribute__((always_inline)) void channel_sums(double *s1, double *ss, const float *inp,
-                                                                int B, int C, int HW, int c)
+BN_CLONES void bn_plane_moments(double *m, const float *x, int n)
+{
+    /* centred about the float mean a: Σ(x − μ)² = Σ(x − a)² − n(μ − a)² */
+    const double s = row_sum(x, n), mu = s / n;
+    const float a = (float)mu;
+    const double d = mu - (double)a;
+    m[0] = s;
+    m[1] = row_centred_squares(x, n, a) - n * d * d;
+}
+
+/* Channel c's Σ x and Σ (x − μ)² over the batch, merged from its planes'
+ * moments (Chan et al.: M2 = Σ M2_p + n_p (μ_p − μ)²), mom (B, C, 2) */
+static void channel_sums(double *s1, double *m2, const double *mom, int B, int C, int HW, int c)
 {
     double t = 0;
-    for (int b = 0; b < B; b++) t += row_sum(inp + ((long)b * C + c) * HW, HW);
-    const float a = (float)(t / ((double)B * HW));
+    for (int b = 0; b < B; b++) t += mom[2 * ((long)b * C + c)];
+    const double mu = t / ((double)B * HW);
     double q = 0;
-    for (int b = 0; b < B; b++) q += row_centred_squares(inp + ((long)b * C + c) * HW, HW, a);
+    for (int b = 0; b < B; b++) {
+        const double *mp = mom + 2 * ((long)b * C + c), d = mp[0] / HW - mu;
+        q += mp[1] + HW * d * d;
+    }
     *s1 = t;
-    *ss = q;
+    *m2 = q;
 }
 
 /* Channel c with mean mu and centred sum of squares m2 over n values:
@@ -138,23 +154,21 @@ static void merge_moments(const bn_sync_t *s, double *mine, int C)
 }
 
 BN_CLONES void bn_forward_train(float *out, float *mean, float *invstd, float *run_mean, float *run_var,
-                      const float *inp, const float *gamma, const float *beta,
-                      int B, int C, int HW, int relu, float momentum, float eps, const bn_sync_t *sync)
+                                const float *inp, const float *gamma, const float *beta, const double *moments,
+                                double *scratch, int B, int C, int HW, int relu, float momentum, float eps,
+                                const bn_sync_t *sync)
 {
     const double n = (double)B * HW;
+    if (!moments) {   /* the planes' moments, unless the layer before computed them as it wrote */
+        for (long p = 0; p < (long)B * C; p++) bn_plane_moments(scratch + 2 * p, inp + p * HW, HW);
+        moments = scratch;
+    }
     if (sync) {
         /* the replicas' batches together: each replica's sums first, then
          * one gather, then the union's statistics normalize every batch */
         double *mine = sync->mine;
         mine[0] = n;
-        for (int c = 0; c < C; c++) {
-            double s1, ss;
-            channel_sums(&s1, &ss, inp, B, C, HW, c);
-            /* centred about the float mean a: Σ(x − μ)² = Σ(x − a)² − n(μ − a)² */
-            const double mu = s1 / n, d = mu - (double)(float)mu;
-            mine[1 + c] = s1;
-            mine[1 + C + c] = ss - n * d * d;
-        }
+        for (int c = 0; c < C; c++) channel_sums(&mine[1 + c], &mine[1 + C + c], moments, B, C, HW, c);
         merge_moments(sync, mine, C);
         for (int c = 0; c < C; c++)
             channel_normalize(out, mean, invstd, run_mean, run_var, inp, gamma, beta, B, C, HW, c, relu,
@@ -162,12 +176,12 @@ BN_CLONES void bn_forward_train(float *out, float *mean, float *invstd, float *r
         return;
     }
     for (int c = 0; c < C; c++) {
-        /* mean first, then the centred sum of squares: the one-pass
-         * E[x²] − E[x]² cancels badly when |mean| ≫ std */
-        double s1, ss;
-        channel_sums(&s1, &ss, inp, B, C, HW, c);
+        /* centred sums of squares throughout: the one-pass E[x²] − E[x]²
+         * cancels badly when |mean| ≫ std */
+        double s1, m2;
+        channel_sums(&s1, &m2, moments, B, C, HW, c);
         channel_normalize(out, mean, invstd, run_mean, run_var, inp, gamma, beta, B, C, HW, c, relu,
-                          momentum, eps, s1 / n, ss, n);
+                          momentum, eps, s1 / n, m2, n);
     }
 }
 

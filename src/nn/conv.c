@@ -246,8 +246,19 @@ static const conv_kernels_t *conv_kernels(void)
 /* ---------------- entry points ---------------- */
 
 /* The entry points with a given kernel set (tests run every set the CPU has). */
+/* moments of sample bb's output planes (just written: still in cache) */
+static void out_moments(double *moments, const float *out, const conv_geom_t *g, int bb)
+{
+    if (!moments) return;
+    const int OHW = g->OH * g->OW;
+    for (int oc = 0; oc < g->OC; oc++) {
+        const long p = (long)bb * g->OC + oc;
+        bn_plane_moments(moments + 2 * p, out + p * OHW, OHW);
+    }
+}
+
 static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, float *cb, const float *inp,
-                                const float *w, const float *b, const conv_geom_t *g)
+                                const float *w, const float *b, double *moments, const conv_geom_t *g)
 {
     const conv_layout_t L = conv_layout(g);
     pad_input(P, inp, g, &L);
@@ -258,6 +269,7 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
             b = z;
         }
         k->direct_forward(out, P, w, b, g, &L, k->nt);
+        for (int bb = 0; bb < g->B; bb++) out_moments(moments, out, g, bb);
         return;
     }
     if (L.flat) {
@@ -265,6 +277,7 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
         for (int bb = 0; bb < g->B; bb++) {
             k->flat_conv(cb, L.FS, P + bb * g->C * plane, plane, w, g->C, g->OC, g->KH, g->KW, L.WP, L.FS);
             flat_unpack(out + (long)bb * g->OC * g->OH * g->OW, cb, g->OC, g->OH, g->OW, L.WP, L.FS, b);
+            out_moments(moments, out, g, bb);
         }
         return;
     }
@@ -278,6 +291,7 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
         /* out_b(OC, OHW) (+)= w · col_b */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, OHW, CKK,
                     1.0f, w, CKK, cb, OHW, b ? 1.0f : 0.0f, o, OHW);
+        out_moments(moments, out, g, bb);
     }
 }
 
@@ -353,7 +367,7 @@ long conv_pad_size(const conv_geom_t *g) { return conv_layout(g).n_pad; }
 void conv2d_forward(float *out, float *col, const float *inp,
                     const float *w, const float *b, const conv_geom_t *g)
 {
-    conv2d_forward_with(conv_kernels(), out, col, col + conv_pad_size(g), inp, w, b, g);
+    conv2d_forward_with(conv_kernels(), out, col, col + conv_pad_size(g), inp, w, b, NULL, g);
 }
 
 void conv2d_backward(float *dinp, float *dw, float *db, float *col,
@@ -363,9 +377,9 @@ void conv2d_backward(float *dinp, float *dw, float *db, float *col,
 }
 
 void conv2d_forward_ws(float *out, float *pad, float *work, const float *inp,
-                       const float *w, const float *b, const conv_geom_t *g)
+                       const float *w, const float *b, double *moments, const conv_geom_t *g)
 {
-    conv2d_forward_with(conv_kernels(), out, pad, work, inp, w, b, g);
+    conv2d_forward_with(conv_kernels(), out, pad, work, inp, w, b, moments, g);
 }
 
 void conv2d_backward_ws(float *dinp, float *dw, float *db, const float *pad, float *work,

@@ -61,10 +61,12 @@ void conv2d_backward(float *dinp,       /* (B, C, H, W) or NULL */
 /* The same with the padded input apart from the rest of the workspace:
  * pad (conv_pad_size(g) floats) is written by forward and read by
  * backward; work (conv_col_size(g) − conv_pad_size(g) floats) is scratch
- * that several layers may share. */
+ * that several layers may share. moments (NULL: none) receives
+ * bn_plane_moments of each output plane, (B, OC, 2), for a batch
+ * normalization that follows. */
 long conv_pad_size(const conv_geom_t *g);
 void conv2d_forward_ws(float *out, float *pad, float *work, const float *inp,
-                       const float *w, const float *b, const conv_geom_t *g);
+                       const float *w, const float *b, double *moments, const conv_geom_t *g);
 void conv2d_backward_ws(float *dinp, float *dw, float *db, const float *pad, float *work,
                         const float *dout, const float *w, const conv_geom_t *g);
 
@@ -133,7 +135,12 @@ void bn_forward_train(float *out,             /* (B, C, HW) */
                       const float *inp,       /* (B, C, HW) */
                       const float *gamma,     /* (C) */
                       const float *beta,      /* (C) */
+                      const double *moments,  /* (B, C, 2) bn_plane_moments of inp's planes, or NULL */
+                      double *scratch,        /* (B, C, 2): where they are computed when moments is NULL */
                       int B, int C, int HW, int relu, float momentum, float eps, const bn_sync_t *sync);
+/* m = (Σ x, Σ (x − μ)²) of one plane of n values, as batch normalization
+ * merges them (bit for bit whoever calls it) */
+void bn_plane_moments(double *m, const float *x, int n);
 void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
                      const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps);
 /* dinp may be NULL. The fused ReLU's mask is recomputed from inp, mean,

@@ -215,6 +215,7 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
     if (m->graph) {
         m->dscratch = xalloc_floats((size_t)max_batch * (size_t)max_out);
         m->zbias = xalloc_floats((size_t)(max_oc > 0 ? max_oc : 1));
+        m->bn_moments = xmalloc(sizeof(double) * 2 * (size_t)max_batch * (size_t)(max_oc > 0 ? max_oc : 1));
         graph_alloc_douts(m, (size_t)max_batch * (size_t)max_out);
     }
 
@@ -274,7 +275,7 @@ void model_free(model_t *m)
     free(m->layers); free(m->col_off);
     free(m->params); free(m->grads); free(m->col);
     free(m->probs); free(m->dlogits);
-    free(m->dscratch); free(m->zbias);
+    free(m->dscratch); free(m->zbias); free(m->bn_moments);
     for (int i = 0; i < m->ndpool; i++) free(m->dpool[i]);
     free(m->dpool);
     free(m);

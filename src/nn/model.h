@@ -139,6 +139,7 @@ typedef struct model {
     float **dpool;              /* graph: the buffers the layers' douts share (resnet.c) */
     int ndpool;
     float *zbias;               /* graph: gradients of the absent conv biases (discarded) */
+    double *bn_moments;         /* graph: (max_batch, widest conv, 2) moments of a conv's output planes for the batch normalization after it */
     struct spatial *spatial;    /* a partitioned lc model's halo plans (spatial.c), or NULL */
 } model_t;
 

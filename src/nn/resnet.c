@@ -163,6 +163,7 @@ static const float *input_of(const model_t *m, int src) { return src < 0 ? m->in
 const float *graph_forward(model_t *m, const float *x, int B)
 {
     m->input = x;
+    int moments_of = -1;   /* the layer whose output planes' moments m->bn_moments holds */
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
         const float *in = input_of(m, l->src);
@@ -172,13 +173,20 @@ const float *graph_forward(model_t *m, const float *x, int B)
         switch (l->kind) {
         case LAYER_CONV: {
             conv_geom_t g = geom(l, B);
-            conv2d_forward_ws(l->out, m->col + m->col_off[i], m->col + m->col_work_off, in, W, l->b_len ? bias : NULL, &g);
+            /* a batch normalization in training reads this output next:
+             * its planes' moments, taken while they are in cache */
+            const int to_bn = m->training && i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_BN &&
+                              m->layers[i + 1].src == i;
+            conv2d_forward_ws(l->out, m->col + m->col_off[i], m->col + m->col_work_off, in, W, l->b_len ? bias : NULL,
+                              to_bn ? m->bn_moments : NULL, &g);
+            moments_of = to_bn ? i : -1;
             break;
         }
         case LAYER_BN: {
             float *rm = m->state + l->s_off, *rv = rm + l->out_c;
             if (m->training)
-                bn_forward_train(l->out, l->aux, l->aux + l->out_c, rm, rv, in, W, bias, B, l->out_c, HW, l->relu,
+                bn_forward_train(l->out, l->aux, l->aux + l->out_c, rm, rv, in, W, bias,
+                                 moments_of == l->src ? m->bn_moments : NULL, m->bn_moments, B, l->out_c, HW, l->relu,
                                  m->bn_momentum, BN_EPS, m->bn_sync);
             else
                 bn_forward_eval(l->out, rm, rv, in, W, bias, B, l->out_c, HW, l->relu, BN_EPS);
