@@ -94,7 +94,7 @@ static void bn_case(int relu)
     fill(c.r, BN_N, -1, 1);
     bn_cb(&c);
     float dx[BN_N], dg[BC], db[BC];
-    bn_backward(dx, dg, db, c.r, c.x, c.mean, c.istd, c.g, c.b, BB, BC, BHW, relu, NULL);
+    bn_backward(dx, dg, db, c.r, c.x, c.mean, c.istd, c.g, c.b, SCR, BB, BC, BHW, relu, NULL);
     int n = check_fd(&c, c.x, BN_N, dx, relu ? "bn+relu dinp" : "bn dinp");
     n += check_fd(&c, c.g, BC, dg, relu ? "bn+relu dgamma" : "bn dgamma");
     n += check_fd(&c, c.b, BC, db, relu ? "bn+relu dbeta" : "bn dbeta");
@@ -121,7 +121,7 @@ static void test_bn_relu_mask(void)
     for (int c = 0; c < MC; c++) b[c] = 0.0f;
     for (long i = 0; i < MN; i++) ones[i] = 1.0f;
     bn_forward_train(y, mean, istd, rm, rv, x, g, b, NULL, SCR, MB, MC, MHW, 1, 0.1f, 1e-5f, NULL);
-    bn_backward(dx, dg, db, ones, x, mean, istd, g, b, MB, MC, MHW, 1, NULL);
+    bn_backward(dx, dg, db, ones, x, mean, istd, g, b, SCR, MB, MC, MHW, 1, NULL);
     for (int c = 0; c < MC; c++) {
         long pass = 0;
         for (int bb = 0; bb < MB; bb++)
@@ -150,7 +150,7 @@ static void test_bn_closed_form(void)
     for (int i = 0; i < 4; i++) CHECK_NEAR(out[i], 2 * (x[i] - 2.5) / sd + 1, 1e-5, "normalized output");
     const float dout[4] = { 1, 0, 0, 0 };
     float dx[4], dg, db;
-    bn_backward(dx, &dg, &db, dout, x, &mean, &istd, &g, &b, 4, 1, 1, 0, NULL);
+    bn_backward(dx, &dg, &db, dout, x, &mean, &istd, &g, &b, SCR, 4, 1, 1, 0, NULL);
     double xh[4];
     for (int i = 0; i < 4; i++) xh[i] = (x[i] - 2.5) / sd;
     CHECK_NEAR(db, 1, 1e-6, "dbeta");
@@ -221,7 +221,7 @@ static void sync_case(int relu)
     join(x, x1, x2);
     join(d, d1, d2);
     bn_forward_train(out, mean, istd, rm, rv, x, g, b, NULL, SCR, 2 * SB, SC, SHW, relu, 0.1f, 1e-5f, NULL);
-    bn_backward(dx, dg, db, d, x, mean, istd, g, b, 2 * SB, SC, SHW, relu, NULL);
+    bn_backward(dx, dg, db, d, x, mean, istd, g, b, SCR, 2 * SB, SC, SHW, relu, NULL);
 
     /* replica 2's forward message, then replica 1 with it */
     float o1[SN], o2[SN], m1[SC], s1[SC], m2[SC], s2[SC], rm1[SC] = { 0 }, rv1[SC] = { 1, 1 }, rm2[SC] = { 0 }, rv2[SC] = { 1, 1 };
@@ -249,12 +249,12 @@ static void sync_case(int relu)
     for (int i = 0; i < SN; i++) CHECK_NEAR(o2[i], out[SN + i], 1e-5, "synchronized output of replica 2");
     float dx1[SN], dx2[SN], dg1[SC], db1[SC], dg2[SC], db2[SC];
     sc.replay = 0;
-    bn_backward(dx2, dg2, db2, d2, x2, m2, s2, g, b, SB, SC, SHW, relu, &sync);
+    bn_backward(dx2, dg2, db2, d2, x2, m2, s2, g, b, SCR, SB, SC, SHW, relu, &sync);
     double bwd2[SW];
     memcpy(bwd2, sc.sent, sizeof bwd2);
     sc.replay = 1;
     memcpy(sc.other, bwd2, sizeof bwd2);
-    bn_backward(dx1, dg1, db1, d1, x1, m1, s1, g, b, SB, SC, SHW, relu, &sync);
+    bn_backward(dx1, dg1, db1, d1, x1, m1, s1, g, b, SCR, SB, SC, SHW, relu, &sync);
     for (int i = 0; i < SN; i++) CHECK_NEAR(dx1[i], dx[i], 1e-5, "synchronized input gradient of replica 1");
     for (int c = 0; c < SC; c++) {
         CHECK_NEAR(dg1[c] + dg2[c], dg[c], 1e-5, "dgamma summed over the replicas");

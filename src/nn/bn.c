@@ -57,18 +57,28 @@ static inline __attribute__((always_inline)) double row_centred_squares(const fl
     return t;
 }
 
-/* channel c of y = x·k + sh (then ReLU) */
-static inline __attribute__((always_inline)) void affine_channel(float *out, const float *inp, float k, float sh,
-                                                                  int B, int C, int HW, int c, int relu)
+/* one plane of y = x·k + sh (then ReLU) */
+static inline __attribute__((always_inline)) void affine_plane(float *y, const float *x, float k, float sh, int HW,
+                                                                int relu)
 {
-    for (int b = 0; b < B; b++) {
-        const float *x = inp + ((long)b * C + c) * HW;
-        float *y = out + ((long)b * C + c) * HW;
-        if (relu)
-            for (int i = 0; i < HW; i++) { float v = x[i] * k + sh; y[i] = v > 0.0f ? v : 0.0f; }
-        else
-            for (int i = 0; i < HW; i++) y[i] = x[i] * k + sh;
-    }
+    if (relu)
+        for (int i = 0; i < HW; i++) { float v = x[i] * k + sh; y[i] = v > 0.0f ? v : 0.0f; }
+    else
+        for (int i = 0; i < HW; i++) y[i] = x[i] * k + sh;
+}
+
+/* y = x·k + (β − μ·k), k = γ/σ, over the planes in memory order (the
+ * prefetcher follows one stream, not B short ones per channel) */
+static inline __attribute__((always_inline)) void normalize(float *out, const float *inp, const float *mean,
+                                                             const float *invstd, const float *gamma,
+                                                             const float *beta, int B, int C, int HW, int relu)
+{
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            const long o = ((long)b * C + c) * HW;
+            const float k = gamma[c] * invstd[c], sh = beta[c] - mean[c] * k;
+            affine_plane(out + o, inp + o, k, sh, HW, relu);
+        }
 }
 
 BN_CLONES void bn_plane_moments(double *m, const float *x, int n)
@@ -98,13 +108,10 @@ static void channel_sums(double *s1, double *m2, const double *mom, int B, int C
 }
 
 /* Channel c with mean mu and centred sum of squares m2 over n values:
- * keeps mean and 1/σ, moves the running statistics, normalizes. */
-static inline __attribute__((always_inline)) void channel_normalize(float *out, float *mean, float *invstd,
-                                                                     float *run_mean, float *run_var,
-                                                                     const float *inp, const float *gamma,
-                                                                     const float *beta, int B, int C, int HW,
-                                                                     int c, int relu, float momentum, float eps,
-                                                                     double mu, double m2, double n)
+ * keeps mean and 1/σ, moves the running statistics. */
+static inline __attribute__((always_inline)) void channel_stats(float *mean, float *invstd, float *run_mean,
+                                                                 float *run_var, int c, float momentum, float eps,
+                                                                 double mu, double m2, double n)
 {
     const double var = m2 / n;
     const float is = (float)(1.0 / sqrt(var + eps));
@@ -112,9 +119,6 @@ static inline __attribute__((always_inline)) void channel_normalize(float *out, 
     invstd[c] = is;
     run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)mu;
     run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)(n > 1 ? m2 / (n - 1) : var);
-    /* y = x·k + (β − μ·k), k = γ/σ */
-    const float k = gamma[c] * is, sh = beta[c] - (float)mu * k;
-    affine_channel(out, inp, k, sh, B, C, HW, c, relu);
 }
 
 /* Gathers every replica's (2·C + 1) doubles into s->all and sums the first
@@ -171,27 +175,28 @@ BN_CLONES void bn_forward_train(float *out, float *mean, float *invstd, float *r
         for (int c = 0; c < C; c++) channel_sums(&mine[1 + c], &mine[1 + C + c], moments, B, C, HW, c);
         merge_moments(sync, mine, C);
         for (int c = 0; c < C; c++)
-            channel_normalize(out, mean, invstd, run_mean, run_var, inp, gamma, beta, B, C, HW, c, relu,
-                              momentum, eps, mine[1 + c], mine[1 + C + c], mine[0]);
-        return;
+            channel_stats(mean, invstd, run_mean, run_var, c, momentum, eps, mine[1 + c], mine[1 + C + c], mine[0]);
+    } else {
+        for (int c = 0; c < C; c++) {
+            /* centred sums of squares throughout: the one-pass E[x²] − E[x]²
+             * cancels badly when |mean| ≫ std */
+            double s1, m2;
+            channel_sums(&s1, &m2, moments, B, C, HW, c);
+            channel_stats(mean, invstd, run_mean, run_var, c, momentum, eps, s1 / n, m2, n);
+        }
     }
-    for (int c = 0; c < C; c++) {
-        /* centred sums of squares throughout: the one-pass E[x²] − E[x]²
-         * cancels badly when |mean| ≫ std */
-        double s1, m2;
-        channel_sums(&s1, &m2, moments, B, C, HW, c);
-        channel_normalize(out, mean, invstd, run_mean, run_var, inp, gamma, beta, B, C, HW, c, relu,
-                          momentum, eps, s1 / n, m2, n);
-    }
+    normalize(out, inp, mean, invstd, gamma, beta, B, C, HW, relu);
 }
 
 BN_CLONES void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
                      const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps)
 {
-    for (int c = 0; c < C; c++) {
-        const float k = gamma[c] / sqrtf(run_var[c] + eps), sh = beta[c] - run_mean[c] * k;
-        affine_channel(out, inp, k, sh, B, C, HW, c, relu);
-    }
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            const long o = ((long)b * C + c) * HW;
+            const float k = gamma[c] / sqrtf(run_var[c] + eps), sh = beta[c] - run_mean[c] * k;
+            affine_plane(out + o, inp + o, k, sh, HW, relu);
+        }
 }
 
 /* With g = dout (masked where the fused ReLU clamped), x̂ = (x − μ)/σ:
@@ -204,87 +209,82 @@ static inline __attribute__((always_inline)) float masked(float g, float x, floa
     return relu && !(x * k + sh > 0.0f) ? 0.0f : g;
 }
 
-/* Channel c's Σ g and Σ g·(x − μ), g masked */
-static inline __attribute__((always_inline)) void channel_grad_sums(double *sg_out, double *sgx_out, const float *dout,
-                                                                     const float *inp, float mu, float k, float sh,
-                                                                     int B, int C, int HW, int c, int relu)
+/* Each channel's Σ g and Σ g·(x − μ), g masked, over the planes in memory
+ * order: sg and sgx (C doubles each) take each plane's lanes in sample
+ * order, as a channel-by-channel loop would */
+static inline __attribute__((always_inline)) void grad_sums(double *sg, double *sgx, const float *dout,
+                                                             const float *inp, const float *mean,
+                                                             const float *invstd, const float *gamma,
+                                                             const float *beta, int B, int C, int HW, int relu)
 {
-    double sg = 0, sgx = 0;
-    for (int b = 0; b < B; b++) {
-        const long o = ((long)b * C + c) * HW;
-        const float *g = dout + o, *x = inp + o;
-        float a[16] = { 0 }, q[16] = { 0 };
-        int i = 0;
-        for (; i + 16 <= HW; i += 16)
-            for (int j = 0; j < 16; j++) {
-                const float gv = masked(g[i + j], x[i + j], k, sh, relu);
-                a[j] += gv;
-                q[j] += gv * (x[i + j] - mu);
+    for (int c = 0; c < C; c++) sg[c] = sgx[c] = 0;
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            const long o = ((long)b * C + c) * HW;
+            const float *g = dout + o, *x = inp + o, mu = mean[c];
+            const float k = gamma[c] * invstd[c], sh = beta[c] - mu * k;
+            float a[16] = { 0 }, q[16] = { 0 };
+            int i = 0;
+            for (; i + 16 <= HW; i += 16)
+                for (int j = 0; j < 16; j++) {
+                    const float gv = masked(g[i + j], x[i + j], k, sh, relu);
+                    a[j] += gv;
+                    q[j] += gv * (x[i + j] - mu);
+                }
+            for (; i < HW; i++) {
+                const float gv = masked(g[i], x[i], k, sh, relu);
+                a[0] += gv;
+                q[0] += gv * (x[i] - mu);
             }
-        for (; i < HW; i++) {
-            const float gv = masked(g[i], x[i], k, sh, relu);
-            a[0] += gv;
-            q[0] += gv * (x[i] - mu);
+            for (int j = 0; j < 16; j++) { sg[c] += a[j]; sgx[c] += q[j]; }
         }
-        for (int j = 0; j < 16; j++) { sg += a[j]; sgx += q[j]; }
-    }
-    *sg_out = sg;
-    *sgx_out = sgx;
 }
 
-/* dx = k·g − k·dβ/n − k·dγ/n · x̂ = k·g + (c0 + c1·x), from the sums db,
- * dg (Σ g, Σ g·x̂) over the n values normalized together */
-static inline __attribute__((always_inline)) void channel_input_grad(float *dinp, const float *dout,
-                                                                      const float *inp, float mu, float is,
-                                                                      float k, float sh, float db, float dg,
-                                                                      double n, int B, int C, int HW, int c,
-                                                                      int relu)
+/* dx = k·g − k·dβ/n − k·dγ/n · x̂ = k·g + (c0 + c1·x), from each channel's
+ * sums sg, sgx (Σ g, Σ g·(x − μ)) over the n values normalized together;
+ * the planes in memory order */
+static inline __attribute__((always_inline)) void input_grad(float *dinp, const float *dout, const float *inp,
+                                                              const float *mean, const float *invstd,
+                                                              const float *gamma, const float *beta,
+                                                              const double *sg, const double *sgx, double n, int B,
+                                                              int C, int HW, int relu)
 {
-    const float c1 = -k * dg * is / (float)n, c0 = -k * db / (float)n - c1 * mu;
-    for (int b = 0; b < B; b++) {
-        const long o = ((long)b * C + c) * HW;
-        const float *g = dout + o, *x = inp + o;
-        float *dx = dinp + o;
-        for (int i = 0; i < HW; i++) dx[i] = k * masked(g[i], x[i], k, sh, relu) + c0 + c1 * x[i];
-    }
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            const long o = ((long)b * C + c) * HW;
+            const float *g = dout + o, *x = inp + o, mu = mean[c], is = invstd[c];
+            const float k = gamma[c] * is, sh = beta[c] - mu * k;
+            const float db = (float)sg[c], dg = (float)(sgx[c] * is);
+            const float c1 = -k * dg * is / (float)n, c0 = -k * db / (float)n - c1 * mu;
+            float *dx = dinp + o;
+            for (int i = 0; i < HW; i++) dx[i] = k * masked(g[i], x[i], k, sh, relu) + c0 + c1 * x[i];
+        }
 }
 
 BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
                            const float *mean, const float *invstd, const float *gamma, const float *beta,
-                           int B, int C, int HW, int relu, const bn_sync_t *sync)
+                           double *scratch, int B, int C, int HW, int relu, const bn_sync_t *sync)
 {
     const double n = (double)B * HW;
-    if (sync && dinp) {
+    double *sg = scratch, *sgx = scratch + C;
+    grad_sums(sg, sgx, dout, inp, mean, invstd, gamma, beta, B, C, HW, relu);
+    for (int c = 0; c < C; c++) {
+        dbeta[c] = (float)sg[c];
+        dgamma[c] = (float)(sgx[c] * invstd[c]);
+    }
+    if (!dinp) return;
+    if (sync) {
         /* dγ and dβ stay this replica's (the paradigm averages them like
-         * every gradient); the input gradient subtracts the union's means */
+         * every gradient); the input gradient subtracts the union's means:
+         * N, Σg and Σg·(x − μ) per channel summed over the replicas */
         double *mine = sync->mine;
         mine[0] = n;
-        for (int c = 0; c < C; c++) {
-            const float k = gamma[c] * invstd[c], sh = beta[c] - mean[c] * k;
-            double sg, sgx;
-            channel_grad_sums(&sg, &sgx, dout, inp, mean[c], k, sh, B, C, HW, c, relu);
-            dbeta[c] = (float)sg;
-            dgamma[c] = (float)(sgx * invstd[c]);
-            mine[1 + c] = sg;
-            mine[1 + C + c] = sgx;
-        }
-        gather_sum(sync, mine, C, 2 * C + 1);   /* N, Σg and Σg·(x − μ) per channel */
-        for (int c = 0; c < C; c++) {
-            const float k = gamma[c] * invstd[c], sh = beta[c] - mean[c] * k;
-            channel_input_grad(dinp, dout, inp, mean[c], invstd[c], k, sh, (float)mine[1 + c],
-                               (float)(mine[1 + C + c] * invstd[c]), mine[0], B, C, HW, c, relu);
-        }
+        for (int c = 0; c < C; c++) { mine[1 + c] = sg[c]; mine[1 + C + c] = sgx[c]; }
+        gather_sum(sync, mine, C, 2 * C + 1);
+        input_grad(dinp, dout, inp, mean, invstd, gamma, beta, mine + 1, mine + 1 + C, mine[0], B, C, HW, relu);
         return;
     }
-    for (int c = 0; c < C; c++) {
-        const float k = gamma[c] * invstd[c], sh = beta[c] - mean[c] * k;
-        double sg, sgx;
-        channel_grad_sums(&sg, &sgx, dout, inp, mean[c], k, sh, B, C, HW, c, relu);
-        const float db = (float)sg, dg = (float)(sgx * invstd[c]);
-        dbeta[c] = db;
-        dgamma[c] = dg;
-        if (dinp) channel_input_grad(dinp, dout, inp, mean[c], invstd[c], k, sh, db, dg, n, B, C, HW, c, relu);
-    }
+    input_grad(dinp, dout, inp, mean, invstd, gamma, beta, sg, sgx, n, B, C, HW, relu);
 }
 
 void gap_forward(float *out, const float *inp, int B, int C, int HW)

@@ -151,6 +151,7 @@ void bn_backward(float *dinp,          /* (B, C, HW) or NULL */
                  const float *dout,    /* (B, C, HW) */
                  const float *inp,     /* (B, C, HW) */
                  const float *mean, const float *invstd, const float *gamma, const float *beta,
+                 double *scratch,      /* (2·C) */
                  int B, int C, int HW, int relu, const bn_sync_t *sync);
 
 /* Global average pooling: (B, C, HW) → (B, C). */

@@ -241,7 +241,7 @@ void graph_backward(model_t *m, int B)
         }
         case LAYER_BN:
             d = grad_target(m, l->src);
-            bn_backward(d, dW, db, l->dout, in, l->aux, l->aux + l->out_c, W, m->params + l->b_off, B, l->out_c,
+            bn_backward(d, dW, db, l->dout, in, l->aux, l->aux + l->out_c, W, m->params + l->b_off, m->bn_moments, B, l->out_c,
                         l->out_h * l->out_w, l->relu, m->bn_sync);
             grad_done(m, l->src, d, B);
             break;
