@@ -92,6 +92,10 @@ static void run_set(const conv_kernels_t *k, const char *set)
     conv_set_case(k, set, 1, 4, 9, 12, 6, 5, 1, 2);     /* 5x5; a block of 2 left over */
     conv_set_case(k, set, 2, 8, 40, 40, 8, 3, 1, 1);    /* large planes; a block of 2 (v4) left over */
     conv_set_case(k, set, 2, 4, 5, 20, 5, 3, 1, 1);     /* a plane's last 3 vectors (v4): tiles of 2 and 1 */
+    /* the 3x3 weight gradient with output channels in the lanes (v4, 32 or more) */
+    conv_set_case(k, set, 3, 5, 9, 11, 32, 3, 1, 1);    /* 2-vector tiles, one input channel each */
+    conv_set_case(k, set, 2, 3, 6, 7, 40, 3, 1, 1);     /* 40 = 2 vectors + 8 lanes: a 1-vector tile, 2 channels + 1 */
+    conv_set_case(k, set, 7, 32, 24, 24, 32, 3, 1, 1);  /* several chunks of samples */
     conv_set_case(k, set, 9, 16, 28, 28, 16, 3, 1, 1);  /* the weight gradient over chunks of samples */
     conv_set_case(k, set, 2, 3, 1, 3, 4, 3, 1, 1);      /* a plane shorter than the zeros after it: the masked tail */
 }

@@ -525,13 +525,92 @@ KATTR static void KFN(flat_dw)(float *dw, const float *d, long dbs, long dplane,
     else KFN(dw_blocks)(dw, d, dbs, dplane, x, xbs, xplane, B, Cin, Cout, KH, KW, WP, nvalid, zeros);
 }
 
+/* ---- flat path, 3x3 weight gradient with output channels in the lanes ----
+ * dwt[(c·9 + t)·OCp + oc] += Σ_b Σ_q<nvalid dT[b][q][oc] · x[b][c][q + off_t],
+ * off_t = (t/3)·WP + t%3, where dT (nb, nvalid, OCp) is the output gradient
+ * transposed, zero in the dropped columns and in the lanes past OC. Each
+ * position broadcasts 9 input values per input channel against one or two
+ * vectors of output channels: no horizontal sums, and broadcast loads never
+ * split a cache line. A tile is 2 vectors × 1 input channel × 9 taps, or
+ * 1 vector × 3 channels × 9 taps: 18 or 27 sums in registers. */
+static inline __attribute__((always_inline)) void
+KFN(dwt_tile)(float *dwt, int OCp, const float *dT, long nvalid, const float *x, long xplane, long xbs, int nb,
+              long WP, int V, int CB, int P)
+{
+    VF acc[3][9][2];
+    for (int cb = 0; cb < CB; cb++)
+        for (int t = 0; t < 9; t++)
+            for (int v = 0; v < V; v++) acc[cb][t][v] = *(const VFU *)(dwt + ((long)cb * 9 + t) * OCp + v * VL);
+    for (int b = 0; b < nb; b++) {
+        const float *db = dT + (long)b * nvalid * OCp, *xb = x + (long)b * xbs;
+        long q = 0;
+        /* P positions at once: a row's P + 2 input values serve its 3 taps
+         * at each position, so each broadcast feeds up to 3 FMAs */
+        for (; P > 1 && q + P <= nvalid; q += P) {
+            VF dv[4][2];
+            for (int j = 0; j < P; j++)
+                for (int v = 0; v < V; v++) dv[j][v] = *(const VFU *)(db + (q + j) * OCp + v * VL);
+            for (int cb = 0; cb < CB; cb++)
+                for (int ki = 0; ki < 3; ki++) {
+                    const float *p = xb + cb * xplane + ki * WP + q;
+                    float xs[6];
+                    for (int j = 0; j < P + 2; j++) xs[j] = p[j];
+                    for (int j = 0; j < P; j++)
+                        for (int kj = 0; kj < 3; kj++)
+                            for (int v = 0; v < V; v++) acc[cb][ki * 3 + kj][v] += dv[j][v] * xs[j + kj];
+                }
+        }
+        for (; q < nvalid; q++) {
+            VF dv[2];
+            for (int v = 0; v < V; v++) dv[v] = *(const VFU *)(db + q * OCp + v * VL);
+            for (int cb = 0; cb < CB; cb++) {
+                const float *p = xb + cb * xplane + q;
+                for (int ki = 0; ki < 3; ki++)
+                    for (int kj = 0; kj < 3; kj++) {
+                        const float xv = p[ki * WP + kj];
+                        for (int v = 0; v < V; v++) acc[cb][ki * 3 + kj][v] += dv[v] * xv;
+                    }
+            }
+        }
+    }
+    for (int cb = 0; cb < CB; cb++)
+        for (int t = 0; t < 9; t++)
+            for (int v = 0; v < V; v++) *(VFU *)(dwt + ((long)cb * 9 + t) * OCp + v * VL) = acc[cb][t][v];
+}
+
+/* dwt(C, 9, OCp) += the chunk's sums (see dwt_tile); x is the chunk's first
+ * sample's first channel of the padded input, xplane floats a channel and
+ * xbs a sample apart */
+KATTR static void KFN(flat_dwt)(float *dwt, const float *dT, long nvalid, int OCp, const float *x, long xplane,
+                                long xbs, int nb, int C, long WP)
+{
+    const int nvo = OCp / VL;
+    for (int ov = 0; ov < nvo;) {
+        float *dw0 = dwt + ov * VL;
+        const float *d0 = dT + ov * VL;
+        if (nvo - ov >= 2) {
+            for (int c = 0; c < C; c++)
+                KFN(dwt_tile)(dw0 + (long)c * 9 * OCp, OCp, d0, nvalid, x + c * xplane, xplane, xbs, nb, WP, 2, 1, 1);
+            ov += 2;
+        } else {
+            int c = 0;
+            for (; c + 2 <= C; c += 2)
+                KFN(dwt_tile)(dw0 + (long)c * 9 * OCp, OCp, d0, nvalid, x + c * xplane, xplane, xbs, nb, WP, 1, 2, 4);
+            for (; c < C; c++)
+                KFN(dwt_tile)(dw0 + (long)c * 9 * OCp, OCp, d0, nvalid, x + c * xplane, xplane, xbs, nb, WP, 1, 1, 4);
+            ov += 1;
+        }
+    }
+}
+
 #undef DOC
 #undef DKK
 #undef FNV
 #undef FOC
 
 static const conv_kernels_t KFN(kernels) = {
-    KFN(im2col_sample), KFN(col2im_sample), KFN(direct_forward), KFN(direct_backward), KFN(flat_conv), KFN(flat_dw), KNT,
+    KFN(im2col_sample), KFN(col2im_sample), KFN(direct_forward), KFN(direct_backward), KFN(flat_conv), KFN(flat_dw),
+    KFN(flat_dwt), KNT, VL, KVB == 64 ? 2 : 0,
 };
 
 #undef VL
