@@ -94,7 +94,7 @@ static void bn_case(int relu)
     fill(c.r, BN_N, -1, 1);
     bn_cb(&c);
     float dx[BN_N], dg[BC], db[BC];
-    bn_backward(dx, dg, db, c.r, c.x, c.mean, c.istd, c.g, c.b, SCR, BB, BC, BHW, relu, NULL);
+    bn_backward(dx, dg, db, c.r, c.x, c.mean, c.istd, c.g, c.b, SCR, BB, BC, BHW, relu, NULL, NULL);
     int n = check_fd(&c, c.x, BN_N, dx, relu ? "bn+relu dinp" : "bn dinp");
     n += check_fd(&c, c.g, BC, dg, relu ? "bn+relu dgamma" : "bn dgamma");
     n += check_fd(&c, c.b, BC, db, relu ? "bn+relu dbeta" : "bn dbeta");
@@ -121,7 +121,7 @@ static void test_bn_relu_mask(void)
     for (int c = 0; c < MC; c++) b[c] = 0.0f;
     for (long i = 0; i < MN; i++) ones[i] = 1.0f;
     bn_forward_train(y, mean, istd, rm, rv, x, g, b, NULL, SCR, MB, MC, MHW, 1, 0.1f, 1e-5f, NULL);
-    bn_backward(dx, dg, db, ones, x, mean, istd, g, b, SCR, MB, MC, MHW, 1, NULL);
+    bn_backward(dx, dg, db, ones, x, mean, istd, g, b, SCR, MB, MC, MHW, 1, NULL, NULL);
     for (int c = 0; c < MC; c++) {
         long pass = 0;
         for (int bb = 0; bb < MB; bb++)
@@ -150,7 +150,7 @@ static void test_bn_closed_form(void)
     for (int i = 0; i < 4; i++) CHECK_NEAR(out[i], 2 * (x[i] - 2.5) / sd + 1, 1e-5, "normalized output");
     const float dout[4] = { 1, 0, 0, 0 };
     float dx[4], dg, db;
-    bn_backward(dx, &dg, &db, dout, x, &mean, &istd, &g, &b, SCR, 4, 1, 1, 0, NULL);
+    bn_backward(dx, &dg, &db, dout, x, &mean, &istd, &g, &b, SCR, 4, 1, 1, 0, NULL, NULL);
     double xh[4];
     for (int i = 0; i < 4; i++) xh[i] = (x[i] - 2.5) / sd;
     CHECK_NEAR(db, 1, 1e-6, "dbeta");
@@ -221,7 +221,7 @@ static void sync_case(int relu)
     join(x, x1, x2);
     join(d, d1, d2);
     bn_forward_train(out, mean, istd, rm, rv, x, g, b, NULL, SCR, 2 * SB, SC, SHW, relu, 0.1f, 1e-5f, NULL);
-    bn_backward(dx, dg, db, d, x, mean, istd, g, b, SCR, 2 * SB, SC, SHW, relu, NULL);
+    bn_backward(dx, dg, db, d, x, mean, istd, g, b, SCR, 2 * SB, SC, SHW, relu, NULL, NULL);
 
     /* replica 2's forward message, then replica 1 with it */
     float o1[SN], o2[SN], m1[SC], s1[SC], m2[SC], s2[SC], rm1[SC] = { 0 }, rv1[SC] = { 1, 1 }, rm2[SC] = { 0 }, rv2[SC] = { 1, 1 };
@@ -249,12 +249,12 @@ static void sync_case(int relu)
     for (int i = 0; i < SN; i++) CHECK_NEAR(o2[i], out[SN + i], 1e-5, "synchronized output of replica 2");
     float dx1[SN], dx2[SN], dg1[SC], db1[SC], dg2[SC], db2[SC];
     sc.replay = 0;
-    bn_backward(dx2, dg2, db2, d2, x2, m2, s2, g, b, SCR, SB, SC, SHW, relu, &sync);
+    bn_backward(dx2, dg2, db2, d2, x2, m2, s2, g, b, SCR, SB, SC, SHW, relu, &sync, NULL);
     double bwd2[SW];
     memcpy(bwd2, sc.sent, sizeof bwd2);
     sc.replay = 1;
     memcpy(sc.other, bwd2, sizeof bwd2);
-    bn_backward(dx1, dg1, db1, d1, x1, m1, s1, g, b, SCR, SB, SC, SHW, relu, &sync);
+    bn_backward(dx1, dg1, db1, d1, x1, m1, s1, g, b, SCR, SB, SC, SHW, relu, &sync, NULL);
     for (int i = 0; i < SN; i++) CHECK_NEAR(dx1[i], dx[i], 1e-5, "synchronized input gradient of replica 1");
     for (int c = 0; c < SC; c++) {
         CHECK_NEAR(dg1[c] + dg2[c], dg[c], 1e-5, "dgamma summed over the replicas");
@@ -355,6 +355,57 @@ static void test_conv_moments(void)
     moments_case(1, 1, 1);
 }
 
+/* Batch normalization's input gradient written straight into the padded
+ * output gradient of the convolution below (conv2d_dout_padded) gives that
+ * convolution's backward pass the bits it computes from the gradient as it
+ * is, and a bias gradient equal up to summation order. Rows shorter than
+ * bn.c's block of rows (10), a block holding 3 rows of 300, and rows longer
+ * than the block (1100); stride 2 pads nothing for a producer. */
+static void into_conv_case(int B, int H, int W, int relu)
+{
+    conv_geom_t g = { .B = B, .C = 2, .H = H, .W = W, .OC = 3, .KH = 3, .KW = 3, .stride = 1, .pad = 1 };
+    CHECK(conv_geom_init(&g) == 0, "geometry");
+    const long HW = (long)H * W, nx = (long)B * 2 * HW, no = (long)B * 3 * HW, nw = 3L * 2 * 9;
+    float *x = xalloc_floats(nx), *w = xalloc_floats(nw), *b = xalloc_floats(3), *o = xalloc_floats(no),
+          *y = xalloc_floats(no), *r = xalloc_floats(no), *dy = xalloc_floats(no);
+    float *dx1 = xalloc_floats(nx), *dx2 = xalloc_floats(nx), *dw1 = xalloc_floats(nw), *dw2 = xalloc_floats(nw);
+    float *pad = xalloc_floats(conv_pad_size(&g)), *work = xalloc_floats(conv_col_size(&g) - conv_pad_size(&g));
+    double *scr = xmalloc(sizeof(double) * 2 * (size_t)(B * 3 > 3 ? B * 3 : 3));
+    float gm[3], bt[3], mu[3], is[3], rm[3] = { 0 }, rv[3] = { 1, 1, 1 }, dg1[3], db1[3], dg2[3], db2[3], cb1[3], cb2[3];
+    fill(x, nx, -1, 1); fill(w, nw, -1, 1); fill(b, 3, -1, 1); fill(r, no, -1, 1);
+    fill(gm, 3, 0.5f, 1.5f); fill(bt, 3, -0.5f, 0.5f);
+    conv2d_forward_ws(o, pad, work, x, w, b, NULL, &g);
+    bn_forward_train(y, mu, is, rm, rv, o, gm, bt, NULL, scr, B, 3, (int)HW, relu, 0.1f, 1e-5f, NULL);
+    bn_backward(dy, dg1, db1, r, o, mu, is, gm, bt, scr, B, 3, (int)HW, relu, NULL, NULL);
+    conv2d_backward_ws(dx1, dw1, cb1, pad, work, dy, w, &g);
+    plane_pad_t pp;
+    float *D = conv2d_dout_padded(&pp, work, &g);
+    CHECK(D != NULL, "%dx%d: the flat path takes no padded output gradient", H, W);
+    if (D) {
+        bn_backward(D, dg2, db2, r, o, mu, is, gm, bt, scr, B, 3, (int)HW, relu, NULL, &pp);
+        conv2d_backward_ws(dx2, dw2, cb2, pad, work, NULL, w, &g);
+        CHECK(!memcmp(dg1, dg2, sizeof dg1) && !memcmp(db1, db2, sizeof db1), "%dx%d: dγ, dβ differ", H, W);
+        CHECK(!memcmp(dx1, dx2, sizeof(float) * (size_t)nx), "%dx%d relu %d: input gradients differ", H, W, relu);
+        CHECK(!memcmp(dw1, dw2, sizeof(float) * (size_t)nw), "%dx%d relu %d: weight gradients differ", H, W, relu);
+        for (int c = 0; c < 3; c++)
+            CHECK(fabsf(cb1[c] - cb2[c]) <= 1e-4f * (1 + fabsf(cb1[c])), "%dx%d: bias gradient %g against %g", H, W,
+                  cb2[c], cb1[c]);
+    }
+    conv_geom_t g2 = g;
+    g2.stride = 2;
+    CHECK(conv_geom_init(&g2) == 0 && conv2d_dout_padded(&pp, work, &g2) == NULL,
+          "stride 2: a padded output gradient offered");
+    free(x); free(w); free(b); free(o); free(y); free(r); free(dy); free(dx1); free(dx2); free(dw1); free(dw2);
+    free(pad); free(work); free(scr);
+}
+
+static void test_bn_into_conv(void)
+{
+    into_conv_case(3, 10, 10, 1);
+    into_conv_case(2, 7, 300, 0);
+    into_conv_case(1, 2, 1100, 1);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -366,5 +417,6 @@ int main(int argc, char **argv)
     RUN(test_gap_add);
     RUN(test_conv_without_bias);
     RUN(test_conv_moments);
+    RUN(test_bn_into_conv);
     return TEST_END("test_bn");
 }

@@ -67,6 +67,18 @@ static inline __attribute__((always_inline)) void affine_plane(float *y, const f
         for (int i = 0; i < HW; i++) y[i] = x[i] * k + sh;
 }
 
+/* Channel c's affine map y = x·k + sh, k = γ/σ, sh = β − μ·k. The forward
+ * pass and both backward passes take k and sh from here: the backward passes
+ * recompute the ReLU's mask from x, which gives the forward pass's bits only
+ * if the float operations are the same. */
+static inline __attribute__((always_inline)) void affine_coef(float *k, float *sh, const float *mean,
+                                                               const float *invstd, const float *gamma,
+                                                               const float *beta, int c)
+{
+    *k = gamma[c] * invstd[c];
+    *sh = beta[c] - mean[c] * *k;
+}
+
 /* y = x·k + (β − μ·k), k = γ/σ, over the planes in memory order (the
  * prefetcher follows one stream, not B short ones per channel) */
 static inline __attribute__((always_inline)) void normalize(float *out, const float *inp, const float *mean,
@@ -76,7 +88,8 @@ static inline __attribute__((always_inline)) void normalize(float *out, const fl
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) {
             const long o = ((long)b * C + c) * HW;
-            const float k = gamma[c] * invstd[c], sh = beta[c] - mean[c] * k;
+            float k, sh;
+            affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
             affine_plane(out + o, inp + o, k, sh, HW, relu);
         }
 }
@@ -222,7 +235,8 @@ static inline __attribute__((always_inline)) void grad_sums(double *sg, double *
         for (int c = 0; c < C; c++) {
             const long o = ((long)b * C + c) * HW;
             const float *g = dout + o, *x = inp + o, mu = mean[c];
-            const float k = gamma[c] * invstd[c], sh = beta[c] - mu * k;
+            float k, sh;
+            affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
             float a[16] = { 0 }, q[16] = { 0 };
             int i = 0;
             for (; i + 16 <= HW; i += 16)
@@ -240,6 +254,8 @@ static inline __attribute__((always_inline)) void grad_sums(double *sg, double *
         }
 }
 
+enum { BN_ROWS_BLOCK = 1024 };   /* floats: the padded input gradient's rows computed at once */
+
 /* dx = k·g − k·dβ/n − k·dγ/n · x̂ = k·g + (c0 + c1·x), from each channel's
  * sums sg, sgx (Σ g, Σ g·(x − μ)) over the n values normalized together;
  * the planes in memory order */
@@ -247,23 +263,53 @@ static inline __attribute__((always_inline)) void input_grad(float *dinp, const 
                                                               const float *mean, const float *invstd,
                                                               const float *gamma, const float *beta,
                                                               const double *sg, const double *sgx, double n, int B,
-                                                              int C, int HW, int relu)
+                                                              int C, int HW, int relu, const plane_pad_t *dpad)
 {
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) {
             const long o = ((long)b * C + c) * HW;
             const float *g = dout + o, *x = inp + o, mu = mean[c], is = invstd[c];
-            const float k = gamma[c] * is, sh = beta[c] - mu * k;
+            float k, sh;
+            affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
             const float db = (float)sg[c], dg = (float)(sgx[c] * is);
             const float c1 = -k * dg * is / (float)n, c0 = -k * db / (float)n - c1 * mu;
-            float *dx = dinp + o;
-            for (int i = 0; i < HW; i++) dx[i] = k * masked(g[i], x[i], k, sh, relu) + c0 + c1 * x[i];
+            if (!dpad) {
+                float *dx = dinp + o;
+                for (int i = 0; i < HW; i++) dx[i] = k * masked(g[i], x[i], k, sh, relu) + c0 + c1 * x[i];
+                continue;
+            }
+            /* the same values, each row at its place in the padded plane:
+             * computed a block of rows at a time into tmp, where the loop
+             * is as long as the block (ResNet's rows, 7 to 32 values, are
+             * too short for the vector loop), then copied in while tmp is
+             * in L1; rows longer than tmp, each straight in */
+            float tmp[BN_ROWS_BLOCK];
+            const int W = dpad->W, p = dpad->pad, H = dpad->H;
+            const long WP = dpad->WP, right = WP - p - W;
+            const int rb = W > BN_ROWS_BLOCK ? 1 : BN_ROWS_BLOCK / W;
+            float *pl = dinp + ((long)b * C + c) * dpad->HP * WP;
+            memset(pl, 0, sizeof(float) * (size_t)(p * WP));
+            for (int r0 = 0; r0 < H; r0 += rb) {
+                const int nr = H - r0 < rb ? H - r0 : rb;
+                const float *gr = g + (long)r0 * W, *xr = x + (long)r0 * W;
+                float *t = W > BN_ROWS_BLOCK ? pl + (r0 + p) * WP + p : tmp;
+                for (long i = 0; i < (long)nr * W; i++) t[i] = k * masked(gr[i], xr[i], k, sh, relu) + c0 + c1 * xr[i];
+                for (int r = 0; r < nr; r++) {
+                    float *row = pl + (r0 + r + p) * WP;
+                    for (int j = 0; j < p; j++) row[j] = 0.0f;
+                    if (t == tmp)
+                        for (int j = 0; j < W; j++) row[p + j] = tmp[r * W + j];
+                    for (long j = 0; j < right; j++) row[p + W + j] = 0.0f;
+                }
+            }
+            memset(pl + (p + H) * WP, 0, sizeof(float) * (size_t)((dpad->HP - p - H) * WP));
         }
 }
 
 BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
                            const float *mean, const float *invstd, const float *gamma, const float *beta,
-                           double *scratch, int B, int C, int HW, int relu, const bn_sync_t *sync)
+                           double *scratch, int B, int C, int HW, int relu, const bn_sync_t *sync,
+                           const plane_pad_t *dpad)
 {
     const double n = (double)B * HW;
     double *sg = scratch, *sgx = scratch + C;
@@ -281,10 +327,11 @@ BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float
         mine[0] = n;
         for (int c = 0; c < C; c++) { mine[1 + c] = sg[c]; mine[1 + C + c] = sgx[c]; }
         gather_sum(sync, mine, C, 2 * C + 1);
-        input_grad(dinp, dout, inp, mean, invstd, gamma, beta, mine + 1, mine + 1 + C, mine[0], B, C, HW, relu);
+        input_grad(dinp, dout, inp, mean, invstd, gamma, beta, mine + 1, mine + 1 + C, mine[0], B, C, HW, relu,
+                   dpad);
         return;
     }
-    input_grad(dinp, dout, inp, mean, invstd, gamma, beta, sg, sgx, n, B, C, HW, relu);
+    input_grad(dinp, dout, inp, mean, invstd, gamma, beta, sg, sgx, n, B, C, HW, relu, dpad);
 }
 
 void gap_forward(float *out, const float *inp, int B, int C, int HW)

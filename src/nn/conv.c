@@ -13,7 +13,8 @@
  *    not stored.
  *  - Stride 1 with "same" padding (3x3 with pad 1, ResNet's convolutions):
  *    the flat path (conv_kernels.h). Each output plane is computed WP wide
- *    (the padded input's width, two dropped columns per row for 3x3), so
+ *    (the padded input's width, W + pad: one dropped column per row for
+ *    3x3), so
  *    every tap is one contiguous vector load at a fixed offset, shared by
  *    a block of output channels: no im2col and no GEMM packing, which cost
  *    as much as the arithmetic at ResNet's 16 to 64 channels. The input
@@ -45,7 +46,8 @@
  * their own padded inputs and share one work area.
  * On the flat path col_b's room holds forward's output planes (OC, FS)
  * instead, and in backward the batch's padded output gradient
- * (B, OC, HP, WP) and one sample's input-gradient planes (C, FS); wt holds
+ * (B, OC, HP, WP), which its producer may write there itself
+ * (conv2d_dout_padded), and one sample's input-gradient planes (C, FS); wt holds
  * the flipped, transposed weights. acc is the weight-gradient accumulator:
  * (OC, KH·KW + 1, TW) lanes on the direct path (the extra tap is the
  * bias), (C·KH·KW, OC) on the im2col path; on the flat path with 3x3
@@ -95,7 +97,11 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
     /* stride 1 and "same" padding: the input gradient is then the same
      * convolution of the padded output gradient, on planes as wide */
     L.flat = !L.direct && s == 1 && 2 * g->pad == g->KH - 1 && 2 * g->pad == g->KW - 1;
-    L.WP = g->W + 2L * g->pad;
+    /* flat: rows W + pad wide, the pad zeros left of each row serving also
+     * as the right neighbours of the row above (a tap at column W + j of
+     * one row reads column j < pad of the next); half the columns computed
+     * and dropped that W + 2·pad would cost (7×7: 8 of 9, not 7 of 9) */
+    L.WP = g->W + (L.flat ? 1L : 2L) * g->pad;
     L.HP = g->H + 2L * g->pad;
     if (L.direct) {
         /* wide and tall enough for the last tile's reads */
@@ -346,11 +352,12 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
          * flipped in both taps and transposed, wt[c][oc][KK−1−t] = w[oc][c][t] */
         const long dplane = L.HP * L.WP;
         float *D = cb, *yd = cb + (long)g->B * g->OC * dplane + L.slack, *wt = acc + L.n_acc;
-        pad_planes(D, dout, (long)g->B * g->OC, g->OH, g->OW, g->pad, L.HP, L.WP);
+        if (dout)   /* else: its producer wrote it there (conv2d_dout_padded) */
+            pad_planes(D, dout, (long)g->B * g->OC, g->OH, g->OW, g->pad, L.HP, L.WP);
         memset(D + (long)g->B * g->OC * dplane, 0, sizeof(float) * (size_t)L.slack);
-        if (db)
-            for (int bb = 0; bb < g->B; bb++)
-                for (int oc = 0; oc < g->OC; oc++) db[oc] += sum_floats(dout + ((long)bb * g->OC + oc) * OHW, OHW);
+        if (db)   /* the padded planes' zeros add nothing */
+            for (long p = 0; p < (long)g->B * g->OC; p++)
+                db[p % g->OC] += dout ? sum_floats(dout + p * OHW, OHW) : sum_floats(D + p * dplane, dplane);
         if (L.dchunk && k->dwt && k->dwt * k->vl <= g->OC) {
             /* 3x3 with output channels in the lanes, over chunks of samples
              * whose output gradient is transposed to dT (q, OCp) first:
@@ -415,6 +422,15 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
 }
 
 long conv_pad_size(const conv_geom_t *g) { return conv_layout(g).n_pad; }
+
+float *conv2d_dout_padded(plane_pad_t *pp, float *work, const conv_geom_t *g)
+{
+    const conv_layout_t L = conv_layout(g);
+    if (!L.flat) return NULL;
+    /* the flat path's output gradient: padded as its input, OH = H, OW = W */
+    *pp = (plane_pad_t){ .H = g->OH, .W = g->OW, .pad = g->pad, .HP = L.HP, .WP = L.WP };
+    return work;
+}
 
 void conv2d_forward(float *out, float *col, const float *inp,
                     const float *w, const float *b, const conv_geom_t *g)

@@ -69,6 +69,19 @@ void conv2d_forward_ws(float *out, float *pad, float *work, const float *inp,
                        const float *w, const float *b, double *moments, const conv_geom_t *g);
 void conv2d_backward_ws(float *dinp, float *dw, float *db, const float *pad, float *work,
                         const float *dout, const float *w, const conv_geom_t *g);
+/* Planes of H×W values stored padded: each plane HP·WP floats, its row r
+ * at (r + pad)·WP + pad, zeros around. */
+typedef struct plane_pad {
+    int H, W, pad;
+    long HP, WP;
+} plane_pad_t;
+/* Where conv2d_backward_ws's output gradient may be handed over already
+ * padded, in the convolution's own layout: the start of work, laid out as
+ * *pp says, for (B, OC) planes; NULL where the convolution takes its output
+ * gradient as it is (every path but the flat one). A producer that writes
+ * it there (bn_backward's dpad) saves the pass that copies it in; it then
+ * calls conv2d_backward_ws with dout NULL, before anything else uses work. */
+float *conv2d_dout_padded(plane_pad_t *pp, float *work, const conv_geom_t *g);
 
 /* Locally connected layer (lc.c): conv2d's geometry, but untied weights,
  * one (OC, C·KH·KW) filter bank per output position, and a bias per
@@ -144,7 +157,9 @@ void bn_plane_moments(double *m, const float *x, int n);
 void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
                      const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps);
 /* dinp may be NULL. The fused ReLU's mask is recomputed from inp, mean,
- * invstd, gamma and beta, which must be those of the forward pass. */
+ * invstd, gamma and beta, which must be those of the forward pass. With
+ * dpad, dinp's planes are written padded as it says (H·W = HW), zeros
+ * around them: a convolution's output gradient (conv2d_dout_padded). */
 void bn_backward(float *dinp,          /* (B, C, HW) or NULL */
                  float *dgamma,        /* (C) */
                  float *dbeta,         /* (C) */
@@ -152,7 +167,7 @@ void bn_backward(float *dinp,          /* (B, C, HW) or NULL */
                  const float *inp,     /* (B, C, HW) */
                  const float *mean, const float *invstd, const float *gamma, const float *beta,
                  double *scratch,      /* (2·C) */
-                 int B, int C, int HW, int relu, const bn_sync_t *sync);
+                 int B, int C, int HW, int relu, const bn_sync_t *sync, const plane_pad_t *dpad);
 
 /* Global average pooling: (B, C, HW) → (B, C). */
 void gap_forward(float *out, const float *inp, int B, int C, int HW);

@@ -225,6 +225,7 @@ static void grad_done(model_t *m, int src, const float *d, int B)
 void graph_backward(model_t *m, int B)
 {
     for (int i = 0; i < m->nlayers; i++) m->layers[i].dwrites = 0;
+    int padded = -1;   /* the convolution whose output gradient is in the workspace, padded */
     for (int i = m->nlayers - 1; i >= 0; i--) {
         layer_t *l = &m->layers[i];
         const float *in = input_of(m, l->src), *W = m->params + l->w_off;
@@ -235,16 +236,28 @@ void graph_backward(model_t *m, int B)
         case LAYER_CONV: {
             conv_geom_t g = geom(l, B);
             d = grad_target(m, l->src);
-            conv2d_backward_ws(d, dW, l->b_len ? db : NULL, m->col + m->col_off[i], m->col + m->col_work_off, l->dout, W, &g);
+            conv2d_backward_ws(d, dW, l->b_len ? db : NULL, m->col + m->col_off[i], m->col + m->col_work_off,
+                               padded == i ? NULL : l->dout, W, &g);
             grad_done(m, l->src, d, B);
             break;
         }
-        case LAYER_BN:
-            d = grad_target(m, l->src);
+        case LAYER_BN: {
+            /* the input gradient of a convolution just below that only this
+             * layer reads goes straight into that convolution's padded
+             * output gradient, if it pads it */
+            plane_pad_t pp;
+            float *D = NULL;
+            if (l->src == i - 1 && m->layers[l->src].kind == LAYER_CONV && m->layers[l->src].nuse == 1) {
+                conv_geom_t g = geom(&m->layers[l->src], B);
+                D = conv2d_dout_padded(&pp, m->col + m->col_work_off, &g);
+            }
+            d = D ? D : grad_target(m, l->src);
             bn_backward(d, dW, db, l->dout, in, l->aux, l->aux + l->out_c, W, m->params + l->b_off, m->bn_moments, B, l->out_c,
-                        l->out_h * l->out_w, l->relu, m->bn_sync);
-            grad_done(m, l->src, d, B);
+                        l->out_h * l->out_w, l->relu, m->bn_sync, D ? &pp : NULL);
+            if (D) padded = l->src;
+            else grad_done(m, l->src, d, B);
             break;
+        }
         case LAYER_ADD: {
             add_backward(l->dout, l->dout, l->out, n, l->relu);   /* in place: the sum's gradient */
             const int srcs[2] = { l->src, l->src2 };
