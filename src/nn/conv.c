@@ -123,7 +123,9 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
     L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : L.flat ? 0 : (long)g->C * KK * g->OC;
     /* flat 3x3: the weight gradient's sums dwt (C, 9, OCp), and the
      * transposed output gradient of a chunk of samples (dchunk, OH·WP, OCp):
-     * with the chunk's inputs, about 1 MB, to stay in cache across tiles */
+     * with the chunk's inputs, about 1 MB, to stay in cache across tiles.
+     * Reserved whatever the kernel set, though only AVX-512's uses it: a
+     * layout, and so a model's workspace, must not depend on the CPU */
     L.OCp = round_up(g->OC, 16);
     L.dchunk = 0;
     if (L.flat && g->KH == 3 && g->KW == 3) {
