@@ -6,7 +6,7 @@
 #   make demo          a real Fashion-MNIST training run
 #   make check-deps    say what is missing
 #   make fuzz          libFuzzer harnesses (clang), FUZZ_RUNS executions (default 10.5 million) each;
-#                      make test runs each for 20 s
+#                      make test runs each for 5 s
 #   make sim           build-sim/dsgd for SimGrid (scripts/dsgd-sim runs it)
 #   make sim-check     the simulator's calibration checks (also part of make test)
 #   make install       dsgd, dsgd-plot, dsgd-sim (with build-sim/dsgd when built) and the man page

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # libFuzzer runs of every harness in fuzz/ (built by make fuzz-build), each
-# for FUZZ_SECONDS (default 20: the short run of make test) or, if FUZZ_RUNS
+# for FUZZ_SECONDS (default 5: the short run of make test) or, if FUZZ_RUNS
 # is set (make fuzz: 10.5 million), for that many executions, starting from
 # the seeds in fuzz/seeds/NAME. A crash, leak,
 # sanitizer report or timeout fails the harness and leaves the input in
@@ -8,7 +8,7 @@
 # Usage: tests/fuzz.sh BUILD_FUZZ_DIR   (prints "fuzz: N passed, M failed")
 set -u
 BUILD=${1:-build-fuzz}
-SECS=${FUZZ_SECONDS:-20}
+SECS=${FUZZ_SECONDS:-5}
 RUNS=${FUZZ_RUNS:-}
 LIMIT=(-max_total_time="$SECS")
 [ -n "$RUNS" ] && LIMIT=(-runs="$RUNS")

@@ -91,7 +91,7 @@ once=0
 [ $once = 0 ] || run_part experiments tests/experiments.sh build-sim "$BUILD"
 [ $once = 0 ] || run_part figures tests/figures.sh
 # a short libFuzzer run of every harness (make fuzz runs long)
-[ $once = 0 ] || run_part fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" tests/fuzz.sh build-fuzz
+[ $once = 0 ] || run_part fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" tests/fuzz.sh build-fuzz
 
 echo
 echo "$passed passed, $failed failed"
