@@ -71,8 +71,11 @@ for s in "gossip --gossip pull --model mlp:256,256 --steps 4000 --timeout 1:4" "
     if [ "${args%% *}" = gossip ] && [ "$MPI_IMPL" = mpich ]; then
         # MPICH's read of a dead rank's window blocks (the watchdog stops
         # that survivor with one line) or fails (the peer is dropped).
-        # Either way nobody hangs.
-        stuck=$(grep -c "did not complete within 2 x --timeout" "$WORK/f.err")
+        # Either way nobody hangs. A read of a live peer can also stall past
+        # half the --timeout on a loaded machine (1 run in 10 here, 4 ranks
+        # on 2 cores): the reader then counts that peer dead too, finds
+        # itself in a minority and stops with its one "cut off" line.
+        stuck=$(grep -c "did not complete within 2 x --timeout\|cut off from the job" "$WORK/f.err")
         ones=$(tr ' ' '\n' <<< "$rcs" | grep -c '^1$')
         if [[ "$rcs" =~ ^[01]\ [01]\ 3\ [01]\ $ ]] && [ "$stuck" = "$ones" ]; then
             ok "gossip under MPICH: a peer dies at step 50, the survivors drop it or stop with one line, none hangs (exit codes $rcs)"
