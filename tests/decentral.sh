@@ -75,9 +75,9 @@ for s in "gossip --gossip pull --model mlp:256,256 --steps 4000 --timeout 1:4" "
         # half the --timeout on a loaded machine (1 run in 10 here, 4 ranks
         # on 2 cores): the reader then counts that peer dead too, finds
         # itself in a minority and stops with its one "cut off" line.
-        stuck=$(grep -c "did not complete within 2 x --timeout\|cut off from the job" "$WORK/f.err")
+        said=$(grep -c "did not complete within 2 x --timeout\|cut off from the job" "$WORK/f.err")
         ones=$(tr ' ' '\n' <<< "$rcs" | grep -c '^1$')
-        if [[ "$rcs" =~ ^[01]\ [01]\ 3\ [01]\ $ ]] && [ "$stuck" = "$ones" ]; then
+        if [[ "$rcs" =~ ^[01]\ [01]\ 3\ [01]\ $ ]] && [ "$said" = "$ones" ]; then
             ok "gossip under MPICH: a peer dies at step 50, the survivors drop it or stop with one line, none hangs (exit codes $rcs)"
         else bad "gossip with a dead peer (MPICH)" "exit codes [$rcs]: $(grep dsgd "$WORK/f.err" | head -3)"; fi
     elif [ "$rcs" = "$want" ] && ge "$acc" 0.9 && grep -q "dead\|evicting" "$WORK/f.err"; then
