@@ -39,7 +39,11 @@
 #include "ps/ps.h"
 #include "util/util.h"
 
-static size_t N = 1000;   /* keys: not a multiple of 2 or 3, so the slices differ in size */
+/* keys: not a multiple of 2 or 3, so the slices differ in size; several
+ * of the shared-memory path's progress chunks (ps_shm_chunk) per slice, so
+ * that a worker copying a reply as the shard computes it is checked for
+ * torn and stale chunks */
+static size_t N = 40001;
 static int T = 20;        /* pushes per worker */
 
 /* F(t): the sum of a worker's gradient factors over its first t pushes */

@@ -30,6 +30,9 @@ ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, siz
     pc->read = xcalloc((size_t)S, sizeof(int64_t));
     pc->applied = xcalloc((size_t)S, sizeof(int64_t));
     pc->slot_until = xcalloc((size_t)S, sizeof(int64_t));
+    pc->guess_tag = xcalloc((size_t)S, sizeof(uint64_t));
+    pc->guess_buf = xcalloc((size_t)S, sizeof(int));
+    pc->guess_done = xcalloc((size_t)S, sizeof(size_t));
     for (int k = 0; k < S; k++) {
         pc->slot[k] = ps_shm_slot(cfg->shm, worker, k);
         ps_shard_range(nparams, S, k, &pc->lo[k], &pc->n[k]);
@@ -73,6 +76,7 @@ void ps_client_free(ps_client_t *pc)
     free(pc->lo); free(pc->n); free(pc->push_req); free(pc->pull_req); free(pc->stamp);
     free(pc->off); free(pc->cnt);
     free(pc->slot); free(pc->read); free(pc->applied); free(pc->slot_until);
+    free(pc->guess_tag); free(pc->guess_buf); free(pc->guess_done);
     free(pc);
 }
 
@@ -129,6 +133,37 @@ static int heard_evicted(ps_client_t *pc, int n, MPI_Request *reqs)
     return 1;
 }
 
+/* Copy the chunks of the awaited parameters that the shards have finished
+ * (shm.h, progress): from the pool buffer whose word carries this worker's
+ * tag, into the pull's destination. Only a guess until the reply comes
+ * (take_parts). */
+static int guess_copy(ps_client_t *pc)
+{
+    const ps_shm_t *m = pc->cfg->shm;
+    int copied = 0;
+    for (int k = 0; k < pc->cfg->servers; k++) {
+        if (!pc->guess_tag[k]) continue;
+        uint64_t tag;
+        size_t done;
+        if (pc->guess_buf[k] < 0) {
+            for (int i = 0; i < ps_shm_npool(m) && pc->guess_buf[k] < 0; i++) {
+                ps_shm_progress_get(m, k, i, &tag, &done);
+                if (tag == pc->guess_tag[k]) pc->guess_buf[k] = i;
+            }
+            if (pc->guess_buf[k] < 0) continue;
+        }
+        ps_shm_progress_get(m, k, pc->guess_buf[k], &tag, &done);
+        if (tag != pc->guess_tag[k]) { pc->guess_tag[k] = 0; continue; }   /* the buffer was taken again */
+        if (done <= pc->guess_done[k]) continue;
+        const size_t ch = ps_shm_chunk(pc->n[k]);
+        size_t a = pc->guess_done[k] * ch, e = done * ch < pc->n[k] ? done * ch : pc->n[k];
+        memcpy(pc->pull_into + local_at(pc, k) + a, ps_shm_pool(m, k, pc->guess_buf[k]) + a, (e - a) * sizeof(float));
+        pc->guess_done[k] = done;
+        copied = 1;
+    }
+    return copied;
+}
+
 /* Wait for n requests; a shard silent past the limit stops the job. The
  * first rank to stop ends the job (MPI_Abort; MPICH's launcher kills every
  * rank at once), so a worker other than the lead waits timeout + 5 s longer:
@@ -168,6 +203,8 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
         if (done) break;
         /* (a fast round trip never probes: only a wait past 1 ms can be an eviction's) */
         if (now_s() - t0 > 1e-3 && heard_evicted(pc, n, reqs)) break;
+        /* copying is this wait's work: no idling while there are chunks to take */
+        int copied = pc->guessing && reqs == pc->pull_req && guess_copy(pc);
         if (now_s() - t0 > limit) {
             int k = 0;
             for (int i = 0; i < n; i++) {
@@ -179,7 +216,7 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
             die("server shard %d (rank %d) did not answer %s within %.0f s (dead or hung); stopping the job",
                 k, k, what, limit);
         }
-        comm_idle(&idle);
+        if (!copied) comm_idle(&idle);
     }
     c->comm_s += now_s() - t0;
 }
@@ -242,6 +279,17 @@ void ps_pull_start(ps_client_t *pc, int eval, float *into)
     pc->pull_tag = eval ? PS_EVAL_PARAMS : PS_PARAMS;
     pc->pull_into = into ? into : pc->rbuf;
     recv_replies(pc, pc->pull_tag, pc->pull_into, pc->pull_req + S);
+    /* the reply to the push just made through a slot, into the caller's
+     * vector: copy it as the shard computes it (shm.h, progress) */
+    pc->guessing = 0;
+    for (int k = 0; k < S; k++) {
+        int whole = pc->off[k] == 0 && pc->cnt[k] == pc->n[k] && pc->n[k] > 0;
+        pc->guess_tag[k] = !eval && into && whole && pc->slot[k] && pc->slot_until[k] == pc->clock
+                         ? ps_shm_tag(pc->worker, pc->clock - 1) : 0;
+        pc->guess_buf[k] = -1;
+        pc->guess_done[k] = 0;
+        pc->guessing |= pc->guess_tag[k] != 0;
+    }
     for (int k = 0; k < S; k++) {
         ps_hdr_t *h = &pc->qhdr[k];
         hdr_init(pc, k, h);
@@ -314,7 +362,17 @@ static void take_parts(ps_client_t *pc, float *params)
             if (!b || !pc->slot[k])
                 die("server shard %d answered through a shared buffer this worker cannot see; the ranks disagree on --ps-transport", k);
             if (!synced) ps_shm_sync(pc->cfg->shm), synced = 1;
-            memcpy(dst, b + pc->off[k], pc->cnt[k] * sizeof(float));
+            /* the chunks copied while waiting stand when the reply names
+             * their buffer and it still holds that write, complete */
+            size_t from = 0;
+            if (pc->guess_tag[k] && h->buf == pc->guess_buf[k]) {
+                uint64_t tag;
+                size_t done;
+                ps_shm_progress_get(pc->cfg->shm, k, h->buf, &tag, &done);
+                const size_t ch = ps_shm_chunk(pc->n[k]);
+                if (tag == pc->guess_tag[k] && done * ch >= pc->n[k]) from = pc->guess_done[k] * ch;
+            }
+            if (from < pc->cnt[k]) memcpy(dst + from, b + pc->off[k] + from, (pc->cnt[k] - from) * sizeof(float));
             pc->read[k]++;
         } else if (pc->pull_into == pc->rbuf) {
             memcpy(dst, pc->rbuf + local_at(pc, k), pc->cnt[k] * sizeof(float));
@@ -330,9 +388,13 @@ void ps_pull_wait(ps_client_t *pc, float *params)
         die("ps_pull_wait: the pull was started into another vector (a bug in the caller)");
     wait_shards(pc, 2 * pc->cfg->servers, pc->pull_req, shard_limit(pc), pc->pull_tag == PS_PARAMS ? "a pull" : "an evaluation pull");
     pc->pull_active = 0;
-    if (pc->comm->evicted) return;   /* no reply: the parameters stay as they were */
+    pc->guessing = 0;
+    /* no reply: the parameters stay as they were, but for chunks of the
+     * shard's newer ones copied while waiting */
+    if (pc->comm->evicted) return;
     take_headers(pc, pc->pull_tag == PS_EVAL_PARAMS);
     take_parts(pc, params);
+    memset(pc->guess_tag, 0, (size_t)pc->cfg->servers * sizeof *pc->guess_tag);
 }
 
 void ps_client_stop(ps_client_t *pc)

@@ -184,6 +184,11 @@ typedef struct ps_client {
     int64_t *read;               /* (servers) replies read out of each shard's pool */
     int64_t *applied;            /* (servers) this worker's pushes each shard last said it applied */
     int64_t *slot_until;         /* (servers) the clock after the last push through the slot (0: none) */
+    /* the reply to a push through the slot, copied while the shard computes it (shm.h, progress) */
+    uint64_t *guess_tag;         /* (servers) the push's tag; 0: no guess */
+    int *guess_buf;              /* (servers) the pool buffer being copied from; −1: not found yet */
+    size_t *guess_done;          /* (servers) chunks copied */
+    int guessing;                /* some shard has a guess */
     int lost_set;                /* comm->peer_lost was set from the shards' statistics */
 } ps_client_t;
 

@@ -393,12 +393,27 @@ static void on_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
     float lr = s->cfg->fixed_lr > 0 ? s->cfg->fixed_lr : h->lr;
     if (w->cnt) {
         float *to = update_target(s, w->cnt == s->n);
+        int b = pool_index(s, to);
+        /* a pool buffer's progress word changes before the buffer does
+         * (shm.h); only an update of the whole slice is one a worker may
+         * copy from as it proceeds */
+        uint64_t tag = b >= 0 && w->cnt == s->n ? ps_shm_tag(p, h->clock) : 0;
+        if (b >= 0) ps_shm_progress_set(s->cfg->shm, s->k, b, 0, 0);
         if (to != s->w) {   /* out of place: the rest of the slice is carried over */
             memcpy(to, s->w, w->off * sizeof(float));
             memcpy(to + w->off + w->cnt, s->w + w->off + w->cnt, (s->n - w->off - w->cnt) * sizeof(float));
         }
-        if (pool_index(s, to) >= 0) optim_step_into_stream(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
-        else optim_step_into(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
+        if (tag) {
+            const size_t ch = ps_shm_chunk(s->n);
+            for (size_t a = 0, i = 1; a < s->n; a += ch, i++) {
+                optim_step_into_stream(s->opt, to, s->w, g, 1.0f, a, s->n - a < ch ? s->n - a : ch, lr);
+                ps_shm_progress_set(s->cfg->shm, s->k, b, tag, i);
+            }
+        } else if (b >= 0) {
+            optim_step_into_stream(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
+        } else {
+            optim_step_into(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
+        }
         s->w = to;
     }
     w->applied++;

@@ -20,7 +20,21 @@
  *          finished reading (updates then go to another buffer).
  *
  * So each way costs one copy instead of two, and the message that signals
- * it is a header that the transport sends at once. Nothing here is read
+ * it is a header that the transport sends at once.
+ *
+ *   progress  one word per pool buffer, which the shard sets before it
+ *          writes the buffer and advances chunk by chunk as an update of
+ *          the whole slice from a push proceeds: (tag of the push, chunks
+ *          done). A worker waiting for the reply to its own push copies
+ *          the chunks already done while the shard computes the rest, so
+ *          the shard's update and the worker's copy overlap instead of
+ *          following each other. The copy is only a guess until the reply
+ *          comes: it is kept when the reply names the buffer the worker
+ *          copied from and that buffer's word still holds the worker's
+ *          tag, complete (every write of a pool buffer first changes its
+ *          word, and a buffer a reply names is not written again until the
+ *          worker has read it); otherwise the worker copies the reply's
+ *          buffer whole, as without the guess. Nothing here is read
  * through MPI: a peer that dies leaves its memory mapped in the others, and
  * it is never read again after its eviction. Headers still go by message,
  * so clocks, gates, liveness and eviction are exactly those of the message
@@ -30,14 +44,15 @@
 #define DSGD_PS_SHM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../comm/comm.h"
 
 typedef struct ps_shm ps_shm_t;
 
-/* --ps-transport: messages only; shared memory where a shard has two
- * workers or more on its host (auto); wherever a shard and a worker share
- * a host (shm). */
+/* --ps-transport: messages only; or shared memory wherever a shard and a
+ * worker share a host (auto, the default, and shm: the same since auto
+ * covers one worker too; both names stay valid). */
 typedef enum ps_transport { PS_MESSAGES, PS_AUTO, PS_SHM } ps_transport_t;
 /* "messages" | "auto" | "shm" -> 0 and *out, else -1 */
 int ps_transport_parse(const char *s, ps_transport_t *out);
@@ -59,5 +74,18 @@ float *ps_shm_slot(const ps_shm_t *m, int p, int k);
 /* The memory barrier between writing shared memory and the message that
  * announces it, and between that message and reading it. */
 void ps_shm_sync(const ps_shm_t *m);
+
+/* Progress words (above). A push's tag is nonzero and unique per worker
+ * and clock; tag 0 marks a write no worker may guess from (part of the
+ * slice, or nothing yet). Chunks are ps_shm_chunk(n) floats of a slice of
+ * n, the last one shorter. */
+uint64_t ps_shm_tag(int worker, int64_t clock);
+size_t ps_shm_chunk(size_t n);
+/* The shard, about buffer i of its own pool: `done` chunks of the write
+ * tagged `tag` are in place. Orders every store to the buffer before it,
+ * the non-temporal ones included. */
+void ps_shm_progress_set(const ps_shm_t *m, int k, int i, uint64_t tag, size_t done);
+/* A worker: the word of shard k's buffer i, as *tag and *done. */
+void ps_shm_progress_get(const ps_shm_t *m, int k, int i, uint64_t *tag, size_t *done);
 
 #endif
