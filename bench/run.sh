@@ -260,7 +260,7 @@ bench_ps() {
         printf '  repeat %d:' "$i"
         for w in 1 2 4; do
             for tr in auto messages; do
-                run_clean "$logdir/tp$w.log" mpirun -q -np $((w + 1)) "$BUILD/bench/ps_bench" throughput 300 $tr > /dev/null || { cat "$logdir/tp$w.log"; status=1; return; }
+                run_clean "$logdir/tp$w.log" mpirun -q -np $((w + 1)) "$BUILD/bench/ps_bench" throughput 1000 $tr > /dev/null || { cat "$logdir/tp$w.log"; status=1; return; }
                 printf '  %s%s (%s)' "$([ $tr = auto ] && echo "${w}w ")" "$(sed -n 's/.*updates_per_s=\([0-9]*\).*/\1/p' "$logdir/tp$w.log")" \
                     "$(sed -n 's/.*fraction=\([0-9.]*\).*/\1/p' "$logdir/tp$w.log")"
                 [ $tr = auto ] && printf ' /'
