@@ -49,7 +49,17 @@ static double bare_pingpong(comm_t *c, float *v, size_t n, int iters)
     return (now_s() - t0) / iters;
 }
 
-static double median(double *v, int n);
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 /* memcpy bandwidth of one core on buffers far larger than the caches:
  * bytes read plus bytes written per second, the median of 11 copies. On a
@@ -74,18 +84,6 @@ static double memcpy_bandwidth(void)
     free(a);
     free(b);
     return median(bw, ROUNDS);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* The shard's update of the whole vector alone: median of iters */

@@ -240,7 +240,7 @@ bench_dist() {
 bench_ps() {
     section "parameter server, mlp vector ($REPEATS repeats)"
     local i w np tr
-    local -a rt=() rts=() tp1=()
+    local -a rt=() rtm=() tp1=()
     # --ps-transport: auto (the default) is shared memory wherever a shard
     # has a worker on its host; messages for comparison
     echo "round trip per repeat (us): push+pull, bare send+receive, update alone, push+pull / (bare + update)"
@@ -248,13 +248,13 @@ bench_ps() {
         for tr in auto messages; do
             run_clean "$logdir/rt.log" mpirun -q -np 2 "$BUILD/bench/ps_bench" roundtrip 300 $tr > /dev/null || { cat "$logdir/rt.log"; status=1; return; }
             if [ $tr = auto ]; then rt+=("$(sed -n 's/.* ratio=\([0-9.]*\).*/\1/p' "$logdir/rt.log")")
-            else rts+=("$(sed -n 's/.* ratio=\([0-9.]*\).*/\1/p' "$logdir/rt.log")"); fi
+            else rtm+=("$(sed -n 's/.* ratio=\([0-9.]*\).*/\1/p' "$logdir/rt.log")"); fi
             printf '  %-8s' $tr
             sed -n 's/.*push_pull_us=\([0-9.]*\) bare_sendrecv_us=\([0-9.]*\) update_us=\([0-9.]*\).* ratio=\([0-9.]*\).*/  \1  \2  \3  \4/p' "$logdir/rt.log"
         done
     done
     report "push+pull / (bare + update)" le 1.3 "${rt[@]}"
-    echo "  the same, --ps-transport messages:   $(spread "${rts[@]}")"
+    echo "  the same, --ps-transport messages:   $(spread "${rtm[@]}")"
     echo "shard throughput per repeat (updates/s, fraction of memcpy bandwidth), 1, 2 and 4 workers, auto / messages:"
     for i in $(seq "$REPEATS"); do
         printf '  repeat %d:' "$i"

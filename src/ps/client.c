@@ -388,13 +388,11 @@ void ps_pull_wait(ps_client_t *pc, float *params)
         die("ps_pull_wait: the pull was started into another vector (a bug in the caller)");
     wait_shards(pc, 2 * pc->cfg->servers, pc->pull_req, shard_limit(pc), pc->pull_tag == PS_PARAMS ? "a pull" : "an evaluation pull");
     pc->pull_active = 0;
-    pc->guessing = 0;
     /* no reply: the parameters stay as they were, but for chunks of the
      * shard's newer ones copied while waiting */
     if (pc->comm->evicted) return;
     take_headers(pc, pc->pull_tag == PS_EVAL_PARAMS);
     take_parts(pc, params);
-    memset(pc->guess_tag, 0, (size_t)pc->cfg->servers * sizeof *pc->guess_tag);
 }
 
 void ps_client_stop(ps_client_t *pc)

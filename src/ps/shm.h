@@ -51,9 +51,9 @@
 typedef struct ps_shm ps_shm_t;
 
 /* --ps-transport: messages only; or shared memory wherever a shard and a
- * worker share a host (auto, the default, and shm: the same since auto
- * covers one worker too; both names stay valid). */
-typedef enum ps_transport { PS_MESSAGES, PS_AUTO, PS_SHM } ps_transport_t;
+ * worker share a host (auto, the default; "shm" names the same since auto
+ * covers one worker too, and stays valid). */
+typedef enum ps_transport { PS_MESSAGES, PS_AUTO } ps_transport_t;
 /* "messages" | "auto" | "shm" -> 0 and *out, else -1 */
 int ps_transport_parse(const char *s, ps_transport_t *out);
 
