@@ -31,6 +31,21 @@ preempt() {
     wait $pid
     RC=$?
 }
+# preempt_rank TAG NP RANK ARGS...: as preempt, but SIGTERM to one rank only
+# (found by the rank its MPI gives it in the environment), as when that
+# rank's node alone is reclaimed
+preempt_rank() {
+    local tag=$1 np=$2 rank=$3 i p
+    shift 3
+    rm -f "$WORK/$tag".*
+    "${MPIRUN[@]}" -np "$np" "$DSGD" train "$@" --metrics "$WORK/$tag.jsonl" > "$WORK/$tag.out" 2>&1 &
+    local pid=$!
+    for i in $(seq 600); do [ "$(evals "$WORK/$tag.jsonl")" -ge 2 ] && break; sleep 0.1; done
+    p=$(rank_pid "$rank" "$WORK/$tag.jsonl")
+    [ -n "$p" ] && kill -TERM $p
+    wait $pid
+    RC=$?
+}
 done_field() { json_field "$WORK/$1.jsonl" done "$2" 2>/dev/null; }
 ckpt_step() { python3 -c 'import json,struct,sys
 raw=open(sys.argv[1],"rb").read(); h=json.loads(raw[8:8+struct.unpack("<Q",raw[:8])[0]]); print(h["__metadata__"]["step"])' "$1" 2>/dev/null; }
@@ -90,6 +105,21 @@ st=$(done_field sb status); cs=$(ckpt_step "$WORK/sb.st")
 if [ "$RC" = 143 ] && [ "$st" = preempted ] && [ -n "$cs" ] && [ "$cs" -gt 0 ]; then ok "sandblaster: SIGTERM: exit 143, done status preempted, checkpoint at iteration $cs"
 else bad "sandblaster preempted" "exit $RC, status '$st', checkpoint step '$cs': $(tail -c 300 "$WORK/sb.out")"; fi
 
+# a signal to one rank of the job preempts the whole job, whatever that
+# rank's role: the shard that holds the model and writes the checkpoints, a
+# worker other than the lead, Sandblaster's shards and replicas
+for c in "asp 3 0 shard" "asp 3 2 worker" "sandblaster 4 1 shard" "sandblaster 4 3 replica"; do
+    set -- $c
+    s=$1 np=$2 rk=$3 role=$4
+    if [ $s = asp ]; then preempt_rank "$s-$role" "$np" "$rk" "${A[@]}" --sync asp --servers 1 --steps $N --checkpoint "$WORK/$s-$role.st"
+    else preempt_rank "$s-$role" "$np" "$rk" "${SB[@]}" --sync sandblaster --servers 2 --checkpoint "$WORK/$s-$role.st"; fi
+    st=$(done_field "$s-$role" status); cs=$(ckpt_step "$WORK/$s-$role.st")
+    if [ "$RC" = 143 ] && [ "$st" = preempted ] && [ -n "$cs" ] && [ "$cs" -gt 0 ] && [ ! -e "$WORK/$s-$role.jsonl.part" ] &&
+       grep -q "stopping after" "$WORK/$s-$role.out"; then
+        ok "$s: SIGTERM to the $role (rank $rk) alone: the job stops, exit 143, done status preempted, checkpoint at step $cs"
+    else bad "$s: SIGTERM to the $role alone" "exit $RC, status '$st', checkpoint step '$cs': $(tail -c 300 "$WORK/$s-$role.out")"; fi
+done
+
 # a second signal: at once (SIGTERM's default action: status 143 from the
 # signal itself, and no done event). The final evaluation over 100 000 test
 # samples gives the second signal a few seconds to land in.
@@ -130,6 +160,18 @@ else bad "divergence" "exit $rc, status '$st', checkpoint step '$cstep' (diverge
 rc=$?
 if [ $rc = 3 ] && grep -q "training diverged" "$WORK/div3.out"; then ok "asp diverging on 3 ranks: the job exits 3"
 else bad "asp divergence" "exit $rc: $(grep dsgd "$WORK/div3.out" | head -3)"; fi
+# the shard that writes asp's checkpoints writes none once a worker has
+# seen the loss diverge (it went on for 80-90 more steps of the exploded
+# parameters before the job stopped; the checkpoint of the step the loss
+# diverged at is as far as it may go, give or take the other worker's pushes)
+rm -f "$WORK/divs".*
+"${MPIRUN[@]}" -np 3 "$DSGD" train "${D[@]}" --steps 2000 --sync asp --servers 1 --lr 3 --momentum 0.9 --checkpoint-every 1 \
+    --checkpoint "$WORK/divs.st" --metrics "$WORK/divs.jsonl" > "$WORK/divs.out" 2>&1
+rc=$?
+dstep=$(json_field "$WORK/divs.jsonl" done steps 2>/dev/null); cstep=$(ckpt_step "$WORK/divs.st")
+if [ $rc = 3 ] && [ -n "$dstep" ] && [ -n "$cstep" ] && [ "$cstep" -le $((dstep + 10)) ]; then
+    ok "asp: the shard's last checkpoint is of step $cstep, the loss diverged at $dstep: none is written after the divergence is seen"
+else bad "asp: checkpoints after divergence" "exit $rc, diverged at '$dstep', checkpoint of step '$cstep'"; fi
 
 # a worker other than the lead diverges first (the lead slowed 20x): the
 # lead, told by it, closes the metrics (no .part left behind) and the job

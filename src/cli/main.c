@@ -5,6 +5,7 @@
 
 #include "../comm/comm.h"
 #include "../run/config.h"
+#include "../train/metrics.h"
 #include "../train/train.h"
 #include "../util/util.h"
 
@@ -17,7 +18,9 @@ static void usage(FILE *f)
           "  dsgd train [flags]            train a model (under mpirun for distributed paradigms)\n"
           "  dsgd eval --checkpoint FILE   evaluate a checkpoint on a dataset's test split\n"
           "  dsgd --help | dsgd train --help | dsgd eval --help\n"
-          "  dsgd version                  dsgd's version and the MPI library it runs on\n\n"
+          "  dsgd version                  dsgd's version and the MPI library it runs on\n"
+          "  dsgd status METRICS           how a run ended, from its metrics file; exits 0 only if it ended ok\n"
+          "                                (143 preempted, 3 diverged, 1 another failure, 2 not ended)\n\n"
           "train flags:\n", f);
     config_help(f, config_train_opts);
     fputs("\neval flags:\n", f);
@@ -47,8 +50,22 @@ static int wants_help(int argc, char **argv)
     return 0;
 }
 
+/* dsgd status METRICS: no MPI, so a batch script can run it anywhere. */
+static int status_main(int argc, char **argv)
+{
+    if (argc != 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
+        fprintf(argc == 3 ? stdout : stderr, "usage: dsgd status METRICS   (exit 0 only if the run ended with status ok)\n");
+        return argc == 3 ? 0 : 1;
+    }
+    char line[1024];
+    int rc = metrics_status(argv[2], line, sizeof line);
+    fprintf(rc == 0 ? stdout : stderr, "%s%s\n", rc == 0 ? "" : "dsgd status: ", line);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "status")) return status_main(argc, argv);
     comm_t comm;
     comm_init(&comm, &argc, &argv);
     /* MPICH's launcher, told to keep a job whose rank died running
@@ -84,7 +101,7 @@ int main(int argc, char **argv)
             }
         }
     } else {
-        die("unknown command '%s'; commands: train, eval, version (see dsgd --help)", argv[1]);
+        die("unknown command '%s'; commands: train, eval, status, version (see dsgd --help)", argv[1]);
     }
     comm_finalize(&comm);
     return rc;

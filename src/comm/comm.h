@@ -17,8 +17,12 @@ typedef enum comm_tag {
     TAG_SB_BASE = 400,       /* Sandblaster coordinator traffic: 400..499 */
     TAG_BOUNDS_STOP = 500,   /* lead → workers: the target accuracy is reached, stop */
     TAG_DIVERGED = 501,      /* worker → lead: my loss diverged; stop the job */
+    TAG_PREEMPT = 502,       /* any rank → lead: a preemption signal reached me; stop the job */
     TAG_HALO = 600,          /* spatial model parallelism: halo rows and columns within a replica */
 } comm_tag_t;
+
+/* Why a rank is asked to stop from elsewhere (comm_t.stop_heard) */
+enum { COMM_STOP_NONE = 0, COMM_STOP_TARGET = 1, COMM_STOP_PREEMPT = 2, COMM_STOP_DIVERGED = 3 };
 
 /* Called once on a rank about to stop because a peer failed (a dead rank, an
  * unreachable server), before it exits: the training loop uses it to put
@@ -36,7 +40,8 @@ typedef struct comm {
     double poll_s;           /* --wait backoff: poll without yielding for this long (comm_idle) */
     long step;               /* the caller's step, named in timeout messages */
     int peer_lost;           /* a peer is known dead: MPI_Finalize would wait for it */
-    int stop_heard;          /* a bounded run's lead asked this rank to stop (through a server's reply) */
+    int stop_heard;          /* COMM_STOP_*: the job asked this rank to stop (through a server's reply) */
+    int preempt_told;        /* this rank has told the lead of its preemption signal */
     int evicted;             /* the servers evicted this rank after a silence (it was frozen): it stops training */
     long evicted_step;       /* its step count the servers had seen then */
     double evicted_silent_s; /* the silence that got it evicted */
@@ -197,5 +202,24 @@ void comm_mp_sum(void *ctx, float *buf, long n);
 void comm_mp_halo_start(void *ctx, int n, const int *peer, float *const *send, const long *nsend,
                         float *const *recv, const long *nrecv);
 void comm_mp_halo_wait(void *ctx);
+
+/* ---- preemption: SIGTERM (a scheduler's notice before SIGKILL) or SIGINT ----
+ * The handler only records the signal; the rank that received it starts the
+ * job's preemption whatever its role: a worker stops its loop at the next
+ * agreed step, a parameter-server shard tells every worker in its replies,
+ * any other serving rank tells the lead (comm_preempt_tell). The flag is the
+ * one mutable global of the training path: a handler can reach nothing
+ * else. A second signal ends the process at once. Simulated runs (SimGrid)
+ * take no signals. */
+void comm_preempt_arm(void);
+/* The signal received (SIGTERM or SIGINT), or 0. */
+int  comm_preempt_signal(void);
+/* "SIGTERM" or "SIGINT" for the signal received. */
+const char *comm_preempt_name(void);
+/* A serving rank: if a signal has arrived and the lead has not been told,
+ * tell it (one small message, not waited for). */
+void comm_preempt_tell(comm_t *c, int lead);
+/* The lead: 1 if another rank has told it of a preemption signal. */
+int  comm_preempt_heard(comm_t *c);
 
 #endif

@@ -336,7 +336,7 @@ static void take_headers(ps_client_t *pc, int with_stats)
         const ps_hdr_t *h = &pc->rhdr[k];
         if (below_evicted(&h->stats, pc->worker)) pc->lead_gone = 1;
         if (!with_stats) pc->stamp[k] = h->stamp;   /* gated replies stamp the next gradient */
-        if (h->stop) pc->comm->stop_heard = 1;
+        if (h->stop > pc->comm->stop_heard) pc->comm->stop_heard = h->stop;
         if (with_stats) merge_stats(&pc->stats, &h->stats, k == 0);
     }
     /* a peer is lost while some evicted worker has not come back (then
@@ -395,11 +395,12 @@ void ps_pull_wait(ps_client_t *pc, float *params)
     take_parts(pc, params);
 }
 
-void ps_client_stop(ps_client_t *pc)
+void ps_client_stop(ps_client_t *pc, int why)
 {
     for (int k = 0; k < pc->cfg->servers; k++) {
         ps_hdr_t h;
         hdr_init(pc, k, &h);
+        h.stop = why;
         MPI_CHECK(pc->comm, MPI_Send(&h, (int)sizeof h, MPI_BYTE, k, PS_STOP, pc->comm->world));
         pc->comm->msgs_sent++;
     }

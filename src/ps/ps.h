@@ -52,7 +52,7 @@ typedef enum ps_tag {
     PS_DONE,                 /* worker → shard: finished its steps */
     PS_FINAL,                /* shard → lead worker: final slice and statistics */
     PS_KEEPALIVE,            /* shard → lead worker: still waiting for others */
-    PS_STOP,                 /* lead worker → shard: the run's target is reached; tell every worker */
+    PS_STOP,                 /* worker → shard: the run's target is reached, or it is preempted (stop); tell every worker */
     PS_SNAP,                 /* shard → shard 0: its slice and optimizer state for a checkpoint */
     PS_EVICTED,              /* shard → worker: you were evicted (stamp: your step then; silent_s: why) */
 } ps_tag_t;
@@ -75,7 +75,7 @@ typedef struct ps_stats {
 /* The fixed header in front of every message's float payload. */
 typedef struct ps_hdr {
     int32_t worker;          /* sender's worker index (worker → shard) */
-    int32_t stop;            /* reply: the lead has asked every worker to stop (PS_STOP) */
+    int32_t stop;            /* COMM_STOP_*: PS_STOP's reason; in a reply, every worker is asked to stop */
     int64_t clock;           /* push: worker clock c before this push; pull: clock after */
     int64_t stamp;           /* push: stamp of the parameters used; reply: min clock m */
     int64_t step;            /* push: the worker's step count after this push */
@@ -213,9 +213,11 @@ void ps_pull_start(ps_client_t *pc, int eval, float *into);
 /* Wait for the pull (and any push still in flight); the parameters are then
  * in params (which must be the pull's `into` if one was given). */
 void ps_pull_wait(ps_client_t *pc, float *params);
-/* Lead: ask every shard to tell every worker, in its replies, to stop (a
- * worker sees it as comm->stop_heard). */
-void ps_client_stop(ps_client_t *pc);
+/* Tell every shard why the job stops (why: COMM_STOP_*): for the target
+ * (the lead) or a preemption (any worker), every shard tells every worker
+ * in its replies (a worker sees it as comm->stop_heard); for a divergence,
+ * the shards write no checkpoint from then on. */
+void ps_client_stop(ps_client_t *pc, int why);
 /* Tell every shard this worker is done, then wait for the shards' final
  * message (sent once every worker is done or evicted): the lead worker takes
  * the final parameters and statistics (into params and pc->stats); every

@@ -62,7 +62,8 @@ typedef struct shard {
     ps_stats_t st;
     double last_keepalive;
     double last_poll;        /* when this shard last looked for messages */
-    int stop_all;            /* the lead asked every worker to stop: say so in every reply */
+    int stop_all;            /* COMM_STOP_*: every worker is asked to stop: say so in every reply */
+    int diverged;            /* a worker's loss diverged: no checkpoint of these parameters is written */
     /* Staleness 0 (bsp-ps, ssp 0): a round's pushes are applied in worker
      * order, whatever order they arrive in, so runs repeat bit for bit. */
     int ordered;
@@ -150,7 +151,7 @@ static void snap_piece(shard_t *s, int k, int64_t c, const float *data)
     int i = 1;
     if (s->opt->velocity) snap.velocity = s->asm_v[i++];
     if (s->opt->accum) snap.accum = s->asm_v[i++];
-    if (s->cfg->on_snapshot) s->cfg->on_snapshot(s->cfg->snap_ctx, &snap);
+    if (s->cfg->on_snapshot && !s->diverged) s->cfg->on_snapshot(s->cfg->snap_ctx, &snap);
     for (int j = 0; j < s->cfg->servers; j++) s->have[j] = -1;
     s->final_done = snap.final;
 }
@@ -632,6 +633,8 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         MPI_CHECK(c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &flag, &stt));
 #endif
         double now = now_s();
+        /* a preemption signal to this shard stops every worker (they see it in their replies) */
+        if (comm_preempt_signal() && s->stop_all < COMM_STOP_PREEMPT) s->stop_all = COMM_STOP_PREEMPT;
         /* A worker is silent only while this shard listens: a shard that was
          * itself away (stopped, descheduled, held inside MPI) for longer
          * than a quarter of --timeout, or 0.25 s, does not count that time
@@ -710,7 +713,9 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
             break;
         }
         case PS_STOP:
-            s->stop_all = 1;
+            if (h.stop == COMM_STOP_DIVERGED) s->diverged = 1;
+            else if (h.stop > s->stop_all) s->stop_all = h.stop;
+            else if (!s->stop_all) s->stop_all = COMM_STOP_TARGET;
             break;
         case PS_DONE:
             w->done = 1;

@@ -186,10 +186,10 @@ static int easgd_resume(run_t *r, const ckpt_t *ck)
 static sync_stop_mode_t easgd_stop_mode(const run_t *r) { return is_sync(r) ? STOP_AGREE : STOP_OWN_CLOCK; }
 
 /* async: the shards relay the stop in their replies to the pulls of x̃ */
-static void easgd_announce_stop(run_t *r)
+static void easgd_announce_stop(run_t *r, int why)
 {
     easgd_t *e = r->sync_state;
-    if (!e->sync_mode) ps_client_stop(e->ps.client);
+    if (!e->sync_mode && e->ps.client) ps_client_stop(e->ps.client, why);
 }
 
 static int easgd_stats(run_t *r, sync_stat_t *out, int max, int progress)

@@ -115,10 +115,13 @@ struct sync_ops {
     int model_parallel;          /* combines with --model-parallel M > 1 */
     /* How a bounded run stops (NULL: STOP_AGREE). */
     sync_stop_mode_t (*stop_mode)(const run_t *r);
-    /* STOP_OWN_CLOCK, lead: tell the workers the target is reached so that
-     * they see comm->stop_heard (NULL: bounds.c sends each a message, which
-     * they probe for after every step). */
-    void (*announce_stop)(run_t *r);
+    /* STOP_OWN_CLOCK: tell the job why it stops (why: COMM_STOP_*). The
+     * lead, when the target is reached, and any worker, when the job is
+     * preempted: the workers see it as comm->stop_heard (NULL: bounds.c
+     * sends each a message for the target, which they probe for after every
+     * step). COMM_STOP_DIVERGED: the servers write no checkpoint from now on
+     * (the parameters have exploded; the lead is stopping the job). */
+    void (*announce_stop)(run_t *r, int why);
     /* On a worker that does not lead: 1 when the lead worker has been lost
      * and this worker is next in line to take over the evaluations and the
      * metrics (parameter-server paradigms, whose shards evict dead workers). */

@@ -69,7 +69,7 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int 
     if (b->limit > 0 && t >= b->limit) f[0] = BOUNDS_TIME;
     if (b->every_s > 0 && r->lead && t >= b->next_eval) f[1] = 1;
     if (b->mode == STOP_OWN_CLOCK && b->target > 0 && !r->lead &&
-        (r->comm->stop_heard || (!r->ops->announce_stop && stop_message(b, r))))
+        (r->comm->stop_heard == COMM_STOP_TARGET || (!r->ops->announce_stop && stop_message(b, r))))
         f[0] = BOUNDS_TARGET;
     /* one verdict from integers every rank holds alike */
     int agreed = 1;
@@ -111,7 +111,7 @@ int bounds_after_eval(bounds_t *b, run_t *r, double acc, double at_s, double tra
     } else if (b->mode == STOP_OWN_CLOCK) {
         if (r->mp_size > 1) comm_bcast(&r->mp_comm, &hit, sizeof hit, 0, "the replica's target verdict broadcast");
         if (r->lead && hit && r->ops->announce_stop) {
-            r->ops->announce_stop(r);
+            r->ops->announce_stop(r, COMM_STOP_TARGET);
         } else if (r->lead && hit) {
             int one = 1;
             for (int j = 0; j < r->comm->size; j++)

@@ -202,3 +202,60 @@ int metrics_close(metrics_t *m, int ok)
     memset(m, 0, sizeof *m);
     return rc;
 }
+
+/* The last done event of a record, or NULL. */
+static cJSON *last_done(char *text)
+{
+    cJSON *done = NULL;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        cJSON *r = cJSON_Parse(line);
+        const cJSON *ev = r ? cJSON_GetObjectItemCaseSensitive(r, "event") : NULL;
+        if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "done")) {
+            cJSON_Delete(done);
+            done = r;
+        } else {
+            cJSON_Delete(r);
+        }
+    }
+    return done;
+}
+
+int metrics_status(const char *path, char *out, size_t len)
+{
+    char *text = slurp(path);
+    if (!text) {
+        size_t n = strlen(path) + 8;
+        char *part = xmalloc(n);
+        snprintf(part, n, "%s.part", path);
+        int running = access(part, F_OK) == 0;
+        free(part);
+        if (running) snprintf(out, len, "'%s' has not ended: its record so far is in '%s.part' (a run still going, or killed)", path, path);
+        else snprintf(out, len, "cannot read metrics file '%s': %s", path, strerror(errno));
+        return 2;
+    }
+    cJSON *d = last_done(text);
+    free(text);
+    if (!d) {
+        snprintf(out, len, "'%s' holds no done event: the run did not end (killed?)", path);
+        return 2;
+    }
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(d, "status");
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(d, "steps");
+    const cJSON *acc = cJSON_GetObjectItemCaseSensitive(d, "test_acc");
+    const char *why_keys[] = { "error", "diverged", "fault" };
+    const char *why = NULL;
+    for (int i = 0; i < 3 && !why; i++) {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(d, why_keys[i]);
+        if (cJSON_IsString(w)) why = w->valuestring;
+    }
+    const char *status = cJSON_IsString(st) ? st->valuestring : "unknown";
+    int n = snprintf(out, len, "%s: status %s", path, status);
+    if (cJSON_IsNumber(steps) && n >= 0 && (size_t)n < len) n += snprintf(out + n, len - (size_t)n, ", step %.0f", steps->valuedouble);
+    if (cJSON_IsNumber(acc) && n >= 0 && (size_t)n < len) n += snprintf(out + n, len - (size_t)n, ", test accuracy %.4f", acc->valuedouble);
+    if (why && n >= 0 && (size_t)n < len) snprintf(out + n, len - (size_t)n, " (%s)", why);
+    int rc = !strcmp(status, "ok") ? 0 : !strcmp(status, "preempted") ? 143 : !strcmp(status, "diverged") ? 3 : 1;
+    cJSON_Delete(d);
+    return rc;
+}

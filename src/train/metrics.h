@@ -40,5 +40,12 @@ void metrics_end(metrics_t *m);
 void metrics_abandon(metrics_t *m);
 /* ok: rename into place; otherwise remove the partial file. */
 int  metrics_close(metrics_t *m, int ok);
+/* dsgd status: how the run recorded in path ended, as one line in out, and
+ * the exit status a batch script can trust (the launcher's may not be:
+ * Open MPI's mpirun --enable-recovery exits 0 after a crash): 0 for a done
+ * event of status ok, 143 preempted, 3 diverged, 1 any other (a fault, a
+ * failed checkpoint), 2 no done event (the run has not ended, or was
+ * killed) or no readable record. */
+int  metrics_status(const char *path, char *out, size_t len);
 
 #endif

@@ -2,11 +2,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,7 +83,56 @@ static void remove_stale_temporaries(const char *path)
     closedir(d);
 }
 
-int outputs_check(const config_t *cfg, char *err, size_t errlen)
+/* An exclusive lock on path.lock, held through *fd until outputs_unlock.
+ * A lock file whose holder removed it while this process opened it is
+ * not the one later runs will find, so the lock is taken again on the
+ * file the path names now. */
+static int lock_one(const char *path, const char *flag, int *fd, char **lock_path, char *err, size_t errlen)
+{
+    char lp[PATH_MAX + 16];
+    snprintf(lp, sizeof lp, "%s.lock", path);
+    for (int tries = 0; tries < 16; tries++) {
+        int f = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (f < 0) BAD("cannot create the lock file '%s' for %s: %s", lp, flag, strerror(errno));
+        if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            char who[32] = "";
+            ssize_t n = read(f, who, sizeof who - 1);
+            who[n > 0 ? n : 0] = 0;
+            who[strcspn(who, "\n")] = 0;
+            close(f);
+            if (e == EWOULDBLOCK)
+                BAD("%s '%s' is being written by another run (process %s, which holds '%s'); name another file or wait for that run to end",
+                    flag, path, *who ? who : "?", lp);
+            BAD("cannot lock '%s' for %s: %s", lp, flag, strerror(e));
+        }
+        struct stat held, named;
+        if (fstat(f, &held) == 0 && stat(lp, &named) == 0 && held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+            char pid[32];
+            int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+            if (ftruncate(f, 0) != 0 || write(f, pid, (size_t)n) != n) { /* the pid is only a courtesy to the next run */ }
+            *fd = f;
+            *lock_path = xstrdup(lp);
+            return 0;
+        }
+        close(f);
+    }
+    BAD("cannot lock '%s' for %s: it keeps being replaced", lp, flag);
+}
+
+void outputs_unlock(outputs_lock_t *lk)
+{
+    for (int i = 0; i < 2; i++) {
+        if (lk->fd[i] < 0) continue;
+        unlink(lk->path[i]);   /* before the lock goes: a run that opens it now will see it replaced */
+        close(lk->fd[i]);
+        free(lk->path[i]);
+        lk->fd[i] = -1;
+        lk->path[i] = NULL;
+    }
+}
+
+static int check_paths(const config_t *cfg, char *err, size_t errlen)
 {
     const char *out[2] = { cfg->metrics, cfg->checkpoint }, *flag[2] = { "--metrics", "--checkpoint" };
     char id[2][PATH_MAX + 64], rid[PATH_MAX + 64];
@@ -102,5 +153,19 @@ int outputs_check(const config_t *cfg, char *err, size_t errlen)
         BAD("--metrics '%s' is the checkpoint being resumed ('%s'); it would be overwritten: name another file", cfg->metrics,
             cfg->resume);
     if (*cfg->checkpoint) remove_stale_temporaries(cfg->checkpoint);
+    return 0;
+}
+
+int outputs_check(const config_t *cfg, outputs_lock_t *lk, char *err, size_t errlen)
+{
+    const char *out[2] = { cfg->metrics, cfg->checkpoint }, *flag[2] = { "--metrics", "--checkpoint" };
+    lk->fd[0] = lk->fd[1] = -1;
+    lk->path[0] = lk->path[1] = NULL;
+    if (check_paths(cfg, err, errlen) != 0) return -1;
+    for (int i = 0; i < 2; i++)
+        if (*out[i] && lock_one(out[i], flag[i], &lk->fd[i], &lk->path[i], err, errlen) != 0) {
+            outputs_unlock(lk);
+            return -1;
+        }
     return 0;
 }

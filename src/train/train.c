@@ -190,7 +190,7 @@ static int save_checkpoint(run_t *r, const ckpt_meta_t *state)
 }
 
 /* Setup, stage 1: flags and files, before anything is loaded. */
-static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resume)
+static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resume, outputs_lock_t *lk)
 {
     const config_t *cfg = r->cfg;
     if (config_validate(cfg, r->err, sizeof r->err) != 0) return -1;
@@ -220,8 +220,8 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
     if (part_kind_parse(cfg->partition, pk) != 0)
         FAIL("unknown --partition '%s'; choose iid, full or label-skew", cfg->partition);
     if (*cfg->resume && ckpt_load(cfg->resume, resume, r->err, sizeof r->err) != 0) return -1;
-    /* the lead is not known yet; rank 0 shares its files */
-    if (r->comm->rank == 0 && outputs_check(cfg, r->err, sizeof r->err) != 0) return -1;
+    /* the lead is not known yet; rank 0 checks the files and holds their locks */
+    if (r->comm->rank == 0 && outputs_check(cfg, lk, r->err, sizeof r->err) != 0) return -1;
     return 0;
 }
 
@@ -293,7 +293,7 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
 
 /* Every input problem is found here, before any output file is opened; each
  * stage ends with a check all ranks take together. */
-static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, faults_t *faults)
+static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, faults_t *faults, outputs_lock_t *lk)
 {
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
@@ -305,7 +305,7 @@ static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, f
     char *desc = config_describe(cfg, config_train_opts);
     comm_check_same_config(comm, desc);
     free(desc);
-    comm_setup_check(comm, setup_config(r, &oc, &pk, resume) != 0, r->err);
+    comm_setup_check(comm, setup_config(r, &oc, &pk, resume, lk) != 0, r->err);
     comm_setup_check(comm, r->ops->layout(r) != 0, r->err);
     comm_setup_check(comm, par_layout(r) != 0, r->err);
     par_groups(r);
@@ -350,14 +350,23 @@ static void __attribute__((noreturn, format(printf, 2, 3))) run_abort(metrics_t 
  * written (the previous one stays). */
 enum { DIVERGED_EXIT = 3 };
 
+/* An asynchronous paradigm's servers, which write the checkpoints, write
+ * none from now on: their parameters have exploded too, and the job takes
+ * a moment to stop. */
+static void diverge_tell_servers(run_t *r)
+{
+    if (r->ops && r->ops->announce_stop) r->ops->announce_stop(r, COMM_STOP_DIVERGED);
+}
+
 static void __attribute__((noreturn, format(printf, 4, 5)))
-run_diverged_at(const run_t *r, metrics_t *mx, const char *where, const char *fmt, ...)
+run_diverged_at(run_t *r, metrics_t *mx, const char *where, const char *fmt, ...)
 {
     char why[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
+    diverge_tell_servers(r);
     if (mx->f) {
         metrics_begin(mx, "done", now_s());
         metrics_long(mx, "steps", r->step);
@@ -391,6 +400,7 @@ static void diverge_notify(run_t *r, diverge_watch_t *dw, int lead_rank, const c
 {
     if (dw->since >= 0) return;
     dw->since = now_s();
+    diverge_tell_servers(r);
     int n = snprintf(dw->note, NOTICE_LEN / 2, "step %ld of worker %d (rank %d)", r->step, r->wrank, r->comm->rank);
     if (n >= NOTICE_LEN / 2) n = NOTICE_LEN / 2 - 1;
     snprintf(dw->note + n + 1, (size_t)(NOTICE_LEN - n - 1), "%s", why);
@@ -564,58 +574,49 @@ static void dump_state_for_tests(const run_t *r)
     fclose(f);
 }
 
-/* ---- preemption: SIGTERM (a scheduler's notice before SIGKILL) or SIGINT ----
- * The handler only records the signal; the loop then stops at a step every
- * worker agrees on, and the run ends as at --time-limit: the paradigm's
- * final synchronization, the final evaluation and checkpoint, and the
- * metrics closed with status "preempted"; the process exits with
- * PREEMPT_EXIT. A second signal ends the process at once. The flag is the
- * one mutable global of the training path: a handler can reach nothing
- * else. Lockstep workers agree every PREEMPT_EVERY steps (a one-integer
- * all-reduce), so a signal is acted on within that many steps. Simulated
- * runs (SimGrid) take no signals. */
+/* ---- preemption (comm.h, comm_preempt_arm): the loop stops at a step
+ * every worker agrees on, and the run ends as at --time-limit: the
+ * paradigm's final synchronization, the final evaluation and checkpoint,
+ * and the metrics closed with status "preempted"; the process exits with
+ * PREEMPT_EXIT. Lockstep workers agree every PREEMPT_EVERY steps (a
+ * one-integer all-reduce), so a signal is acted on within that many steps;
+ * asynchronous ones learn of another rank's signal from the paradigm's
+ * stop announcement (the shards' replies); the lead looks every 50 ms for
+ * a serving rank's notice (Sandblaster's shards and replicas). */
 enum { PREEMPT_EVERY = 16, PREEMPT_EXIT = 143 };
-static volatile sig_atomic_t preempt_signal;
 
-#ifndef DSGD_SIM
-static void on_preempt(int sig)
+/* Where the preemption came from, for the lead's lines. */
+static const char *preempt_source(void)
 {
-    if (preempt_signal) {   /* the second: now */
-        signal(sig, SIG_DFL);
-        raise(sig);
-        return;
-    }
-    preempt_signal = sig;
-}
-#endif
-
-static void preempt_arm(void)
-{
-#ifndef DSGD_SIM
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_preempt;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-#endif
+    return comm_preempt_signal() ? comm_preempt_name() : "a signal to another rank of the job";
 }
 
-/* After step r->step: 1 if the loop stops for a signal (every worker of a
- * lockstep paradigm returns the same). */
-static int preempt_due(run_t *r, const bounds_t *b)
+/* After step r->step: 1 if the loop stops for a preemption signal (every
+ * worker of a lockstep paradigm returns the same). *probed: when the lead
+ * last looked for a notice; *told: the paradigm's stop has been announced. */
+static int preempt_due(run_t *r, const bounds_t *b, double *probed, int *told)
 {
 #ifdef DSGD_SIM
-    (void)r; (void)b;
+    (void)r; (void)b; (void)probed; (void)told;
     return 0;
 #else
-    int f = preempt_signal != 0;
-    if (b->mode == STOP_AGREE && r->comm->size > 1) {
+    comm_t *c = r->comm;
+    if (!comm_preempt_signal() && c->stop_heard != COMM_STOP_PREEMPT && r->lead && c->size > 1 &&
+        diverge_check_due(probed, now_s()) && comm_preempt_heard(c))
+        c->stop_heard = COMM_STOP_PREEMPT;
+    int f = comm_preempt_signal() != 0 || c->stop_heard == COMM_STOP_PREEMPT;
+    if (b->mode == STOP_AGREE && c->size > 1) {
         if (r->step % PREEMPT_EVERY) return 0;
-        comm_allreduce_int(r->comm, &f, 1, MPI_MAX, "the preemption decision all-reduce");
+        comm_allreduce_int(c, &f, 1, MPI_MAX, "the preemption decision all-reduce");
     } else if (b->mode == STOP_OWN_CLOCK && r->mp_size > 1) {
         if (r->step % PREEMPT_EVERY) return 0;
         comm_allreduce_int(&r->mp_comm, &f, 1, MPI_MAX, "the replica's preemption decision all-reduce");
+    }
+    /* an asynchronous paradigm's other workers learn of it from the shards */
+    if (f && !*told && b->mode == STOP_OWN_CLOCK && r->ops->announce_stop) {
+        c->stop_heard = COMM_STOP_PREEMPT;
+        r->ops->announce_stop(r, COMM_STOP_PREEMPT);
+        *told = 1;
     }
     return f;
 #endif
@@ -635,6 +636,8 @@ typedef struct loop {
     double t_carry;              /* the last step's end, when nothing happened after it (-1: read the clock) */
     double t_stop;               /* when the rank left the loop, if it left at a step's end */
     int preempted;
+    double preempt_probed;       /* the lead: when it last looked for another rank's preemption notice */
+    int preempt_told;            /* the paradigm's stop has been announced for a preemption */
     diverge_watch_t dw;
 } loop_t;
 
@@ -785,13 +788,31 @@ static int evaluate_during(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, eva
     return stop;
 }
 
+/* A checkpoint that could not be written (a full disk, say): the previous
+ * one stays (ckpt_save replaces it only when the new one is whole), and the
+ * record so far is kept, closed by a done event of status
+ * "checkpoint_failed", so that a run resumed from the previous checkpoint
+ * continues it. Then every rank stops. */
+static void __attribute__((noreturn)) run_save_failed(const run_t *r, metrics_t *mx)
+{
+    if (mx->f) {
+        metrics_begin(mx, "done", now_s());
+        metrics_long(mx, "steps", r->step);
+        metrics_str(mx, "status", "checkpoint_failed");
+        metrics_str(mx, "error", r->err);
+        metrics_end(mx);
+        metrics_close(mx, 1);
+    }
+    die("%s; the previous checkpoint, if any, is kept, and so is the metrics record", r->err);
+}
+
 static void checkpoint_during(run_t *r, metrics_t *mx)
 {
     ckpt_meta_t state = { .nextra = 0 };
     if (r->evaluates && !params_finite(r->model)) run_diverged(r, mx, "the parameters hold NaN or infinite values");
     if (r->ops->sync_bn) r->ops->sync_bn(r);
     if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(mx, "%s", r->err);
-    if (r->evaluates && save_checkpoint(r, &state) != 0) run_abort(mx, "%s", r->err);
+    if (r->evaluates && save_checkpoint(r, &state) != 0) run_save_failed(r, mx);
 }
 
 /* Everything after a step that ended at te and began at ts: the bounds,
@@ -801,11 +822,11 @@ static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluato
 {
     const config_t *cfg = r->cfg;
     int eval_due, stop = bounds_after_step(bd, r, ts, &te, &eval_due);
-    if (!stop && preempt_due(r, bd)) {
+    if (!stop && preempt_due(r, bd, &L->preempt_probed, &L->preempt_told)) {
         stop = L->preempted = 1;
         if (r->lead)
             fprintf(stderr, "dsgd: %s: stopping after step %ld, saving what the run has%s; send it again to stop at once\n",
-                    preempt_signal == SIGINT ? "SIGINT" : "SIGTERM", r->step, *cfg->checkpoint ? " (checkpoint)" : "");
+                    preempt_source(), r->step, *cfg->checkpoint ? " (checkpoint)" : "");
     }
     double dt = te - ts;
     L->train_s += dt;
@@ -911,7 +932,7 @@ static void print_done(run_t *r, const loop_t *L, const bounds_t *bd, const eval
            L->train_s > 0 ? steps * L->samples_per_step / L->train_s : 0.0, extra);
     if (bd->why) printf("stopped early: %s\n", bd->why == BOUNDS_TIME ? "time limit reached" : "target accuracy reached");
     if (L->preempted)
-        printf("preempted (%s) at step %ld%s%s%s; exit status %d\n", preempt_signal == SIGINT ? "SIGINT" : "SIGTERM", r->step,
+        printf("preempted (%s) at step %ld%s%s%s; exit status %d\n", preempt_source(), r->step,
                *cfg->checkpoint ? ": resume with --resume " : "", cfg->checkpoint, *cfg->checkpoint ? "" : " (no --checkpoint: nothing to resume from)",
                PREEMPT_EXIT);
     if (bd->reached) printf("time to target %.4f: %.2f s training, %.2f s since start (step %ld)\n", cfg->target_acc,
@@ -968,7 +989,7 @@ static void finish_run(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluat
         eval_record(r, mx, ev, &m, 0);
         bounds_record_eval(bd, r, ev->acc, bd->final_eval_s, L->train_s, r->step);
     }
-    if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_abort(mx, "%s", r->err);
+    if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_save_failed(r, mx);
 }
 
 int train_main(const config_t *cfg, comm_t *comm)
@@ -977,18 +998,20 @@ int train_main(const config_t *cfg, comm_t *comm)
     run_t run, *r = &run;
     ckpt_t resume;
     faults_t faults;
+    outputs_lock_t locks = { .fd = { -1, -1 } };
     memset(&resume, 0, sizeof resume);
     cpu_compute_setup((int)cfg->threads, strcmp(cfg->denormals, "keep") != 0);
-    setup(r, cfg, comm, &resume, &faults);
+    setup(r, cfg, comm, &resume, &faults, &locks);
     comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
     if (comm_setup_failed(comm, *cfg->resume && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err)) {
         /* every rank is here: the paradigm's collective teardown can run */
         if (r->ops->destroy) r->ops->destroy(r);
+        outputs_unlock(&locks);
         MPI_Finalize();
         exit(1);
     }
     ckpt_free(&resume);
-    preempt_arm();
+    comm_preempt_arm();
     bounds_t bd;
     bounds_start(&bd, r);
     if (!r->is_worker) {   /* server / coordinator ranks */
@@ -996,6 +1019,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         bounds_gather(&bd, r, 0, 0, 0);
         bounds_free(&bd);
         teardown(r);
+        outputs_unlock(&locks);
         return 0;
     }
     metrics_t mx;
@@ -1051,6 +1075,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     snapshots_free(&ev.snaps);
     const int preempted = L.preempted;
     teardown(r);
+    outputs_unlock(&locks);
     return preempted ? PREEMPT_EXIT : 0;
 }
 

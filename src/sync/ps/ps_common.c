@@ -289,10 +289,10 @@ int ps_sync_lead_lost(const run_t *r)
     return s && s->client && s->client->lead_gone && !r->lead && r->mp_size == 1;
 }
 
-void ps_sync_announce_stop(run_t *r)
+void ps_sync_announce_stop(run_t *r, int why)
 {
     ps_sync_t *s = r->sync_state;
-    ps_client_stop(s->client);
+    if (s && s->client) ps_client_stop(s->client, why);
 }
 
 int ps_sync_stats(run_t *r, sync_stat_t *out, int max, int progress)

@@ -40,7 +40,7 @@ int   ps_sync_stats(run_t *r, sync_stat_t *out, int max, int progress);
 /* Workers run unsynchronized: a bounded run stops on their own clocks. */
 sync_stop_mode_t ps_sync_stop_mode(const run_t *r);
 /* The shards relay the lead's stop in their replies. */
-void ps_sync_announce_stop(run_t *r);
+void ps_sync_announce_stop(run_t *r, int why);
 int  ps_sync_lead_lost(const run_t *r);
 
 #endif

@@ -223,6 +223,7 @@ static void wait_task(run_t *r, sb_task_t *t)
 {
     sb_t *s = r->sync_state;
     for (;;) {
+        comm_preempt_tell(r->comm, 0);   /* a signal to this replica preempts the job: the coordinator stops it */
         MPI_Request q;
         MPI_CHECK(r->comm, MPI_Irecv(t, (int)sizeof *t, MPI_BYTE, 0, SB_TASK, r->comm->world, &q));
         if (comm_wait_bounded(r->comm, &q, r->cfg->timeout, NULL, NULL) != 0)

@@ -163,6 +163,7 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
     while (!s->stop) {
         int flag = 0;
         MPI_Status st;
+        comm_preempt_tell(c, 0);   /* a signal to this shard preempts the job: the coordinator stops it */
         MPI_CHECK(c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &flag, &st));
         if (!flag) {
             if (now_s() - heard > s->timeout)
