@@ -70,6 +70,30 @@ PY
        [ "$(grep -c '"event":"eval"' "$WORK/fin.jsonl")" = 2 ] && [[ "$err" == *ck.st* ]]; then
         ok "the final save on a full disk: exit 1, no checkpoint or temporary left on that disk, the record kept with both evaluations and status checkpoint_failed ($err)"
     else bad "final save on a full disk" "exit '$rc', status '$st', left '$(cat "$WORK/fin.ls" 2>/dev/null)', stderr: $(head -c 300 "$WORK/fin.err")"; fi
+    # asp: shard 0 writes the checkpoints; it says the job's one line, and
+    # the lead worker, told in the replies, keeps the record and stops the job
+    cat > "$WORK/inner-mpi.sh" <<'SH'
+set -u
+DIR=$1 SIZE=$2 OUT=$3
+shift 3
+mount -t tmpfs -o "size=$SIZE" tmpfs "$DIR" || exit 99
+"$@" --checkpoint "$DIR/ck.st" > "$OUT.out" 2> "$OUT.err"
+echo $? > "$OUT.rc"
+ls -A "$DIR" | grep -v '\.lock$' > "$OUT.ls"
+exit 0
+SH
+    for c in "16k periodic" "4k final"; do
+        set -- $c
+        unshare -rm bash "$WORK/inner-mpi.sh" "$WORK/fs" "$1" "$WORK/ps$2" "${MPIRUN[@]}" -np 3 "$DSGD" train "${T[@]}" \
+            --sync asp --servers 1 --steps 300 $([ "$2" = periodic ] && echo --checkpoint-every 50) --metrics "$WORK/ps$2.jsonl"
+        rc=$(cat "$WORK/ps$2.rc" 2>/dev/null)
+        st=$(json_field "$WORK/ps$2.jsonl" done status 2>/dev/null)
+        want=""; [ "$2" = periodic ] && want=ck.st
+        if [ "$rc" = 1 ] && [ "$st" = checkpoint_failed ] && [ ! -e "$WORK/ps$2.jsonl.part" ] && [ "$(grep -c . "$WORK/ps$2.err")" = 1 ] &&
+           grep -q "server shard 0: cannot write checkpoint" "$WORK/ps$2.err" && [ "$(cat "$WORK/ps$2.ls")" = "$want" ]; then
+            ok "asp, the $2 save on a full disk: exit 1, the shard's one line, the record kept with status checkpoint_failed${want:+, the previous checkpoint kept}"
+        else bad "asp, the $2 save on a full disk" "exit '$rc', status '$st', files '$(cat "$WORK/ps$2.ls" 2>/dev/null)', stderr: $(head -c 300 "$WORK/ps$2.err")"; fi
+    done
     "$DSGD" status "$WORK/fin.jsonl" > /dev/null 2> "$WORK/st.err"
     rc=$?
     if [ $rc = 1 ] && grep -q "checkpoint_failed" "$WORK/st.err"; then ok "dsgd status: a failed save exits 1: $(cat "$WORK/st.err")"

@@ -22,7 +22,8 @@ typedef enum comm_tag {
 } comm_tag_t;
 
 /* Why a rank is asked to stop from elsewhere (comm_t.stop_heard) */
-enum { COMM_STOP_NONE = 0, COMM_STOP_TARGET = 1, COMM_STOP_PREEMPT = 2, COMM_STOP_DIVERGED = 3 };
+enum { COMM_STOP_NONE = 0, COMM_STOP_TARGET = 1, COMM_STOP_PREEMPT = 2, COMM_STOP_DIVERGED = 3,
+       COMM_STOP_SAVE_FAILED = 4 /* the servers could not write a checkpoint */ };
 
 /* Called once on a rank about to stop because a peer failed (a dead rank, an
  * unreachable server), before it exits: the training loop uses it to put

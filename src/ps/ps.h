@@ -128,7 +128,10 @@ typedef struct ps_config {
     double timeout_s;
     long snap_every;             /* > 0: periodic snapshots (see ps_snapshot_t) */
     int snap_final;              /* a snapshot when the run ends */
-    void (*on_snapshot)(void *ctx, const ps_snapshot_t *snap);   /* called on shard 0 */
+    /* called on shard 0; -1: the checkpoint could not be written (the
+     * callback has said why on stderr): the shard writes no more and asks
+     * every worker to stop (COMM_STOP_SAVE_FAILED) */
+    int (*on_snapshot)(void *ctx, const ps_snapshot_t *snap);
     void *snap_ctx;
     const ps_restore_t *restore; /* a resumed run's state, or NULL */
     struct ps_shm *shm;          /* the host's shared window (ps_shm_open), or NULL: messages only */

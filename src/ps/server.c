@@ -63,7 +63,7 @@ typedef struct shard {
     double last_keepalive;
     double last_poll;        /* when this shard last looked for messages */
     int stop_all;            /* COMM_STOP_*: every worker is asked to stop: say so in every reply */
-    int diverged;            /* a worker's loss diverged: no checkpoint of these parameters is written */
+    int no_snap;             /* no checkpoint is written from now on: a worker's loss diverged, or a save failed */
     /* Staleness 0 (bsp-ps, ssp 0): a round's pushes are applied in worker
      * order, whatever order they arrive in, so runs repeat bit for bit. */
     int ordered;
@@ -151,7 +151,10 @@ static void snap_piece(shard_t *s, int k, int64_t c, const float *data)
     int i = 1;
     if (s->opt->velocity) snap.velocity = s->asm_v[i++];
     if (s->opt->accum) snap.accum = s->asm_v[i++];
-    if (s->cfg->on_snapshot && !s->diverged) s->cfg->on_snapshot(s->cfg->snap_ctx, &snap);
+    if (s->cfg->on_snapshot && !s->no_snap && s->cfg->on_snapshot(s->cfg->snap_ctx, &snap) != 0) {
+        s->no_snap = 1;
+        s->stop_all = COMM_STOP_SAVE_FAILED;
+    }
     for (int j = 0; j < s->cfg->servers; j++) s->have[j] = -1;
     s->final_done = snap.final;
 }
@@ -713,7 +716,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
             break;
         }
         case PS_STOP:
-            if (h.stop == COMM_STOP_DIVERGED) s->diverged = 1;
+            if (h.stop == COMM_STOP_DIVERGED) s->no_snap = 1;
             else if (h.stop > s->stop_all) s->stop_all = h.stop;
             else if (!s->stop_all) s->stop_all = COMM_STOP_TARGET;
             break;
@@ -725,14 +728,16 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
             break;
         }
     }
-    /* every worker is done or evicted: each survivor gets the final slice and
-     * statistics (the lead keeps the parameters; all learn of evictions) */
+    /* every worker is done or evicted: the final checkpoint first, so that
+     * the final replies can say whether it was written; then each survivor
+     * gets the final slice and statistics (the lead keeps the parameters;
+     * all learn of evictions) */
     if (s->ordered) apply_in_order(s);
+    snap_final(s);
     int slow;
     int64_t m = min_clock(s, &slow);
     for (int p = 0; p < cfg->workers; p++)
         if (s->ws[p].alive || s->ws[p].returned) send_params(s, p, PS_FINAL, m);
-    snap_final(s);
     if (s->snap_out) MPI_CHECK(c, MPI_Wait(&s->snap_req, MPI_STATUS_IGNORE));
     snap_free(s);
     int keep = 0;   /* a reply to a dead worker that MPI may still read from: its buffer is not freed */

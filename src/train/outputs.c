@@ -132,7 +132,7 @@ void outputs_unlock(outputs_lock_t *lk)
     }
 }
 
-static int check_paths(const config_t *cfg, char *err, size_t errlen)
+int outputs_check(const config_t *cfg, char *err, size_t errlen)
 {
     const char *out[2] = { cfg->metrics, cfg->checkpoint }, *flag[2] = { "--metrics", "--checkpoint" };
     char id[2][PATH_MAX + 64], rid[PATH_MAX + 64];
@@ -156,12 +156,11 @@ static int check_paths(const config_t *cfg, char *err, size_t errlen)
     return 0;
 }
 
-int outputs_check(const config_t *cfg, outputs_lock_t *lk, char *err, size_t errlen)
+int outputs_lock(const config_t *cfg, outputs_lock_t *lk, char *err, size_t errlen)
 {
     const char *out[2] = { cfg->metrics, cfg->checkpoint }, *flag[2] = { "--metrics", "--checkpoint" };
     lk->fd[0] = lk->fd[1] = -1;
     lk->path[0] = lk->path[1] = NULL;
-    if (check_paths(cfg, err, errlen) != 0) return -1;
     for (int i = 0; i < 2; i++)
         if (*out[i] && lock_one(out[i], flag[i], &lk->fd[i], &lk->path[i], err, errlen) != 0) {
             outputs_unlock(lk);

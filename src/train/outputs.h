@@ -18,9 +18,12 @@ typedef struct outputs_lock {
     char *path[2];    /* their FILE.lock paths */
 } outputs_lock_t;
 
-/* 0, or -1 with a one-line message in err. On success the outputs are
- * locked (lk; release with outputs_unlock). */
-int outputs_check(const config_t *cfg, outputs_lock_t *lk, char *err, size_t errlen);
+/* 0, or -1 with a one-line message in err. */
+int outputs_check(const config_t *cfg, char *err, size_t errlen);
+/* Lock the outputs once every other check has passed (so that a run
+ * refused for anything else leaves no lock file): 0, or -1 with a one-line
+ * message in err (another run holds one of them). */
+int outputs_lock(const config_t *cfg, outputs_lock_t *lk, char *err, size_t errlen);
 /* Release the locks and remove their files (lk may hold none). */
 void outputs_unlock(outputs_lock_t *lk);
 /* A name for path's file that two spellings share: device and inode when it

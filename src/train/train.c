@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../sync/sync.h"
@@ -190,7 +191,7 @@ static int save_checkpoint(run_t *r, const ckpt_meta_t *state)
 }
 
 /* Setup, stage 1: flags and files, before anything is loaded. */
-static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resume, outputs_lock_t *lk)
+static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resume)
 {
     const config_t *cfg = r->cfg;
     if (config_validate(cfg, r->err, sizeof r->err) != 0) return -1;
@@ -220,8 +221,8 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
     if (part_kind_parse(cfg->partition, pk) != 0)
         FAIL("unknown --partition '%s'; choose iid, full or label-skew", cfg->partition);
     if (*cfg->resume && ckpt_load(cfg->resume, resume, r->err, sizeof r->err) != 0) return -1;
-    /* the lead is not known yet; rank 0 checks the files and holds their locks */
-    if (r->comm->rank == 0 && outputs_check(cfg, lk, r->err, sizeof r->err) != 0) return -1;
+    /* the lead is not known yet; rank 0 shares its files */
+    if (r->comm->rank == 0 && outputs_check(cfg, r->err, sizeof r->err) != 0) return -1;
     return 0;
 }
 
@@ -293,7 +294,7 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
 
 /* Every input problem is found here, before any output file is opened; each
  * stage ends with a check all ranks take together. */
-static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, faults_t *faults, outputs_lock_t *lk)
+static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, faults_t *faults)
 {
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
@@ -305,7 +306,7 @@ static void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, f
     char *desc = config_describe(cfg, config_train_opts);
     comm_check_same_config(comm, desc);
     free(desc);
-    comm_setup_check(comm, setup_config(r, &oc, &pk, resume, lk) != 0, r->err);
+    comm_setup_check(comm, setup_config(r, &oc, &pk, resume) != 0, r->err);
     comm_setup_check(comm, r->ops->layout(r) != 0, r->err);
     comm_setup_check(comm, par_layout(r) != 0, r->err);
     par_groups(r);
@@ -793,17 +794,35 @@ static int evaluate_during(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, eva
  * record so far is kept, closed by a done event of status
  * "checkpoint_failed", so that a run resumed from the previous checkpoint
  * continues it. Then every rank stops. */
+static void save_failed_record(const run_t *r, metrics_t *mx)
+{
+    if (!mx->f) return;
+    metrics_begin(mx, "done", now_s());
+    metrics_long(mx, "steps", r->step);
+    metrics_str(mx, "status", "checkpoint_failed");
+    metrics_str(mx, "error", r->err);
+    metrics_end(mx);
+    metrics_close(mx, 1);
+}
+
 static void __attribute__((noreturn)) run_save_failed(const run_t *r, metrics_t *mx)
 {
-    if (mx->f) {
-        metrics_begin(mx, "done", now_s());
-        metrics_long(mx, "steps", r->step);
-        metrics_str(mx, "status", "checkpoint_failed");
-        metrics_str(mx, "error", r->err);
-        metrics_end(mx);
-        metrics_close(mx, 1);
-    }
+    save_failed_record(r, mx);
     die("%s; the previous checkpoint, if any, is kept, and so is the metrics record", r->err);
+}
+
+/* The same when the parameter-server shard that writes the checkpoints
+ * failed (it says so in the replies, COMM_STOP_SAVE_FAILED, and has
+ * printed the job's one line): the lead keeps the record and stops the
+ * job; the other workers go on until it does. */
+static void servers_save_failed(run_t *r, metrics_t *mx)
+{
+    if (r->comm->stop_heard != COMM_STOP_SAVE_FAILED || !r->lead) return;
+    snprintf(r->err, sizeof r->err, "server shard 0 could not write checkpoint '%s' (its line on stderr says why)", r->cfg->checkpoint);
+    save_failed_record(r, mx);
+    nanosleep(&(struct timespec){ 0, 100000000L }, NULL);   /* the shard's line goes out first (util.c, die) */
+    MPI_Abort(r->comm->world, 1);
+    exit(1);
 }
 
 static void checkpoint_during(run_t *r, metrics_t *mx)
@@ -835,6 +854,7 @@ static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluato
     L->loss_sum += r->loss;
     L->loss_n++;
     watch_divergence(r, mx, L, bd, te);
+    servers_save_failed(r, mx);
     if (L->tty && now_s() - L->tty_last > 0.25) {
         L->tty_last = now_s();
         printf("\r\033[Kstep %ld/%ld  loss %.4f", r->step, r->total_steps, L->loss_sum / (double)L->loss_n);
@@ -971,6 +991,7 @@ static void finish_run(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluat
     double tf = now_s();
     bd->stop_s = (L->t_stop >= 0 ? L->t_stop : tf) - bd->t_start;
     if (r->ops->finish) r->ops->finish(r);
+    servers_save_failed(r, mx);
     /* a worker that woke past its time limit learns of its eviction only now */
     if (r->comm->evicted && !r->left) leave_evicted(r, mx, cfg);
     if (r->ops->sync_bn) r->ops->sync_bn(r);
@@ -1001,16 +1022,17 @@ int train_main(const config_t *cfg, comm_t *comm)
     outputs_lock_t locks = { .fd = { -1, -1 } };
     memset(&resume, 0, sizeof resume);
     cpu_compute_setup((int)cfg->threads, strcmp(cfg->denormals, "keep") != 0);
-    setup(r, cfg, comm, &resume, &faults, &locks);
+    setup(r, cfg, comm, &resume, &faults);
     comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
     if (comm_setup_failed(comm, *cfg->resume && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err)) {
         /* every rank is here: the paradigm's collective teardown can run */
         if (r->ops->destroy) r->ops->destroy(r);
-        outputs_unlock(&locks);
         MPI_Finalize();
         exit(1);
     }
     ckpt_free(&resume);
+    /* the last check: rank 0 locks the outputs for the run (outputs.h) */
+    comm_setup_check(comm, comm->rank == 0 && outputs_lock(cfg, &locks, r->err, sizeof r->err) != 0, r->err);
     comm_preempt_arm();
     bounds_t bd;
     bounds_start(&bd, r);

@@ -54,7 +54,7 @@ static int server_opt(const config_t *cfg, optim_cfg_t *o, char *err, size_t len
  * tensors are the shards' parameters, optim.* their optimizer state (of
  * --server-opt), sync.ps_clocks every worker's clock and step (F64
  * [workers, 2]); the step is the workers' mean step. */
-static void ps_sync_write(void *ctx, const ps_snapshot_t *snap)
+static int ps_sync_write(void *ctx, const ps_snapshot_t *snap)
 {
     ps_sync_t *s = ctx;
     run_t *r = s->run;
@@ -80,7 +80,13 @@ static void ps_sync_write(void *ctx, const ps_snapshot_t *snap)
      * the global parameters (a worker's own follow its last pull) */
     sync_bn_recalibrate(r, snap->params);
     char err[512];
-    if (ckpt_save(cfg->checkpoint, r->model, &o, &meta, err, sizeof err) != 0) die("server shard 0: %s", err);
+    if (ckpt_save(cfg->checkpoint, r->model, &o, &meta, err, sizeof err) == 0) return 0;
+    /* the job's one line: the lead worker, told in the replies, closes the
+     * metrics and stops the job without a line of its own */
+    fprintf(stderr, "dsgd: error: rank %d (%s): server shard 0: %s; the previous checkpoint, if any, is kept, and so is the metrics record\n",
+            r->comm->rank, r->comm->host, err);
+    fflush(stderr);
+    return -1;
 }
 
 int ps_sync_init(run_t *r, ps_gate_kind_t gate, long warmup_steps)
