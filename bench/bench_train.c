@@ -30,6 +30,7 @@
 #include "data/data.h"
 #include "nn/model.h"
 #include "optim/optim.h"
+#include "util/blas.h"
 #include "util/cpu.h"
 #include "util/util.h"
 
@@ -207,9 +208,14 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
 
 int main(int argc, char **argv)
 {
+    blas_choose(argc, argv);   /* the kernels dsgd train runs (util/blas.h) */
     MPI_Init(&argc, &argv);
     cpu_compute_setup(1, 1);   /* as dsgd train: one BLAS thread, subnormals flushed */
+    char blas[256], cpu[256];
+    blas_describe(blas, sizeof blas);
+    blas_cpu(cpu, sizeof cpu);
     printf("openblas core=%s config=%s\n", openblas_get_corename(), openblas_get_config());
+    printf("blas: OpenBLAS %s\ncpu: %s\n", blas, cpu);
     printf("openblas_core=%s\n", openblas_get_corename());
 
     dataset_t train, test;

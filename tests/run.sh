@@ -74,7 +74,9 @@ run_part resnet tests/resnet.sh "$BUILD"
 run_part lc tests/lc.sh "$BUILD"
 run_part preempt tests/preempt.sh "$BUILD"
 run_part outputs tests/outputs.sh "$BUILD"
+run_part blas tests/blas.sh "$BUILD"
 run_part plot tests/plot.sh "$BUILD"
+run_part scripts tests/scripts.sh "$BUILD"
 run_part usage tests/usage.sh "$BUILD"
 # Hosts in network namespaces (tests/cluster.sh): skips with one line where
 # namespaces cannot be created (no root) and under the sanitizers;

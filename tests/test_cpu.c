@@ -6,6 +6,7 @@
 
 #include "nn/model.h"
 #include "test.h"
+#include "util/blas.h"
 #include "util/cpu.h"
 #include "util/util.h"
 
@@ -57,9 +58,22 @@ static void test_train_flops(void)
     model_free(m);
 }
 
+/* The check dsgd runs before it trusts kernels it chose: it passes the
+ * kernels that loaded, and the vector units of OpenBLAS's core names are
+ * the ones dsgd judges by. */
+static void test_blas_check(void)
+{
+    CHECK(blas_selfcheck() == 0, "sgemm (%s kernels) disagrees with the plain loop", blas_core());
+    CHECK(blas_core_isa("Prescott") == ISA_SSE && blas_core_isa("Sandybridge") == ISA_AVX, "old cores");
+    CHECK(blas_core_isa("Haswell") == ISA_AVX2 && blas_core_isa("zen") == ISA_AVX2, "AVX2 cores");
+    CHECK(blas_core_isa("SkylakeX") == ISA_AVX512 && blas_core_isa("Cooperlake") == ISA_AVX512, "AVX-512 cores");
+    CHECK(blas_core_isa("Unknown") == ISA_SSE, "an unknown name counts as the oldest");
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
+    RUN(test_blas_check);
     RUN(test_flush_everywhere);
     RUN(test_keep_everywhere);
     RUN(test_train_flops);

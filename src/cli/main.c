@@ -7,6 +7,7 @@
 #include "../run/config.h"
 #include "../train/metrics.h"
 #include "../train/train.h"
+#include "../util/blas.h"
 #include "../util/util.h"
 
 #define DSGD_VERSION "0.1.0"
@@ -40,7 +41,10 @@ static void print_version(void)
         if (*p == '\t') *p = ' ';
     char *s = lib;
     while (*s == ' ') s++;
-    printf("dsgd %s\nmpi: %s\n", DSGD_VERSION, *s ? s : "unknown");
+    char blas[256], cpu[256];
+    blas_describe(blas, sizeof blas);
+    blas_cpu(cpu, sizeof cpu);
+    printf("dsgd %s\nmpi: %s\nblas: OpenBLAS %s\ncpu: %s\n", DSGD_VERSION, *s ? s : "unknown", blas, cpu);
 }
 
 static int wants_help(int argc, char **argv)
@@ -66,6 +70,7 @@ static int status_main(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "status")) return status_main(argc, argv);
+    blas_choose(argc, argv);   /* may start this process again with other BLAS kernels */
     comm_t comm;
     comm_init(&comm, &argc, &argv);
     /* MPICH's launcher, told to keep a job whose rank died running

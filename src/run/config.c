@@ -15,7 +15,7 @@ const opt_def_t config_train_opts[] = {
     { "steps", OT_LONG, S(steps), "0", "stop after this many steps (0: epochs decide)" },
     { "batch", OT_LONG, S(batch), "64", "minibatch size per worker" },
     { "lr", OT_DOUBLE, S(lr), "0.05", "learning rate" },
-    { "lr-schedule", OT_STR, S(lr_schedule), "constant", "constant | step (x lr-gamma every lr-step-every steps) | cosine (half a cosine from lr to 0 over --epochs after the warm-up; --steps may stop the run sooner)" },
+    { "lr-schedule", OT_STR, S(lr_schedule), "constant", "constant | step (x lr-gamma every lr-step-every steps) | cosine (half a cosine from lr to 0 over --epochs after the warm-up, or over --steps when they run longer; --steps may stop the run sooner)" },
     { "lr-step-every", OT_LONG, S(lr_step_every), "0", "steps between learning-rate decays (step schedule)" },
     { "lr-gamma", OT_DOUBLE, S(lr_gamma), "0.1", "decay factor of the step schedule" },
     { "lr-warmup", OT_LONG, S(lr_warmup), "0", "linear learning-rate warm-up steps" },
@@ -40,6 +40,7 @@ const opt_def_t config_train_opts[] = {
     { "resume", OT_STR, S(resume), "", "continue the run saved in this checkpoint (what each --sync restores, and with how many workers: docs/checkpoints.md)" },
     { "threads", OT_LONG, S(threads), "1", "BLAS threads per process" },
     { "denormals", OT_STR, S(denormals), "flush", "flush (subnormal floats become zero: fast) | keep (IEEE subnormals: exact, up to several times slower when training is noisy)" },
+    { "blas", OT_STR, S(blas), "", "auto (OpenBLAS's best kernels for this CPU, where it fell back to older ones; by default unless OPENBLAS_CORETYPE is set) | keep (those OpenBLAS loaded) | NAME (its kernels NAME: Haswell, SkylakeX, ...)" },
     { "diverge-loss", OT_DOUBLE, S(diverge_loss), "100", "stop with exit status 3 when a step's loss exceeds this (or is not finite): the run diverged" },
     { "timeout", OT_DOUBLE, S(timeout), "60", "seconds a rank waits for a peer before declaring it dead" },
     { "wait", OT_STR, S(wait), "backoff", "how idle ranks wait for messages: backoff (poll for one measured wake-up time, none when ranks outnumber cores; then yield; then sleep: frees the core for ranks that compute) | spin (poll 50 us, then yield only: lowest latency on dedicated cores); collective waits never sleep" },
@@ -89,6 +90,7 @@ const opt_def_t config_eval_opts[] = {
     { "test-subset", OT_LONG, S(test_subset), "0", "evaluate on the first N test samples (0: all)" },
     { "threads", OT_LONG, S(threads), "1", "BLAS threads" },
     { "denormals", OT_STR, S(denormals), "flush", "flush | keep subnormal floats (see dsgd train --help)" },
+    { "blas", OT_STR, S(blas), "", "auto | keep | NAME: OpenBLAS's kernels (see dsgd train --help)" },
     { NULL, 0, 0, NULL, NULL }
 };
 

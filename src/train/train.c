@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../sync/sync.h"
+#include "../util/blas.h"
 #include "../util/cpu.h"
 #include "../util/util.h"
 #include "bounds.h"
@@ -168,6 +169,9 @@ static void print_header(const run_t *r)
         printf("; %ld iterations of %ld samples each\n", r->total_steps, r->ops->step_samples((run_t *)r));
     else
         printf("; %ld steps per epoch, %ld steps\n", r->steps_per_epoch, r->total_steps);
+    char blas[256];
+    blas_describe(blas, sizeof blas);
+    printf("blas: OpenBLAS %s\n", blas);
 }
 
 /* Called on every rank of the lead's replica (they assemble a partitioned
@@ -674,6 +678,13 @@ static void open_record(run_t *r, metrics_t *mx, double t0)
      * with --model-parallel, the lead's partition): with the batch and the
      * bytes a step sends, the run's computation per byte communicated */
     metrics_double(mx, "train_flops_per_sample", model_train_flops(r->model));
+    /* which BLAS kernels ran, and why (util/blas.h) */
+    char blas[256], cpu[256];
+    blas_describe(blas, sizeof blas);
+    blas_cpu(cpu, sizeof cpu);
+    metrics_str(mx, "blas_core", blas_core());
+    metrics_str(mx, "blas", blas);
+    metrics_str(mx, "cpu", cpu);
     metrics_long(mx, "ranks", comm->size);
     metrics_long(mx, "workers", r->nworkers);
     metrics_long(mx, "replicas", r->replicas);
