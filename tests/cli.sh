@@ -152,6 +152,22 @@ for model in mlp:32 lenet; do
     else bad "$model resume" "checkpoints differ"; fi
 done
 
+# ---- the cosine schedule spans the run when --steps goes past --epochs ----
+# It spanned --epochs alone: with --epochs 0 it was 0 steps long and every
+# step trained at rate 0 (--lr 0.05 and 0.5 ended at the same, initial,
+# parameters), and the steps past --epochs 1 trained at rate 0 (the run
+# ended where the one-epoch run did). Both differences were exactly 0.
+CS=(train --data synthetic:256 --model mlp:16 --batch 32 --lr-schedule cosine --quiet)
+"$DSGD" "${CS[@]}" --epochs 0 --steps 30 --lr 0.05 --checkpoint "$WORK/cos1.st" > /dev/null 2>&1
+"$DSGD" "${CS[@]}" --epochs 0 --steps 30 --lr 0.5 --checkpoint "$WORK/cos2.st" > /dev/null 2>&1
+"$DSGD" "${CS[@]}" --epochs 1 --lr 0.05 --checkpoint "$WORK/cos3.st" > /dev/null 2>&1
+"$DSGD" "${CS[@]}" --epochs 1 --steps 30 --lr 0.05 --checkpoint "$WORK/cos4.st" > /dev/null 2>&1
+d12=$(python3 "$HERE/ckpt_diff.py" "$WORK/cos1.st" "$WORK/cos2.st" 2>&1)
+d34=$(python3 "$HERE/ckpt_diff.py" "$WORK/cos3.st" "$WORK/cos4.st" 2>&1)
+if ge "$d12" 1e-3 && ge "$d34" 1e-3; then
+    ok "cosine with --epochs 0 --steps 30 trains (--lr 0.05 and 0.5 end $d12 apart), and past --epochs 1 ($d34 from the one-epoch run)"
+else bad "cosine schedule's length" "max |diff| --lr 0.05 vs 0.5 at --epochs 0: '$d12'; --epochs 1 vs --epochs 1 --steps 30: '$d34'"; fi
+
 # ---- dsgd eval reproduces the final accuracy ----
 "$DSGD" train "${TRAIN_COMMON[@]}" --epochs 1 --checkpoint "$WORK/e.st" --metrics "$WORK/e.jsonl" > /dev/null 2>&1
 want=$(json_field "$WORK/e.jsonl" done test_acc)
@@ -223,6 +239,40 @@ expect_error "truncated checkpoint" "truncated" "$DSGD" eval --checkpoint "$WORK
 expect_error "checkpoint of another model" "pass --model mlp:32" "$DSGD" train --data synthetic --model mlp:64 --resume "$WORK/e.st" "${M[@]}"
 expect_error "checkpoint on other data" "trained on 1x8x8" "$DSGD" eval --checkpoint "$WORK/e.st" --data "$WORK/idx12"
 expect_error "missing checkpoint" "cannot open checkpoint" "$DSGD" eval --checkpoint "$WORK/nope.st" --data synthetic
+# A resnet checkpoint altered, its CRC recomputed: a negative running
+# variance (the ReLU after it hid the NaN it gives: eval printed an ordinary
+# accuracy, and a resumed run saved the value again), and a weight of its
+# size in another shape (once "model 'resnet:8,4' does not match model
+# 'resnet:8,4' ... pass --model", a flag dsgd eval does not take).
+RN=(--data synthetic:256 --model resnet:8,4 --batch 16 --quiet)
+"$DSGD" train "${RN[@]}" --steps 5 --checkpoint "$WORK/rn.st" > /dev/null 2>&1
+python3 - "$WORK/rn.st" "$WORK" <<'PY'
+import json, struct, sys, zlib
+src = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", src[:8])[0]
+h = json.loads(src[8:8 + n])
+def save(raw, path):
+    field = ('"crc32":"%s"' % h["__metadata__"]["crc32"]).encode()
+    i = raw.index(field) + len('"crc32":"')
+    raw[i:i + 8] = b"00000000"
+    raw[i:i + 8] = b"%08x" % zlib.crc32(bytes(raw))
+    open(path, "wb").write(raw)
+raw = bytearray(src)
+b = 8 + n + h["layer3.bn.running_var"]["data_offsets"][0] + 4
+raw[b:b + 4] = struct.pack("<f", -1)
+save(raw, sys.argv[2] + "/rn-var.st")
+raw = bytearray(src)
+old = b'"layer2.conv.weight":{"dtype":"F32","shape":[4,4,3,3]'
+i = raw.index(old)
+raw[i:i + len(old)] = old.replace(b"[4,4,3,3]", b"[4,4,9,1]")
+save(raw, sys.argv[2] + "/rn-shape.st")
+PY
+VAR="-1 at index 1 of 'layer3.bn.running_var', a running variance, which cannot be negative"
+expect_error "negative running variance (eval)" "$VAR" "$DSGD" eval --checkpoint "$WORK/rn-var.st" --data synthetic:256
+expect_error "negative running variance (resume)" "$VAR" "$DSGD" train "${RN[@]}" --steps 8 --resume "$WORK/rn-var.st" "${M[@]}"
+SHAPE="tensor 'layer2.conv.weight' is .4,4,9,1., but model 'resnet:8,4' on 1x8x8 inputs needs .4,4,3,3.; the file was altered"
+expect_error "a tensor of another shape (eval)" "$SHAPE" "$DSGD" eval --checkpoint "$WORK/rn-shape.st" --data synthetic:256
+expect_error "a tensor of another shape (resume)" "$SHAPE" "$DSGD" train "${RN[@]}" --steps 8 --resume "$WORK/rn-shape.st" "${M[@]}"
 # an unwritable checkpoint path fails cleanly and removes the partial metrics
 expect_error "unwritable checkpoint" "cannot write --checkpoint" "$DSGD" train "${TRAIN_COMMON[@]}" --epochs 1 \
     --metrics "$OUT/m.jsonl" --checkpoint "$OUT/missing-dir/c.st"

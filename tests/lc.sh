@@ -69,6 +69,8 @@ S=(--data "$DATA" --train-subset 256 --test-subset 64 --steps 2 --quiet)
 refused "lc channel count not a number" "--model lc:8,x" "$DSGD" train "${S[@]}" --model lc:8,x
 refused "lc unknown field" "unknown field 'kernel'" "$DSGD" train "${S[@]}" --model lc:8:kernel=3
 refused "lc padding as wide as the kernel" "p < k" "$DSGD" train "${S[@]}" --model lc:8:k=3:p=3
+refused "lc negative padding (once taken for the default)" "0 <= p < k .*p=-1" "$DSGD" train "${S[@]}" --model lc:8:p=-1
+refused "lc field given twice" "--model lc:8:k=3:k=5: k= is given twice" "$DSGD" train "${S[@]}" --model lc:8:k=3:k=5
 refused "lc deeper than the image" "--model lc:4,4,4,4,4" "$DSGD" train "${S[@]}" --model lc:4,4,4,4,4
 refused "bad synthetic shape" "synthetic" "$DSGD" train --data synthetic:256,3x20 --model lc --steps 2 --quiet
 # 28x28 pools to 14, 7, 3, 1: one position cannot be cut in two

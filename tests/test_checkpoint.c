@@ -233,15 +233,39 @@ static void test_header_damage_and_shapes(void)
     model_t *lr = model_create("logreg", 1, 2, 1, 2, 1);   /* weight [2, 2]: but shape [2,1] above is [OUT=2, IN=1] */
     model_t *lr1 = model_create("logreg", 1, 1, 1, 2, 1);  /* weight [2, 1] */
     ck.meta.h = 2; ck.meta.w = 1;
-    CHECK(ckpt_restore(&ck, lr, NULL, err, sizeof err) != 0, "a [2,1] weight restored into a [2,2] layer");
+    /* the same spec on both sides: the tensor and both shapes are named,
+     * not "model 'logreg' does not match model 'logreg'" */
+    CHECK(ckpt_restore(&ck, lr, NULL, err, sizeof err) != 0 && strstr(err, "'layer1.dense.weight' is [2,1]") &&
+          strstr(err, "needs [2,2]") && !strstr(err, "does not match") && !strstr(err, "--model"),
+          "a [2,1] weight restored into a [2,2] layer: %s", err);
     ck.meta.h = 1;
     CHECK(ckpt_restore(&ck, lr1, NULL, err, sizeof err) == 0, "restore of the right shape: %s", err);
     ckpt_free(&ck);
     craft(W "[1,2],\"data_offsets\":[0,8]}," B "[2],\"data_offsets\":[8,16]}", "5", 4, "", 16);
     CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "load: %s", err);
     ck.meta.h = 1; ck.meta.w = 1;
-    CHECK(ckpt_restore(&ck, lr1, NULL, err, sizeof err) != 0, "a transposed [1,2] weight restored into a [2,1] layer");
+    CHECK(ckpt_restore(&ck, lr1, NULL, err, sizeof err) != 0 && strstr(err, "[1,2]") && strstr(err, "[2,1]"),
+          "a transposed [1,2] weight restored into a [2,1] layer: %s", err);
     ckpt_free(&ck);
+    /* a layer tensor the model does not have */
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]},"
+          "\"layer0.bn.running_mean\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}", "5", 6, "", 32);
+    model_t *lr2 = model_create("logreg", 1, 1, 2, 2, 1);   /* the crafted files' model */
+    CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "load: %s", err);
+    CHECK(ckpt_restore(&ck, lr2, NULL, err, sizeof err) != 0 && strstr(err, "'layer0.bn.running_mean'") && strstr(err, "does not have"),
+          "a tensor the model lacks: %s", err);
+    ckpt_free(&ck);
+    /* optimizer state of another shape than [nparams] */
+    craft(W "[2,2],\"data_offsets\":[0,16]}," B "[2],\"data_offsets\":[16,24]},"
+          "\"optim.velocity\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[24,48]}", "5", 6, "", 48);
+    optim_cfg_t oc = { .kind = OPT_SGD, .momentum = 0.9f };
+    optim_t *mo = optim_create(&oc, lr2->nparams);
+    CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "load: %s", err);
+    CHECK(ckpt_restore(&ck, lr2, mo, err, sizeof err) != 0 && strstr(err, "'optim.velocity' is [3,2]") && strstr(err, "needs [6]"),
+          "a [3,2] momentum buffer for 6 parameters: %s", err);
+    ckpt_free(&ck);
+    model_free(lr2);
+    optim_free(mo);
     model_free(lr); model_free(lr1); model_free(m);
     optim_free(o);
 }
@@ -397,6 +421,49 @@ static void test_nonfinite(void)
     model_free(m); optim_free(o); model_free(rn); optim_free(ro);
 }
 
+/* Values no run reaches are refused, naming the tensor, the index and the
+ * value: a negative running variance (its square root is a NaN that the
+ * ReLU after it hides, so evaluation printed an ordinary accuracy and a
+ * resumed run saved the value again), a negative Adagrad sum of squares,
+ * and a negative variance in a worker's copy of the statistics. */
+static void test_negative_state(void)
+{
+    optim_t *o;
+    model_t *m = trained("resnet:8,2", &o, OPT_ADAGRAD);
+    ckpt_meta_t md = meta_for(m, "adagrad");
+    char err[512] = "", name[96];
+    int bn = 0;
+    while (!m->layers[bn].s_len) bn++;
+    const int C = m->layers[bn].out_c;
+    float *var = m->state + m->layers[bn].s_off + C;   /* running_mean, then running_var */
+    var[1] = -1;
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) == 0, "save: %s", err);
+    snprintf(name, sizeof name, "-1 at index 1 of 'layer%d.bn.running_var'", bn);
+    expect_load_error("a negative running variance", name);
+    var[1] = 0;   /* a variance of 0 is one a run reaches */
+    o->accum[4] = -0.5f;
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) == 0, "save: %s", err);
+    expect_load_error("a negative Adagrad sum", "-0.5 at index 4 of 'optim.accum'");
+    o->accum[4] = 0;
+    float *rows = malloc(sizeof(float) * 2 * m->nstate);
+    memcpy(rows, m->state, sizeof(float) * m->nstate);
+    memcpy(rows + m->nstate, m->state, sizeof(float) * m->nstate);
+    rows[m->nstate + (size_t)(var - m->state)] = -2;   /* worker 1, channel 0 */
+    ckpt_tensor_t t = { .name = "sync.worker_state", .rows = 2, .cols = (long)m->nstate, .data = rows };
+    md.extra = &t;
+    md.nextra = 1;
+    CHECK(ckpt_save(path, m, o, &md, err, sizeof err) == 0, "save: %s", err);
+    ckpt_t ck;
+    CHECK(ckpt_load(path, &ck, err, sizeof err) == 0, "load: %s", err);
+    snprintf(name, sizeof name, "worker 1's running variance of layer %d, channel 0", bn);
+    CHECK(ckpt_restore(&ck, m, o, err, sizeof err) != 0 && strstr(err, "'sync.worker_state'") && strstr(err, name) &&
+          strstr(err, "-2"), "a negative variance in a worker's statistics: %s", err);
+    ckpt_free(&ck);
+    free(rows);
+    model_free(m);
+    optim_free(o);
+}
+
 /* A paradigm's sync_state: its keys in any order, each once, nothing else,
  * plain integers; the writer's text is what the paradigms wrote before the
  * helper existed (old checkpoints keep loading). */
@@ -438,6 +505,7 @@ int main(int argc, char **argv)
     RUN(test_header_damage_and_shapes);
     RUN(test_f64_sync_tensors);
     RUN(test_nonfinite);
+    RUN(test_negative_state);
     RUN(test_metrics_takeover);
     RUN(test_sync_state_text);
     unlink(path);

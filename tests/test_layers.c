@@ -489,6 +489,18 @@ static void test_model_specs(void)
     CHECK(model_spec_check("lc:8:q=3", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "unknown field 'q'"), "%s", err);
     CHECK(model_spec_check("lc:8:k=x", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "integer"), "%s", err);
     CHECK(model_spec_check("lc:8:k=3:p=3", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "p < k"), "%s", err);
+    /* a negative padding is refused, not taken for the default */
+    CHECK(model_spec_check("lc:8:p=-1", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "0 <= p") && strstr(err, "p=-1"),
+          "lc:8:p=-1: %s", err);
+    CHECK(model_spec_check("lc:8:p=0", 1, 28, 28, 10, err, sizeof err) == 0, "lc:8:p=0: %s", err);
+    static const char *const bad[] = { "lc:8:k=-3", "lc:8:s=-1", "lc:8:pool=-2", "lc:8:s=0", "lc:8:p=", "lc:8:p=1.5",
+                                       "lc:8:p= 1", "lc:8:p=+1", "lc:8:k=3:k=5", "lc:8:p=1:p=1", "lc:8:p", "lc:8,-4" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        CHECK(model_spec_check(bad[i], 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, bad[i]) && !strchr(err, '\n'),
+              "'%s' accepted or not named: %s", bad[i], err);
+    }
+    CHECK(model_spec_check("lc:8:k=3:k=5", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "twice"), "%s", err);
     CHECK(model_spec_check("lc:8,8,8,8,8", 1, 28, 28, 10, err, sizeof err) != 0 && strstr(err, "pool"), "%s", err);
     CHECK(model_spec_check("lc:8:k=9:p=0", 1, 8, 8, 10, err, sizeof err) != 0 && strstr(err, "does not fit"), "%s", err);
     CHECK(model_spec_check("lc:4096,4096:k=7", 3, 256, 256, 10, err, sizeof err) != 0 && strstr(err, "too large"), "%s", err);

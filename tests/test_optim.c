@@ -1,5 +1,6 @@
 /* Optimizer updates on small vectors against values worked out by hand
  * (w = [1, -2], g = [0.5, 0.25], lr = 0.1), and the learning-rate schedules. */
+#include <limits.h>
 #include <string.h>
 
 #include "optim/optim.h"
@@ -143,6 +144,24 @@ static void test_cosine(void)
     CHECK(lr_sched_parse("cosine", &k) == 0 && k == LR_COSINE, "cosine parses");
 }
 
+/* The cosine schedule spans --epochs (a run --steps stops sooner follows
+ * it), never less than the run: with --epochs 0 it was 0 steps long and
+ * every step trained at rate 0, and steps past --epochs' trained at 0. */
+static void test_cosine_length(void)
+{
+    CHECK(lr_sched_length(3, 100, 50) == 300, "--epochs 3 --steps 50: %ld", lr_sched_length(3, 100, 50));
+    CHECK(lr_sched_length(3, 100, 300) == 300, "--epochs 3: %ld", lr_sched_length(3, 100, 300));
+    CHECK(lr_sched_length(0, 100, 40) == 40, "--epochs 0 --steps 40: %ld", lr_sched_length(0, 100, 40));
+    CHECK(lr_sched_length(1, 100, 1000) == 1000, "--epochs 1 --steps 1000: %ld", lr_sched_length(1, 100, 1000));
+    CHECK(lr_sched_length(LONG_MAX / 2, 4, 7) == 7, "an overflowing product: %ld", lr_sched_length(LONG_MAX / 2, 4, 7));
+    lr_sched_t s = { .kind = LR_COSINE, .base = 0.4f, .total = lr_sched_length(0, 100, 40) };
+    for (long t = 0; t < 40; t++) CHECK(lr_at(&s, t) > 0, "--epochs 0 --steps 40: rate 0 at step %ld", t);
+    CHECK_NEAR(lr_at(&s, 20), 0.2, 1e-6, "--epochs 0 --steps 40: half the rate halfway");
+    s.warmup = 10;
+    s.total = lr_sched_length(0, 100, 8);   /* a warm-up longer than the run still ramps */
+    CHECK_NEAR(lr_at(&s, 7), 0.32, 1e-6, "--lr-warmup 10 --steps 8: step 7");
+}
+
 /* --weight-decay-bn 0: the nodecay spans get plain SGD, the rest decays;
  * a shard's optimizer (base = its first key) reads the spans shifted. */
 static void test_nodecay(void)
@@ -182,6 +201,7 @@ int main(int argc, char **argv)
     RUN(test_step_into);
     RUN(test_step_into_stream);
     RUN(test_cosine);
+    RUN(test_cosine_length);
     RUN(test_nodecay);
     return TEST_END("test_optim");
 }

@@ -22,8 +22,8 @@ static int plan_lc(plan_t *p, const char *spec, char **fields, int nf, layer_kin
                    char *err, size_t errlen)
 {
     static const char USAGE[] = "want lc[:C1,C2,...][:k=K][:s=S][:p=P][:pool=Q], e.g. lc:8,16:k=3";
-    long ch[LC_MAX_LAYERS] = { 8, 16 }, k = 3, s = 1, pad = -1, pool = 2;
-    int n = 2, have_ch = 0;
+    long ch[LC_MAX_LAYERS] = { 8, 16 }, k = 3, s = 1, pad = 0, pool = 2;
+    int n = 2, have_ch = 0, given[4] = { 0 };   /* k, s, p, pool seen */
     for (int i = 1; i < nf; i++) {
         char *f = fields[i], *eq = strchr(f, '=');
         if (!strcmp(f, "tanh") || !strcmp(f, "relu")) continue;
@@ -40,16 +40,20 @@ static int plan_lc(plan_t *p, const char *spec, char **fields, int nf, layer_kin
             }
             continue;
         }
-        long *dst = NULL;
-        if (eq) {
-            *eq = 0;
-            dst = !strcmp(f, "k") ? &k : !strcmp(f, "s") ? &s : !strcmp(f, "p") ? &pad : !strcmp(f, "pool") ? &pool : NULL;
-        }
-        if (!dst) { snprintf(err, errlen, "--model %s: unknown field '%s'; %s", spec, f, USAGE); return -1; }
-        if (parse_long(eq + 1, dst) != 0) { snprintf(err, errlen, "--model %s: %s= wants an integer; %s", spec, f, USAGE); return -1; }
+        static const char *const keys[4] = { "k", "s", "p", "pool" };
+        long *const dsts[4] = { &k, &s, &pad, &pool };
+        int key = 0;
+        if (eq) *eq = 0;
+        while (eq && key < 4 && strcmp(f, keys[key])) key++;
+        if (!eq || key == 4) { snprintf(err, errlen, "--model %s: unknown field '%s'; %s", spec, f, USAGE); return -1; }
+        /* a second value would silently win over the first */
+        if (given[key]++) { snprintf(err, errlen, "--model %s: %s= is given twice; %s", spec, f, USAGE); return -1; }
+        if (parse_long(eq + 1, dsts[key]) != 0) { snprintf(err, errlen, "--model %s: %s= wants an integer; %s", spec, f, USAGE); return -1; }
     }
-    if (pad < 0) pad = (k - 1) / 2;
-    if (k < 1 || k > 64 || s < 1 || s > 64 || pad >= k || pad > 64 || pool < 1 || pool > 16) {
+    /* the default padding keeps the input's size at stride 1; a given one,
+     * negative included, is judged below */
+    if (!given[2]) pad = (k - 1) / 2;
+    if (k < 1 || k > 64 || s < 1 || s > 64 || pad < 0 || pad >= k || pad > 64 || pool < 1 || pool > 16) {
         snprintf(err, errlen, "--model %s: want 1 <= k <= 64, 1 <= s <= 64, 0 <= p < k and 1 <= pool <= 16 (got k=%ld s=%ld p=%ld pool=%ld)",
                  spec, k, s, pad, pool);
         return -1;

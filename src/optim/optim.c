@@ -186,6 +186,13 @@ int lr_sched_parse(const char *s, lr_sched_kind_t *out)
     return 0;
 }
 
+long lr_sched_length(long epochs, long steps_per_epoch, long run_steps)
+{
+    long n;
+    if (__builtin_mul_overflow(epochs, steps_per_epoch, &n) || n < run_steps) return run_steps;
+    return n;
+}
+
 float lr_at(const lr_sched_t *s, long step)
 {
     float lr = s->base;

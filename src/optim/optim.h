@@ -73,10 +73,15 @@ typedef struct lr_sched {
     long warmup;
     long step_every;
     float gamma;
-    long total;           /* cosine: the schedule's length in steps (--epochs' steps; --steps may stop a run before) */
+    long total;           /* cosine: the schedule's length in steps (lr_sched_length) */
 } lr_sched_t;
 
 int lr_sched_parse(const char *s, lr_sched_kind_t *out);
 float lr_at(const lr_sched_t *s, long step);
+/* The cosine schedule's length for a run of run_steps steps: the steps of
+ * `epochs` epochs, so that a run that --steps stops sooner and is resumed
+ * follows one schedule; but never shorter than the run, whose last steps
+ * (every step, with --epochs 0) would otherwise train at rate 0. */
+long lr_sched_length(long epochs, long steps_per_epoch, long run_steps);
 
 #endif

@@ -302,6 +302,59 @@ static int is_crc_text(const char *s)
     return 1;
 }
 
+/* What every value of tensor name is if it cannot be negative (a variance,
+ * a sum of squares), or NULL. A negative one is no state a run reaches, and
+ * its square root is a NaN that a ReLU downstream hides (the accuracy looks
+ * ordinary). */
+static const char *nonneg_tensor(const char *name)
+{
+    static const char VAR[] = ".running_var";
+    size_t len = strlen(name), k = sizeof VAR - 1;
+    if (len > k && !strcmp(name + len - k, VAR)) return "a running variance";
+    if (!strcmp(name, "optim.accum") || !strcmp(name, "sync.worker_accum")) return "a sum of squared gradients";
+    return NULL;
+}
+
+/* 1 if no value of x[0..n) is negative (a NaN is not) */
+static int all_nonneg(const float *x, size_t n)
+{
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= !(x[i] < 0);
+    return ok;
+}
+
+/* Every value of t finite (and not negative where nonneg_tensor names it);
+ * -1 with a line naming the tensor, the index and the value. The values
+ * are copied out in blocks (tensors need not be aligned), each checked
+ * whole; only a block that fails is searched for the index. */
+static int tensor_values_ok(const ckpt_t *ck, const st_tensor_t *t, const char *path, char *err, size_t errlen)
+{
+    const unsigned char *p = ck->buf + ck->st.data_off + t->begin;
+    const size_t w = strcmp(t->dtype, "F64") ? 4 : 8;
+    const char *nonneg = w == 4 ? nonneg_tensor(t->name) : NULL;
+    for (uint64_t at = 0; at < t->count; at += 512) {
+        float fb[512];
+        double db[512];
+        size_t k = t->count - at < 512 ? (size_t)(t->count - at) : 512;
+        memcpy(w == 4 ? (void *)fb : (void *)db, p + at * w, k * w);
+        if (w == 4 ? all_finite(fb, k) && (!nonneg || all_nonneg(fb, k)) : all_finite64(db, k)) continue;
+        for (size_t j = 0; j < k; j++) {
+            double v = w == 4 ? fb[j] : db[j];
+            if (!isfinite(v)) {
+                snprintf(err, errlen, "checkpoint '%s' holds NaN or infinite values in '%s' (index %llu is %g; written by a run that diverged); use an earlier checkpoint",
+                         path, t->name, (unsigned long long)(at + j), v);
+                return -1;
+            }
+            if (nonneg && v < 0) {
+                snprintf(err, errlen, "checkpoint '%s' holds %g at index %llu of '%s', %s, which cannot be negative; the file was altered or damaged: use another checkpoint",
+                         path, v, (unsigned long long)(at + j), t->name, nonneg);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int ckpt_parse(ckpt_t *ck, unsigned char *buf, size_t size, const char *path, char *err, size_t errlen)
 {
     memset(ck, 0, sizeof *ck);
@@ -354,22 +407,8 @@ int ckpt_parse(ckpt_t *ck, unsigned char *buf, size_t size, const char *path, ch
     if (layer_floats != (uint64_t)nparams)
         FAIL("checkpoint '%s': metadata 'nparams' says %ld but its layer tensors hold %llu parameters", path,
              nparams, (unsigned long long)layer_floats);
-    /* values are copied out in blocks: tensors need not be aligned */
-    for (int i = 0; i < st->ntensors; i++) {
-        const st_tensor_t *t = &st->tensors[i];
-        const unsigned char *p = buf + st->data_off + t->begin;
-        const size_t w = strcmp(t->dtype, "F64") ? 4 : 8;
-        for (uint64_t at = 0; at < t->count;) {
-            float fb[512];
-            double db[512];
-            size_t k = t->count - at < 512 ? (size_t)(t->count - at) : 512;
-            memcpy(w == 4 ? (void *)fb : (void *)db, p + at * w, k * w);
-            if (w == 4 ? !all_finite(fb, k) : !all_finite64(db, k))
-                FAIL("checkpoint '%s' holds NaN or infinite values in '%s' (written by a run that diverged); use an earlier checkpoint",
-                     path, t->name);
-            at += k;
-        }
-    }
+    for (int i = 0; i < st->ntensors; i++)
+        if (tensor_values_ok(ck, &st->tensors[i], path, err, errlen) != 0) { ckpt_free(ck); return -1; }
     return 0;
 #undef FAIL
 }
@@ -403,21 +442,12 @@ int ckpt_load(const char *path, ckpt_t *ck, char *err, size_t errlen)
     return ckpt_parse(ck, buf, size, path, err, errlen);
 }
 
-/* Copy tensor name into dst if it holds count floats in the given shape
- * (nd = 0: any shape). */
-static int copy_tensor(const ckpt_t *ck, const char *name, float *dst, size_t count, const int *shape, int nd)
+int ckpt_read_tensor(const ckpt_t *ck, const char *name, float *dst, size_t count)
 {
     const st_tensor_t *t = st_find(&ck->st, name);
     if (!t || t->count != count || strcmp(t->dtype, "F32")) return -1;
-    if (nd && t->ndim != nd) return -1;
-    for (int i = 0; i < nd; i++) if (t->shape[i] != (uint64_t)shape[i]) return -1;
     memcpy(dst, ck->buf + ck->st.data_off + t->begin, count * sizeof(float));
     return 0;
-}
-
-int ckpt_read_tensor(const ckpt_t *ck, const char *name, float *dst, size_t count)
-{
-    return copy_tensor(ck, name, dst, count, NULL, 0);
 }
 
 int ckpt_read_row(const ckpt_t *ck, const char *name, long row, float *dst, size_t cols)
@@ -477,6 +507,125 @@ long ckpt_rows(const ckpt_t *ck, const char *name)
     return t && t->ndim == 2 ? (long)t->shape[0] : 0;
 }
 
+/* "[4,4,3,3]" */
+static void shape_text(char *out, size_t len, const uint64_t *d, int nd)
+{
+    size_t at = (size_t)snprintf(out, len, "[");
+    for (int i = 0; i < nd && at < len; i++) at += (size_t)snprintf(out + at, len - at, "%s%llu", i ? "," : "", (unsigned long long)d[i]);
+    if (at < len) snprintf(out + at, len - at, "]");
+}
+
+/* Copy tensor name, which must have exactly the given shape, into dst (it
+ * is F32: only sync.* tensors may be F64); -1 with a line naming the
+ * tensor, the shape the file holds and the one the model needs. A
+ * checkpoint of another spec is named as such, with the --model that fits
+ * it. */
+static int restore_tensor(const ckpt_t *ck, const model_t *m, const char *name, float *dst, const int *shape, int nd,
+                          char *err, size_t errlen)
+{
+    const st_tensor_t *t = st_find(&ck->st, name);
+    uint64_t want[SHAPE_MAX];
+    int same = t && t->ndim == nd;
+    for (int i = 0; i < nd; i++) {
+        want[i] = (uint64_t)shape[i];
+        same = same && t->shape[i] == want[i];
+    }
+    if (same) {
+        memcpy(dst, ck->buf + ck->st.data_off + t->begin, t->count * sizeof(float));
+        return 0;
+    }
+    char ws[128], hs[128] = "absent";
+    shape_text(ws, sizeof ws, want, nd);
+    if (t) shape_text(hs, sizeof hs, t->shape, t->ndim);
+    const char *saved = ck->meta.model;
+    if (strcmp(saved, m->spec))
+        snprintf(err, errlen, "checkpoint holds model '%s', which does not match model '%s' (tensor '%s': %s in the file, %s here); pass --model %s",
+                 saved, m->spec, name, hs, ws, saved);
+    else
+        snprintf(err, errlen, "checkpoint tensor '%s' is %s, but model '%s' on %dx%dx%d inputs needs %s; the file was altered or damaged: use another checkpoint",
+                 name, hs, saved, m->in_c, m->in_h, m->in_w, ws);
+    return -1;
+}
+
+/* 1 if name is one of the model's layer tensors. */
+static int model_has_tensor(const model_t *m, const char *name)
+{
+    static const char *const what[4] = { "weight", "bias", "running_mean", "running_var" };
+    char *end;
+    long i = strtol(name + 5, &end, 10);   /* after "layer"; clamped, never past nlayers */
+    if (end == name + 5 || *end != '.' || i < 0 || i >= m->nlayers) return 0;
+    const layer_t *l = &m->layers[i];
+    const size_t len[4] = { l->w_len, l->b_len, l->s_len, l->s_len };
+    for (int k = 0; k < 4; k++) {
+        char want[96];
+        tensor_name(want, sizeof want, m, (int)i, what[k]);
+        if (len[k] && !strcmp(want, name)) return 1;
+    }
+    return 0;
+}
+
+/* The model's weights, biases and running statistics, each of its own
+ * shape, and no layer tensor the model does not have. */
+static int restore_layers(const ckpt_t *ck, model_t *m, char *err, size_t errlen)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        int shape[SHAPE_MAX], nd, C = l->out_c;
+        char name[96];
+        if (l->w_len) {
+            nd = weight_shape(l, shape);
+            tensor_name(name, sizeof name, m, i, "weight");
+            if (restore_tensor(ck, m, name, m->params + l->w_off, shape, nd, err, errlen) != 0) return -1;
+        }
+        if (l->b_len) {   /* a convolution without bias (resnet) has none */
+            nd = bias_shape(l, shape);
+            tensor_name(name, sizeof name, m, i, "bias");
+            if (restore_tensor(ck, m, name, m->params + l->b_off, shape, nd, err, errlen) != 0) return -1;
+        }
+        for (int k = 0; l->s_len && k < 2; k++) {
+            tensor_name(name, sizeof name, m, i, k ? "running_var" : "running_mean");
+            if (restore_tensor(ck, m, name, m->state + l->s_off + (size_t)k * C, &C, 1, err, errlen) != 0) return -1;
+        }
+    }
+    for (int i = 0; i < ck->st.ntensors; i++) {
+        const char *name = ck->st.tensors[i].name;
+        if (strncmp(name, "layer", 5) || model_has_tensor(m, name)) continue;
+        if (strcmp(ck->meta.model, m->spec))
+            snprintf(err, errlen, "checkpoint holds model '%s', which does not match model '%s' (it has no tensor '%s'); pass --model %s",
+                     ck->meta.model, m->spec, name, ck->meta.model);
+        else
+            snprintf(err, errlen, "checkpoint holds tensor '%s', which model '%s' does not have; the file was altered or damaged: use another checkpoint",
+                     name, m->spec);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every worker's running variances (sync.worker_state, [workers, nstate])
+ * are not negative, as the model's own are (tensor_values_ok): a worker
+ * resumes from its row. A row of another length is the paradigm's to
+ * refuse. */
+static int worker_state_ok(const ckpt_t *ck, const model_t *m, char *err, size_t errlen)
+{
+    const st_tensor_t *t = st_find(&ck->st, "sync.worker_state");
+    if (!t || t->ndim != 2 || t->shape[1] != m->nstate || strcmp(t->dtype, "F32")) return 0;
+    const unsigned char *p = ck->buf + ck->st.data_off + t->begin;
+    for (uint64_t row = 0; row < t->shape[0]; row++)
+        for (int i = 0; i < m->nlayers; i++) {
+            const layer_t *l = &m->layers[i];
+            for (int c = 0; l->s_len && c < l->out_c; c++) {
+                const size_t at = (size_t)row * m->nstate + l->s_off + (size_t)l->out_c + (size_t)c;
+                float v;
+                memcpy(&v, p + at * sizeof v, sizeof v);
+                if (v >= 0) continue;
+                snprintf(err, errlen, "checkpoint holds %g at index %zu of 'sync.worker_state' (worker %llu's running variance of layer %d, channel %d), which cannot be negative; the file was altered or damaged: use another checkpoint",
+                         v, at, (unsigned long long)row, i, c);
+                return -1;
+            }
+        }
+    return 0;
+}
+
 int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t errlen)
 {
     const ckpt_meta_t *md = &ck->meta;
@@ -485,54 +634,24 @@ int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t err
                  md->c, md->h, md->w, md->classes, m->in_c, m->in_h, m->in_w, m->classes);
         return -1;
     }
-    for (int i = 0; i < m->nlayers; i++) {
-        const layer_t *l = &m->layers[i];
-        if (!l->w_len) continue;
-        char wn[96], bn[96];
-        tensor_name(wn, sizeof wn, m, i, "weight");
-        tensor_name(bn, sizeof bn, m, i, "bias");
-        int shape[SHAPE_MAX], nd = weight_shape(l, shape), bshape[SHAPE_MAX], bnd = bias_shape(l, bshape);
-        const int bs = l->b_len != 0;
-        if (copy_tensor(ck, wn, m->params + l->w_off, l->w_len, shape, nd) != 0 ||
-            (bs && copy_tensor(ck, bn, m->params + l->b_off, l->b_len, bshape, bnd) != 0) || (!bs && st_find(&ck->st, bn))) {
-            snprintf(err, errlen, "checkpoint holds model '%s', which does not match model '%s' (layer %d differs); pass --model %s",
-                     md->model, m->spec, i, md->model);
-            return -1;
-        }
-    }
-    long total = 0;
-    for (int i = 0; i < ck->st.ntensors; i++)
-        if (is_param_tensor(ck->st.tensors[i].name)) total += (long)ck->st.tensors[i].count;
-    if ((size_t)total != m->nparams) {
-        snprintf(err, errlen, "checkpoint holds model '%s' with %ld parameters, not model '%s' (%zu); pass --model %s",
-                 md->model, total, m->spec, m->nparams, md->model);
-        return -1;
-    }
-    for (int i = 0; i < m->nlayers; i++) {
-        const layer_t *l = &m->layers[i];
-        if (!l->s_len) continue;
-        for (int k = 0; k < 2; k++) {
-            char name[96];
-            tensor_name(name, sizeof name, m, i, k ? "running_var" : "running_mean");
-            int C = l->out_c;
-            if (copy_tensor(ck, name, m->state + l->s_off + (size_t)k * C, (size_t)C, &C, 1) != 0) {
-                snprintf(err, errlen, "checkpoint has no batch-normalization statistics '%s' of %d channels for model '%s'; it is damaged or of another model",
-                         name, C, m->spec);
-                return -1;
-            }
-        }
-    }
+    if (restore_layers(ck, m, err, errlen) != 0 || worker_state_ok(ck, m, err, errlen) != 0) return -1;
     if (!o) return 0;
     if (strcmp(md->optimizer, optim_kind_name(o->cfg.kind))) {
         snprintf(err, errlen, "checkpoint was trained with optimizer '%s', not '%s'; pass --optimizer %s",
                  md->optimizer, optim_kind_name(o->cfg.kind), md->optimizer);
         return -1;
     }
-    if ((o->velocity && ckpt_read_tensor(ck, "optim.velocity", o->velocity, o->n) != 0) ||
-        (o->accum && ckpt_read_tensor(ck, "optim.accum", o->accum, o->n) != 0)) {
-        snprintf(err, errlen, "checkpoint has no matching optimizer state for --optimizer %s --momentum %g; resume with the run's own settings",
-                 optim_kind_name(o->cfg.kind), o->cfg.momentum);
-        return -1;
+    float *const state[2] = { o->velocity, o->accum };
+    const char *const names[2] = { "optim.velocity", "optim.accum" };
+    const int flat = (int)o->n;
+    for (int s = 0; s < 2; s++) {
+        if (!state[s]) continue;
+        if (!st_find(&ck->st, names[s])) {
+            snprintf(err, errlen, "checkpoint has no matching optimizer state for --optimizer %s --momentum %g; resume with the run's own settings",
+                     optim_kind_name(o->cfg.kind), o->cfg.momentum);
+            return -1;
+        }
+        if (restore_tensor(ck, m, names[s], state[s], &flat, 1, err, errlen) != 0) return -1;
     }
     return 0;
 }

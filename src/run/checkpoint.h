@@ -66,11 +66,16 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
 /* Read a regular file and verify it (ckpt_parse). */
 int ckpt_load(const char *path, ckpt_t *ck, char *err, size_t errlen);
 /* Verify a checkpoint held in memory: the safetensors rules (safetensors.h),
- * dsgd's metadata with every value range-checked, F32 tensors, the CRC-32.
+ * dsgd's metadata with every value range-checked, F32 tensors, the CRC-32,
+ * every value finite and none negative in a running variance or an Adagrad
+ * sum of squares.
  * Takes ownership of buf (malloc'ed, size bytes). name is used in messages. */
 int ckpt_parse(ckpt_t *ck, unsigned char *buf, size_t size, const char *name, char *err, size_t errlen);
-/* Copy the weights (and, if o != NULL, the optimizer state) into a model
- * built for the same architecture. */
+/* Copy the weights and running statistics (and, if o != NULL, the
+ * optimizer state) into a model built for the same architecture: each
+ * tensor of exactly the shape the model needs, no layer tensor the model
+ * lacks, and no negative variance in any worker's statistics; -1 with a
+ * line naming the tensor otherwise. */
 int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t errlen);
 /* Copy tensor name (exactly count floats) into dst; -1 if absent or of
  * another size. */

@@ -286,9 +286,7 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
     if (cfg->steps > 0) r->total_steps = cfg->steps;
     else if (__builtin_mul_overflow(cfg->epochs, r->steps_per_epoch, &r->total_steps))
         FAIL("--epochs %ld x %ld steps per epoch is too many steps", cfg->epochs, r->steps_per_epoch);
-    /* the cosine schedule spans --epochs, whatever --steps stops the run at
-     * (so a run stopped early and resumed follows the same schedule) */
-    if (__builtin_mul_overflow(cfg->epochs, r->steps_per_epoch, &r->sched.total)) r->sched.total = r->total_steps;
+    r->sched.total = lr_sched_length(cfg->epochs, r->steps_per_epoch, r->total_steps);
     if (*cfg->resume && r->step > r->total_steps)
         FAIL("checkpoint '%s' is at step %ld, past the %ld steps this run would train; raise --epochs or --steps",
              cfg->resume, r->step, r->total_steps);
