@@ -829,7 +829,10 @@ static void servers_save_failed(run_t *r, metrics_t *mx)
     if (r->comm->stop_heard != COMM_STOP_SAVE_FAILED || !r->lead) return;
     snprintf(r->err, sizeof r->err, "server shard 0 could not write checkpoint '%s' (its line on stderr says why)", r->cfg->checkpoint);
     save_failed_record(r, mx);
-    nanosleep(&(struct timespec){ 0, 100000000L }, NULL);   /* the shard's line goes out first (util.c, die) */
+#ifndef DSGD_SIM
+    struct timespec pause = { 0, 100000000L };
+    nanosleep(&pause, NULL);   /* the shard's line goes out first (util.c, die) */
+#endif
     MPI_Abort(r->comm->world, 1);
     exit(1);
 }

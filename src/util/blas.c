@@ -11,6 +11,15 @@
 
 char *openblas_get_corename(void);
 
+/* Where dsgd may start itself again with other kernels: x86-64 (the
+ * kernel families below are OpenBLAS's x86 ones), and not under SimGrid,
+ * whose ranks share one process. */
+#if defined(__x86_64__) && !defined(DSGD_SIM)
+#define BLAS_RESTARTS 1
+#else
+#define BLAS_RESTARTS 0
+#endif
+
 const char *blas_core(void) { return openblas_get_corename(); }
 
 blas_isa_t blas_core_isa(const char *core)
@@ -47,6 +56,7 @@ static const char *isa_name(blas_isa_t isa)
     return isa == ISA_AVX512 ? "AVX-512" : isa == ISA_AVX2 ? "AVX2+FMA" : isa == ISA_AVX ? "AVX" : "SSE";
 }
 
+#if BLAS_RESTARTS
 /* OpenBLAS's best kernels for a vector unit (SkylakeX ran dsgd's GEMMs
  * faster than Cooperlake's and Haswell's on AVX-512 CPUs; Cooperlake's
  * add only bfloat16 kernels, which dsgd does not call). */
@@ -54,6 +64,7 @@ static const char *best_core(blas_isa_t isa)
 {
     return isa == ISA_AVX512 ? "SkylakeX" : isa == ISA_AVX2 ? "Haswell" : isa == ISA_AVX ? "Sandybridge" : NULL;
 }
+#endif
 
 void blas_cpu(char *out, size_t len)
 {
@@ -118,6 +129,7 @@ int blas_selfcheck(void)
     return 0;
 }
 
+#if BLAS_RESTARTS
 /* The --blas value in argv (train and eval take it), or NULL. */
 static const char *blas_flag(int argc, char **argv)
 {
@@ -150,6 +162,8 @@ static void restart(char **argv, const char *core, const char *why, const char *
     unsetenv("DSGD_BLAS_FROM");   /* no /proc: the kernels stay as they loaded */
 }
 
+#endif
+
 /* DSGD_BLAS_FROM = "WHY:CORE": auto (dsgd corrected OpenBLAS's CORE), flag
  * (--blas NAME over CORE), rejected (CORE failed the check; these are the
  * kernels that loaded before). */
@@ -157,7 +171,7 @@ static const char *from_core(const char *from) { const char *c = strchr(from, ':
 
 void blas_choose(int argc, char **argv)
 {
-#if defined(__x86_64__) && !defined(DSGD_SIM)
+#if BLAS_RESTARTS
     const char *mode = blas_flag(argc, argv), *from = getenv("DSGD_BLAS_FROM"), *core = blas_core();
     if (from && !strncmp(from, "rejected:", 9)) return;   /* the third start: the kernels that loaded first */
     if (from) {                                         /* the second start: trust, but check */
