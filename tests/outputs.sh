@@ -72,6 +72,7 @@ PY
     else bad "final save on a full disk" "exit '$rc', status '$st', left '$(cat "$WORK/fin.ls" 2>/dev/null)', stderr: $(head -c 300 "$WORK/fin.err")"; fi
     # asp: shard 0 writes the checkpoints; it says the job's one line, and
     # the lead worker, told in the replies, keeps the record and stops the job
+    # (MPICH's launcher adds its own line about the abort)
     cat > "$WORK/inner-mpi.sh" <<'SH'
 set -u
 DIR=$1 SIZE=$2 OUT=$3
@@ -89,7 +90,7 @@ SH
         rc=$(cat "$WORK/ps$2.rc" 2>/dev/null)
         st=$(json_field "$WORK/ps$2.jsonl" done status 2>/dev/null)
         want=""; [ "$2" = periodic ] && want=ck.st
-        if [ "$rc" = 1 ] && [ "$st" = checkpoint_failed ] && [ ! -e "$WORK/ps$2.jsonl.part" ] && [ "$(grep -c . "$WORK/ps$2.err")" = 1 ] &&
+        if [ "$rc" = 1 ] && [ "$st" = checkpoint_failed ] && [ ! -e "$WORK/ps$2.jsonl.part" ] && [ "$(grep -c '^dsgd' "$WORK/ps$2.err")" = 1 ] &&
            grep -q "server shard 0: cannot write checkpoint" "$WORK/ps$2.err" && [ "$(cat "$WORK/ps$2.ls")" = "$want" ]; then
             ok "asp, the $2 save on a full disk: exit 1, the shard's one line, the record kept with status checkpoint_failed${want:+, the previous checkpoint kept}"
         else bad "asp, the $2 save on a full disk" "exit '$rc', status '$st', files '$(cat "$WORK/ps$2.ls" 2>/dev/null)', stderr: $(head -c 300 "$WORK/ps$2.err")"; fi
