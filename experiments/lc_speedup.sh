@@ -67,11 +67,13 @@ for m in models:
 open(out + "/speedup.tsv", "a").write("\n".join(rows) + "\n")
 open(out + "/summary.md", "a").write("Speed-up (simulated step time):\n\n" + "\n".join(md) + "\n\n")
 PY
-# speed-up against M, one line per model, the ideal dashed
+# speed-up against M, one line per model, the ideal dashed. gnuplot runs
+# in OUT and is given only names relative to it: OUT may hold quotes, and
+# gnuplot would end a string at one
 gp="$OUT/figures/speedup.gp"
 {
     echo "set terminal pngcairo size 800,560 font 'sans,11'"
-    echo "set output '$OUT/figures/speedup.png'"
+    echo "set output 'figures/speedup.png'"
     echo "set title 'Speed-up of one replica split into M spatial blocks (simulated, $BW, ${SCALE}x a core)'"
     echo "set xlabel 'blocks M (machines per model)'; set ylabel 'speed-up over M = 1'"
     echo "set logscale x 2; set logscale y 2; set grid; set key outside below horizontal"
@@ -79,11 +81,11 @@ gp="$OUT/figures/speedup.gp"
     printf "plot x title 'ideal' dt 2 lc rgb 'gray'"
     for m in "${MODELS[@]}"; do
         IFS='|' read -r name spec data <<< "$m"
-        printf ", '%s' using (strcol(1) eq '%s' ? \$3 : 1/0):5 with linespoints lw 2 title '%s (%s)'" \
-            "$OUT/speedup.tsv" "$name" "$name" "$spec"
+        printf ", 'speedup.tsv' using (strcol(1) eq '%s' ? \$3 : 1/0):5 with linespoints lw 2 title '%s (%s)'" \
+            "$name" "$name" "$spec"
     done
     echo
 } > "$gp"
-gnuplot "$gp" 2> "$OUT/logs/plot.log" || { echo "gnuplot failed: $(cat "$OUT/logs/plot.log")" >&2; exit 1; }
+(cd "$OUT" && gnuplot figures/speedup.gp) 2> "$OUT/logs/plot.log" || { echo "gnuplot failed: $(cat "$OUT/logs/plot.log")" >&2; exit 1; }
 wall_report
 cat "$OUT/summary.md"

@@ -18,6 +18,13 @@ OUT=""
 BUILD=build
 SIMBUILD=build-sim
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# path_opt VAR SCRIPT OPTION [VALUE]: VAR = VALUE, made absolute against the
+# caller's directory (the scripts work from the repository's, so a relative
+# --out would land there); no value or an empty one is one line and exit 2
+path_opt() {
+    [ $# -ge 4 ] && [ -n "$4" ] || { echo "$2: $3 needs a directory" >&2; exit 2; }
+    if [[ $4 = /* ]]; then printf -v "$1" '%s' "$4"; else printf -v "$1" '%s' "$PWD/$4"; fi
+}
 exp_args() {   # NAME "$@"
     local name=$1
     shift
@@ -26,16 +33,20 @@ exp_args() {   # NAME "$@"
             --quick) QUICK=1; shift ;;
             --keep) KEEP=1; shift ;;
             --report) KEEP=1; REPORT=1; shift ;;
-            --out) OUT=$2; shift 2 ;;
-            --build) BUILD=$2; shift 2 ;;
-            --sim-build) SIMBUILD=$2; shift 2 ;;
+            --out) path_opt OUT "$name" "$@"; shift 2 ;;
+            --build) path_opt BUILD "$name" "$@"; shift 2 ;;
+            --sim-build) path_opt SIMBUILD "$name" "$@"; shift 2 ;;
             -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
-            *) echo "$name: unknown option '$1' (--quick, --keep, --report, --out DIR, --build DIR, --sim-build DIR)" >&2; exit 2 ;;
+            *) echo "$name: unknown option '${1//$'\n'/\\n}' (--quick, --keep, --report, --out DIR, --build DIR, --sim-build DIR)" >&2; exit 2 ;;
         esac
     done
     local suffix=""
     [ "$QUICK" = 1 ] && suffix=-quick
     [ -n "$OUT" ] || OUT=experiments/results/$name$suffix
+    # the default builds are the repository's (sim_run starts its runs
+    # from elsewhere)
+    [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
+    [[ $SIMBUILD = /* ]] || SIMBUILD=$ROOT/$SIMBUILD
     cd "$ROOT"
     mkdir -p "$OUT/metrics" "$OUT/logs" "$OUT/figures"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -68,10 +79,11 @@ sim_run() {
     local t0=$SECONDS
     local slow=()
     [ -n "${speeds#*:}" ] && slow=(--slow "${speeds#*:}")
+    # started in the metrics folder and given the file's bare name:
+    # smpirun splits the program's arguments at spaces, and OUT may hold some
     # shellcheck disable=SC2086
-    if ! scripts/dsgd-sim --build "$SIMBUILD" --hosts "$hosts" --compute-scale "${speeds%%:*}" "${slow[@]}" ${SIM_EXTRA:-} \
-            --bandwidth "$bw" -- train "$@" \
-            --metrics "$OUT/metrics/$name.jsonl" > "$OUT/logs/$name.log" 2>&1; then
+    if ! (cd "$OUT/metrics" && "$ROOT/scripts/dsgd-sim" --build "$SIMBUILD" --hosts "$hosts" --compute-scale "${speeds%%:*}" \
+            "${slow[@]}" ${SIM_EXTRA:-} --bandwidth "$bw" -- train "$@" --metrics "$name.jsonl") > "$OUT/logs/$name.log" 2>&1; then
         [ "$ALLOW_FAIL" = 1 ] && { echo "    failed: $(grep -m1 'dsgd: error' "$OUT/logs/$name.log" || tail -1 "$OUT/logs/$name.log")"; return 0; }
         echo "run $name failed:" >&2; tail -5 "$OUT/logs/$name.log" >&2; exit 1
     fi

@@ -17,11 +17,17 @@
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 set -uo pipefail
 OMPI=build MPICH=build-mpich OUT=experiments/out/mpi_compare
+# a directory given is the caller's: made absolute before the cd below
+# (the defaults are the repository's)
+path_opt() {   # VAR OPTION [VALUE]
+    [ $# -ge 3 ] && [ -n "$3" ] || { echo "mpi_compare.sh: $2 needs a directory" >&2; exit 2; }
+    if [[ $3 = /* ]]; then printf -v "$1" '%s' "$3"; else printf -v "$1" '%s' "$PWD/$3"; fi
+}
 while [ $# -gt 0 ]; do
     case $1 in
-        --openmpi) OMPI=$2; shift 2 ;;
-        --mpich) MPICH=$2; shift 2 ;;
-        --out) OUT=$2; shift 2 ;;
+        --openmpi) path_opt OMPI "$@"; shift 2 ;;
+        --mpich) path_opt MPICH "$@"; shift 2 ;;
+        --out) path_opt OUT "$@"; shift 2 ;;
         *) echo "mpi_compare.sh: unknown argument '$1'; usage: experiments/mpi_compare.sh [--openmpi BUILD] [--mpich BUILD] [--out DIR]" >&2; exit 2 ;;
     esac
 done

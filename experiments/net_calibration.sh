@@ -22,6 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0 REPS="" MPI=openmpi
 while [ $# -gt 0 ]; do
+    case "$1" in --repeats|--mpi) [ $# -ge 2 ] || { echo "net_calibration: $1 needs a value" >&2; exit 2; } ;; esac
     case "$1" in
         --quick) QUICK=1; shift ;;
         --repeats) REPS=$2; shift 2 ;;

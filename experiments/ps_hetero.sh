@@ -8,6 +8,8 @@
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
 set -euo pipefail
 BUILD=${1:-build}
+# a build directory given is the caller's (the default, the repository's)
+[ -z "${1-}" ] || [[ $BUILD = /* ]] || BUILD=$PWD/$BUILD
 TARGET=${2:-0.85}
 cd "$(dirname "$0")/.."
 # the launcher of the build's MPI (Open MPI or MPICH), root and oversubscription allowed

@@ -42,6 +42,7 @@ for m in "${MODELS[@]}"; do
     real_run "$n" 1 -- "${DATA[@]}" --model "$m" --batch "$B" --steps "$STEPS" --eval-every 1000000000 --quiet --threads 1
     names+=("$n")
 done
-python3 experiments/regime.py "$B" "${names[@]/#/$OUT/metrics/}" >> "$OUT/summary.md"
+# (the replacement quoted: bash would put the matched text for a '&' in OUT)
+python3 experiments/regime.py "$B" "${names[@]/#/"$OUT/metrics/"}" >> "$OUT/summary.md"
 wall_report
 echo "wrote $OUT/summary.md"

@@ -19,11 +19,15 @@
 # SEEDS, LR_COLLECTIVE, LR_PS, LBFGS_BATCH, SELSYNC_DELTA, EASGD_TAU, BATCH
 # (per worker), EXTRA (more flags for every run), DSGD (the binary).
 set -u
-cd "$(dirname "$0")/.." || exit 1
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 quick=0
 [ "${1:-}" = --quick ] && { quick=1; shift; }
+# OUT_DIR and DSGD, when given, are the caller's: made absolute before the
+# cd into the repository (DSGD's default is the repository's)
 OUT=${1:-$(mktemp -d /tmp/dsgd-resnet-paradigms-XXXXXX)}
+[[ $OUT = /* ]] || OUT=$PWD/$OUT
+[ -z "${DSGD:-}" ] || [[ $DSGD = /* ]] || DSGD=$PWD/$DSGD
+cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$OUT"
 . scripts/mpi-env.sh
 DSGD=${DSGD:-build/dsgd}

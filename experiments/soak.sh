@@ -21,13 +21,20 @@ OUT=""
 BUILD=build
 SEED=1
 PARADIGMS="asp gossip"
+# a directory given is the caller's: made absolute before the cd below
+# (the defaults are the repository's)
+path_opt() {   # VAR OPTION [VALUE]
+    [ $# -ge 3 ] && [ -n "$3" ] || { echo "soak: $2 needs a directory" >&2; exit 2; }
+    if [[ $3 = /* ]]; then printf -v "$1" '%s' "$3"; else printf -v "$1" '%s' "$PWD/$3"; fi
+}
 while [ $# -gt 0 ]; do
+    case "$1" in --minutes|--cycle|--seed|--only) [ $# -ge 2 ] || { echo "soak: $1 needs a value" >&2; exit 2; } ;; esac
     case "$1" in
         --minutes) MINUTES=$2; shift 2 ;;
         --cycle) CYCLE=$2; shift 2 ;;
         --quick) QUICK=1; shift ;;
-        --out) OUT=$2; shift 2 ;;
-        --build) BUILD=$2; shift 2 ;;
+        --out) path_opt OUT "$@"; shift 2 ;;
+        --build) path_opt BUILD "$@"; shift 2 ;;
         --seed) SEED=$2; shift 2 ;;
         --only) PARADIGMS=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;

@@ -14,8 +14,9 @@ DSGD=$(cd "$BUILD" && pwd)/dsgd
 CL="$HERE/../scripts/dsgd-cluster"
 CN=dt$$
 export DSGD_CLUSTER_NAME=$CN
-# whatever happens, the cluster and its processes go
-trap '"$CL" down > /dev/null 2>&1; rm -rf "$WORK"' EXIT
+# whatever happens, the clusters and their processes go (the second one,
+# ${CN}p, is the paths part's)
+trap '"$CL" down > /dev/null 2>&1; "$CL" down --name "${CN}p" > /dev/null 2>&1; rm -rf "$WORK"' EXIT
 if ! why=$("$CL" check 2>&1); then
     echo "skip cluster: $why"
     summary cluster
@@ -108,6 +109,60 @@ if [ "$routes" = "10.213.0.0/24 dev eth0 proto kernel scope link src 10.213.0.1 
 else bad "host routes" "$routes"; fi
 refused "kill of a host that does not exist is refused" "has no host 7" "$CL" kill 7
 refused "a second up of the same cluster is refused" "already up" "$CL" up 2
+
+# --- paths -------------------------------------------------------------------
+# A checkout, a state folder (DSGD_CLUSTER_STATE) and an --rc-dir whose
+# names hold spaces, quotes, $( ) and backquotes: the launch works under
+# both MPIs and runs nothing of them (the ranks' shells once ran the
+# --rc-dir's $( ) on every rank; a space in the checkout's path stopped Open
+# MPI's mpirun at once, status 243, and hung MPICH's mpiexec). A second
+# cluster of 2 hosts, so that its state folder is the odd one.
+odd="o d'd \"q\" \$(touch CANARY_1) \`touch CANARY_2\`; touch CANARY_3"
+mkdir -p "$WORK/cwd" "$WORK/$odd checkout/scripts"
+cp "$HERE/../scripts/dsgd-cluster" "$HERE/../scripts/dsgd-cluster-agent" "$WORK/$odd checkout/scripts/"
+OCL="$WORK/$odd checkout/scripts/dsgd-cluster"
+(
+    cd "$WORK/cwd" || exit 1
+    export DSGD_CLUSTER_STATE="$WORK/$odd state"
+    "$OCL" up 2 --name "${CN}p" > "$WORK/paths.up" 2>&1 &&
+    DSGD_LAUNCH_LIMIT=60 "$HERE/bounded" "$OCL" mpirun --name "${CN}p" --mpi "$MPI_IMPL" --dsgd "$DSGD" \
+        --rc-dir "$WORK/$odd rc" --grace 10 -- "${S[@]}" --sync bsp --steps 50 --metrics "$WORK/paths.jsonl" \
+        > "$WORK/paths.out" 2> "$WORK/paths.err"
+    "$OCL" down --name "${CN}p" > /dev/null 2>&1
+)
+# (a rank MPICH leaves in MPI_Finalize after the run ended well counts as 0, as in rcs)
+fin=x; grep -q "after the run ended well" "$WORK/paths.err" 2>/dev/null && fin=0
+r=$(for i in 0 1; do cat "$WORK/$odd rc/rc.$i" 2>/dev/null || echo $fin; done | tr '\n' ' ')
+canaries=$(find "$WORK" -name 'CANARY*' | wc -l)
+if [ "$r" = "0 0 " ] && [ "$canaries" = 0 ] && [ "$(json_field "$WORK/paths.jsonl" done status 2>/dev/null)" = ok ] &&
+   [ -e "$WORK/$odd state" ] && ! [ -e "$WORK/$odd state/${CN}p" ]; then
+    ok "a launch from a checkout, state folder and --rc-dir named with spaces, quotes, \$( ) and backquotes trains and runs none of them"
+else bad "odd paths" "exit codes [$r], $canaries canary files: $(cat "$WORK/paths.up" "$WORK/paths.err" 2>/dev/null | head -c 600)"; fi
+
+# --grace: a copy of sh stands for dsgd (dsgd-cluster counts the ranks by
+# their binary), rank 1 working on after rank 0 exited 0. When rank 0 has
+# printed the lead's "done:" line, the rest is stopped --grace s later with
+# one line naming the MPI in use; when it has not (a shard cut off from its
+# workers exits 0 while they still work), nothing is stopped (the line once
+# named MPICH under Open MPI and stopped the job either way).
+cp "$(command -v sh)" "$WORK/fake-dsgd"
+mpi_name="Open MPI"; [ "$MPI_IMPL" = mpich ] && mpi_name=MPICH
+grace() {   # TAG RANK0_SCRIPT RANK1_SECONDS: a 2-host launch with --grace 2
+    mkdir -p "$WORK/$1.rc"
+    DSGD_LAUNCH_LIMIT=60 "$HERE/bounded" "$CL" mpirun --mpi "$MPI_IMPL" --dsgd "$WORK/fake-dsgd" --hosts 2 --rc-dir "$WORK/$1.rc" \
+        --grace 2 -- -c 'if [ "${OMPI_COMM_WORLD_RANK:-$PMI_RANK}" = 0 ]; then '"$2"'; else sleep '"$3"'; fi' > /dev/null 2> "$WORK/$1.err"
+}
+grace grace_done 'echo "done: test accuracy 1"; exit 0' 30
+rc=$?
+if [ $rc = 0 ] && [ "$(grep -c . "$WORK/grace_done.err")" = 1 ] &&
+   grep -q "^dsgd-cluster: under $mpi_name, ranks 1 still running 2 s (--grace) after the run ended well (the lead printed its result" "$WORK/grace_done.err"; then
+    ok "--grace after the lead's result: the rest stopped with one line naming $mpi_name"
+else bad "--grace after the lead's result" "status $rc: $(head -c 400 "$WORK/grace_done.err")"; fi
+grace grace_zero 'exit 0' 6
+rc=$?
+if [ $rc = 0 ] && [ "$(cat "$WORK/grace_zero.rc/rc.1" 2>/dev/null)" = 0 ] && ! grep -q "still running" "$WORK/grace_zero.err"; then
+    ok "--grace: a rank's exit 0 without the lead's result stops nothing (rank 1 ran its 6 s)"
+else bad "--grace after a rank's exit 0 alone" "status $rc, rank 1's status '$(cat "$WORK/grace_zero.rc/rc.1" 2>/dev/null)': $(head -c 400 "$WORK/grace_zero.err")"; fi
 
 # --- training, one rank per host -------------------------------------------
 # bsp: the all-reduce crosses the links; each host's link carries at least
@@ -286,5 +341,6 @@ if [ "$left_ns" = 0 ] && [ "$left_p" = 0 ] && [ "$after" = "$before" ] && [ $dow
     ok "down leaves no namespace, link, process or state behind, and a second down is fine"
 else bad "down" "namespaces left $left_ns, processes $left_p, links before [$before] after [$after], second down exit $down2"; fi
 refused "a command on a cluster that is down names it" "is not up" "$CL" status
+refused "cut of a host of a cluster that is down says how to bring it up" "is not up (start it with: scripts/dsgd-cluster up N" "$CL" cut 1
 
 summary cluster

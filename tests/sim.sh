@@ -62,6 +62,23 @@ n0=$(json_field "$WORK/rdv.jsonl" done steps); n1=$(json_field "$WORK/eager.json
 if awk -v a="$n0" -v b="$n1" 'BEGIN{exit !(a > 0 && b >= 1.3 * a)}'; then
     ok "small messages leave eagerly: asp with one shard makes $n1 steps, $n0 when each push waits for its receive"
 else bad "eager messages" "steps with --eager 0: '$n0', by default: '$n1' (want >= 1.3x)"; fi
+# Above 64 KiB: SimGrid aborts (a CRITICAL line and a backtrace) unless
+# MPI_Send's detached size rises with the eager limit. With 71 KB pushes
+# (mlp:256) the shard's loop serializes them at --eager 65536 and not at
+# 1 MiB: measured 78-79 steps against 144-163. Beyond an int, one line.
+E2=(train --data synthetic:1024 --model mlp:256 --batch 16 --lr 0.05 --test-subset 128 --sync asp --servers 1
+    --epochs 1000 --time-limit 0.05 --quiet)
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 5 --eager 65536 -- "${E2[@]}" --metrics "$WORK/e64k.jsonl" > /dev/null 2>&1
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 5 --eager 1048576 -- "${E2[@]}" --metrics "$WORK/e1m.jsonl" > "$WORK/e1m.out" 2>&1
+n0=$(json_field "$WORK/e64k.jsonl" done steps 2>/dev/null); n1=$(json_field "$WORK/e1m.jsonl" done steps 2>/dev/null)
+if awk -v a="$n0" -v b="$n1" 'BEGIN{exit !(a > 0 && b >= 1.3 * a)}'; then
+    ok "--eager 1048576 runs and sends 71 KB pushes eagerly: $n1 steps, $n0 at --eager 65536"
+else bad "--eager above 65536" "steps at 65536: '$n0', at 1048576: '$n1': $(head -c 300 "$WORK/e1m.out")"; fi
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 2 --eager 2147483648 -- "${C[@]}" > "$WORK/ebig.out" 2>&1
+rc=$?
+if [ $rc = 2 ] && [ "$(grep -c . "$WORK/ebig.out")" = 1 ] && grep -q "at most 2147483647" "$WORK/ebig.out"; then
+    ok "--eager 2147483648 is refused in one line (exit 2)"
+else bad "--eager beyond an int" "exit $rc: $(head -c 300 "$WORK/ebig.out")"; fi
 # --transient writes SimGrid speed profiles: a host slowed for intervals of
 # a mean of 10^6 s (and fast for 10^-6 s) is a 4x slower host; one slowed
 # for 10^-6 s between 10^6 s at full speed is a full-speed host. (Simulated
