@@ -7,13 +7,17 @@
  * performs (model_train_flops: no input gradient for the first layer). Two
  * bounds: the model's own GEMM shapes (batch × in × out, each way the step
  * multiplies) timed alone, which is what the step could reach if nothing
- * but its GEMMs ran; and the square-matrix sgemm peak, for reference.
+ * but its GEMMs ran; the square-matrix sgemm peak; and the core's FP32
+ * peak, an FMA-throughput loop for the widest vector unit the CPU has (the
+ * physical limit: a bound no kernel, OpenBLAS's or dsgd's, can pass).
  *
  * Output: human-readable lines, plus machine-readable ones:
  *   sgemm n=N gflops=G
  *   sgemm_peak_gflops=G
+ *   core_peak_gflops=G isa=ISA
  *   bench model=M batch=B steps=S seconds=T samples_per_s=X mflop_per_sample=F gflops=G
  *         gemm_shapes_bound_samples_per_s=Y fraction=F peak_bound_samples_per_s=P peak_fraction=Q
+ *         core_fraction=C
  *   profile model=M step_us=U gemm_alone=F gather=F forward=F loss=F backward=F update=F
  * Usage: bench_train [MODEL...]   (one process; no mpirun needed; MODEL is mlp,
  *        lenet or resnet (resnet:20,16), default mlp and lenet; the memory
@@ -21,6 +25,7 @@
  *        own when one model is asked for)
  */
 #include <cblas.h>
+#include <immintrin.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,9 +158,58 @@ static void train_step(model_t *m, optim_t *o, batch_iter_t *it, double *ph)
     for (int p = 0; p < NPH; p++) ph[p] += t[p + 1] - t[p];
 }
 
+/* The core's FP32 peak: 12 independent chains of fused multiply-adds in
+ * registers (more than an FMA's latency times the units that issue them,
+ * so the units never wait), 2 FLOPs a lane; the best of 5 runs of ~0.2 s.
+ * The chains' values stay bounded (x·1 + 0), and are summed so the loop is
+ * not dropped. Each width is its own function, compiled for that unit. */
+enum { FMA_CHAINS = 12, FMA_ITERS = 1 << 22 };
+#define FMA_LOOP(VEC, SET1, FMA, ADD, LANES)                                     \
+    VEC acc[FMA_CHAINS], one = SET1(1.0f), zero = SET1(0.0f);                  \
+    for (int c = 0; c < FMA_CHAINS; c++) acc[c] = SET1((float)c);              \
+    for (long i = 0; i < reps; i++)                                            \
+        for (int c = 0; c < FMA_CHAINS; c++) acc[c] = FMA(acc[c], one, zero);  \
+    VEC sum = zero;                                                            \
+    for (int c = 0; c < FMA_CHAINS; c++) sum = ADD(sum, acc[c]);               \
+    float out[LANES];                                                          \
+    memcpy(out, &sum, sizeof out);                                             \
+    return out[0] + out[LANES - 1];
+
+__attribute__((target("avx512f"))) static float fma_avx512(long reps)
+{
+    FMA_LOOP(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, 16)
+}
+__attribute__((target("avx2,fma"))) static float fma_avx2(long reps)
+{
+    FMA_LOOP(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, 8)
+}
+static float fma_sse(long reps)   /* no FMA unit: a multiply and an add, counted as 2 FLOPs */
+{
+#define SSE_FMA(a, b, c) _mm_add_ps(_mm_mul_ps(a, b), c)
+    FMA_LOOP(__m128, _mm_set1_ps, SSE_FMA, _mm_add_ps, 4)
+#undef SSE_FMA
+}
+
+static double core_peak_gflops(blas_isa_t isa, const char **name)
+{
+    const int lanes = isa == ISA_AVX512 ? 16 : isa == ISA_AVX2 ? 8 : 4;
+    *name = isa == ISA_AVX512 ? "avx512" : isa == ISA_AVX2 ? "avx2" : "sse";
+    double best = 0;
+    volatile float sink = 0;
+    for (int run = 0; run < 5; run++) {
+        double t = MPI_Wtime();
+        sink += isa == ISA_AVX512 ? fma_avx512(FMA_ITERS) : isa == ISA_AVX2 ? fma_avx2(FMA_ITERS) : fma_sse(FMA_ITERS);
+        t = MPI_Wtime() - t;
+        double g = (double)FMA_ITERS * FMA_CHAINS * lanes * 2 / t * 1e-9;
+        if (g > best) best = g;
+    }
+    (void)sink;
+    return best;
+}
+
 /* Times one model and prints its result lines. */
 static void bench_model(const char *name, const char *spec, const dataset_t *train,
-                        const int32_t *idx, double peak_gflops)
+                        const int32_t *idx, double peak_gflops, double core_gflops)
 {
     model_t *m = model_create(spec, train->c, train->h, train->w, train->classes, BATCH);
     model_init_params(m, 1);
@@ -188,12 +242,15 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
            name, spec, m->nparams, flops * 1e-6, sps, gflops, bound, 100.0 * sps / bound,
            peak_bound, 100.0 * sps / peak_bound);
     const double step_s = secs / (double)steps;
+    printf("       the core's FP32 peak: %5.1f%% reached\n", 100.0 * gflops / core_gflops);
     printf("       step %.1f us: GEMM %.0f%% (its shapes' time alone);", step_s * 1e6, 100.0 * gemm_s / step_s);
     for (int p = 0; p < NPH; p++) printf(" %s %.0f%%", phase_name[p], 100.0 * ph[p] / secs);
     printf("\n");
     printf("bench model=%s batch=%d steps=%ld seconds=%.3f samples_per_s=%.1f mflop_per_sample=%.4f gflops=%.3f"
-           " gemm_shapes_bound_samples_per_s=%.1f fraction=%.4f peak_bound_samples_per_s=%.1f peak_fraction=%.4f\n",
-           name, BATCH, steps, secs, sps, flops * 1e-6, gflops, bound, sps / bound, peak_bound, sps / peak_bound);
+           " gemm_shapes_bound_samples_per_s=%.1f fraction=%.4f peak_bound_samples_per_s=%.1f peak_fraction=%.4f"
+           " core_fraction=%.4f\n",
+           name, BATCH, steps, secs, sps, flops * 1e-6, gflops, bound, sps / bound, peak_bound, sps / peak_bound,
+           gflops / core_gflops);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("memory model=%s maxrss_kb=%ld\n", name, ru.ru_maxrss);
@@ -237,6 +294,11 @@ int main(int argc, char **argv)
         if (g > peak) peak = g;
     }
     printf("sgemm_peak_gflops=%.2f\n", peak);
+    const char *isa;
+    const double core = core_peak_gflops(blas_cpu_isa(), &isa);
+    printf("core_peak_gflops=%.2f isa=%s\n", core, isa);
+    printf("the core's FP32 peak (%s FMA loop) %.1f GFLOP/s; the best sgemm reaches %.0f%% of it\n", isa, core,
+           100.0 * peak / core);
     fflush(stdout);
 
     int32_t *idx = xmalloc(sizeof(int32_t) * (size_t)train.n);   /* (n) every sample */
@@ -247,7 +309,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         int chosen = argc < 2 && strcmp(models[i].name, "resnet");   /* resnet: asked for by name */
         for (int a = 1; a < argc; a++) chosen |= !strcmp(argv[a], models[i].name);
-        if (chosen) bench_model(models[i].name, models[i].spec, &train, idx, peak);
+        if (chosen) bench_model(models[i].name, models[i].spec, &train, idx, peak, core);
     }
 
     free(idx);
