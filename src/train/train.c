@@ -28,6 +28,7 @@ typedef struct evaluator {
     float *x;            /* (max_batch, dim) test inputs as floats; allocated by
                             the first evaluation, so only evaluating ranks hold it */
     double acc, loss;
+    long step;           /* of the last evaluation (-1: none yet) */
     snapshots_t snaps;   /* --eval-offline */
 } evaluator_t;
 
@@ -788,6 +789,7 @@ static int evaluate_during(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, eva
         if (L->beat) print_heartbeat(r, tl, sps, now_s() - L->t0);
     } else if (r->evaluates) {
         evaluate(r, ev, 1);
+        ev->step = r->step;
         snap_meta_t m;
         eval_meta(r, tl, sps, at, L->train_s, samples, &m);
         print_progress(r, ev, &m, now_s() - L->t0);
@@ -940,6 +942,8 @@ static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, 
     metrics_double(mx, "train_s", L->train_s);
     metrics_double(mx, "test_acc", ev->acc);
     metrics_double(mx, "test_loss", ev->loss);
+    if (ev->step >= 0) metrics_long(mx, "eval_step", ev->step);   /* the evaluation test_acc is from */
+    if (L->preempted) metrics_str(mx, "final_eval", "skipped: preempted (the checkpoint went first)");
     bounds_write_done(bd, r, mx);
     sync_stat_t st[16];
     int nst = r->ops->stats ? r->ops->stats(r, st, 16, 0) : 0;
@@ -963,6 +967,9 @@ static void print_done(run_t *r, const loop_t *L, const bounds_t *bd, const eval
            (double)r->step / (double)r->steps_per_epoch, now_s() - L->t0, L->train_s,
            L->train_s > 0 ? steps * L->samples_per_step / L->train_s : 0.0, extra);
     if (bd->why) printf("stopped early: %s\n", bd->why == BOUNDS_TIME ? "time limit reached" : "target accuracy reached");
+    /* a preempted run saves instead of evaluating at the end */
+    if (L->preempted && ev->step < 0) printf("(no evaluation before the preemption: the run was preempted before its first)\n");
+    else if (L->preempted && ev->step != r->step) printf("(the accuracy above is the last evaluation's, at step %ld)\n", ev->step);
     if (L->preempted)
         printf("preempted (%s) at step %ld%s%s%s; exit status %d\n", preempt_source(), r->step,
                *cfg->checkpoint ? ": resume with --resume " : "", cfg->checkpoint, *cfg->checkpoint ? "" : " (no --checkpoint: nothing to resume from)",
@@ -1011,11 +1018,20 @@ static void finish_run(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluat
     if (r->lead && r->comm->size > 1) diverge_heard(r, mx);   /* a worker that diverged near the end */
     L->train_s += now_s() - tf;
     bd->sync_done_s = bounds_now(bd);
+    if (L->preempted) {
+        /* the launcher may kill the ranks soon after it passed the signal on
+         * (Open MPI's mpirun: 1 s): what the run has goes to disk first, and
+         * the final evaluation is left out; the done event carries the last
+         * evaluation's figures and its step (eval_step) */
+        if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_save_failed(r, mx);
+        return;
+    }
     if (r->evaluates) {
         double tl = L->loss_n ? L->loss_sum / (double)L->loss_n : NAN, sps = L->seg_t > 0 ? L->seg_samples / L->seg_t : 0;
         bd->final_eval_s = bounds_now(bd);   /* (evaluating the snapshots does not delay it) */
         evaluate_snapshots(r, mx, ev, bd, L->t0);
         evaluate(r, ev, 0);   /* after finish the local model is the final one */
+        ev->step = r->step;
         snap_meta_t m;
         eval_meta(r, tl, sps, bd->final_eval_s, L->train_s, r->step * L->samples_per_step, &m);
         print_progress(r, ev, &m, now_s() - L->t0);
@@ -1061,7 +1077,8 @@ int train_main(const config_t *cfg, comm_t *comm)
     fault_rec_t fault = { .mx = &mx, .r = r };
     comm->on_fault = record_fault;
     comm->fault_ctx = &fault;
-    evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN };
+    evaluator_t ev = { .labels = xmalloc(sizeof(int32_t) * (size_t)(r->test.n ? r->test.n : 1)), .acc = NAN, .loss = NAN,
+                       .step = -1 };
     for (long i = 0; i < r->test.n; i++) ev.labels[i] = r->test.y[i];
     if (cfg->eval_offline && r->evaluates && snapshots_open(&ev.snaps, r->err, sizeof r->err) != 0) run_abort(&mx, "%s", r->err);
     loop_t L;
