@@ -60,6 +60,10 @@ def load(stem):
 
 
 def main():
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or not sys.argv[1].isdigit() or int(sys.argv[1]) < 1:
+        print(__doc__.split("\n\n")[1].replace("Usage", "usage", 1), file=sys.stderr if len(sys.argv) < 2 or
+              sys.argv[1] not in ("-h", "--help") else sys.stdout)
+        sys.exit(0 if len(sys.argv) >= 2 and sys.argv[1] in ("-h", "--help") else 2)
     B = int(sys.argv[1])
     models = [load(s) for s in sys.argv[2:]]
     print("**The papers' settings** (estimates; ratio = B (F / P) W / (8 R)):\n")

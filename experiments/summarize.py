@@ -30,7 +30,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_loader(
-    "dsgd_plot", importlib.machinery.SourceFileLoader("dsgd_plot", os.path.join(HERE, "..", "scripts", "dsgd-plot")))
+    "dsgd_plot", importlib.machinery.SourceFileLoader("dsgd_plot", next(
+        p for p in (os.path.join(HERE, "dsgd-plot"), os.path.join(HERE, "..", "scripts", "dsgd-plot"))
+        if os.path.exists(p) or p.endswith(os.path.join("scripts", "dsgd-plot")))))   # installed beside it, or the checkout's
 plot = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(plot)
 

@@ -44,6 +44,11 @@ if out=$("$PLOT" --out "$WORK/figs" "${ALL[@]}" 2>&1); then
 else
     bad "dsgd-plot" "$out"
 fi
+# figures are written as any file is under the caller's umask (they were 0600)
+mode=$(stat -c %a "$WORK/figs/accuracy_time.png" 2>/dev/null)
+want=$(printf '%o' $((0666 & ~$(umask))))
+if [ "$mode" = "$want" ]; then ok "figures have the mode the umask gives ($mode)"
+else bad "figure mode" "$mode, not $want"; fi
 # the curves carry one title per run, labelled by paradigm and flags
 if grep -q "ssp s=2, N=2" "$WORK/figs/accuracy_time.svg" && grep -q "selsync" "$WORK/figs/accuracy_time.svg"; then
     ok "curves are labelled by paradigm, flags and workers"
