@@ -2,7 +2,7 @@
 """A markdown table of a set of dsgd runs (one row per metrics file), for the
 experiment scripts.
 
-usage: summarize.py OUT.md TARGET [--baseline SUBSTRING] [--title TEXT] METRICS.jsonl...
+usage: summarize.py OUT.md TARGET [--baseline SUBSTRING] [--title TEXT] [--label FILE=TEXT]... METRICS.jsonl...
 
 Columns: run (paradigm and flags, as dsgd-plot labels it), N workers, final
 test accuracy, time to TARGET (training seconds and seconds since the common
@@ -15,15 +15,19 @@ compute-to-communication ratio (its time computing gradients against its
 time in or waiting for communication, per step: the regime of the run), and
 why it stopped. Times are simulated seconds for simulated runs.
 
-Repeats: runs with the same label and N (the same configuration, seeds
-apart) make one row, with the number of runs, and each number as the median
+Repeats: runs with the same configuration and platform, seeds apart (every
+flag but --seed and the output files, and for a simulated run the cluster it
+ran on) make one row, with the number of runs, and each number as the median
 and range over them, "median [min, max]". A time to target that some runs
 never reached counts as infinite: the row says how many reached it, and
-the median is "–" if fewer than half did. The speed-up is taken per seed
+the median is "–" if fewer than half did. Configurations that would carry
+the same label (a uniform and a slowed cluster, say) each say in brackets
+what sets them apart; --label FILE=TEXT names a run's row (as dsgd-plot's). The speed-up is taken per seed
 against the baseline's run of the same seed, then summarized the same
 way (the ratio of the medians where the seeds do not match)."""
 import importlib.machinery
 import importlib.util
+import json
 import math
 import os
 import sys
@@ -96,12 +100,39 @@ def first_among(times, base, grid):
     return first, ahead
 
 
+# what may differ between repeats of one configuration
+NOT_CONFIG = {"seed", "metrics", "checkpoint", "resume", "quiet", "progress-every"}
+
+
+def setting(run):
+    """Everything that makes a run's configuration, as flat key: value pairs:
+    its flags but the seed and its files, and where a simulated run ran."""
+    out = {k: json.dumps(v) for k, v in run["cfg"].items() if k not in NOT_CONFIG}
+    for k, v in (run["config"].get("platform") or {}).items():
+        out["platform " + k] = json.dumps(v)
+    return out
+
+
 def group(rows):
-    """Rows of one configuration (label and N), in first-seen order."""
+    """Rows of one configuration, in first-seen order. Groups whose labels
+    would be the same get, in brackets, the settings that tell them apart."""
     out = {}
     for row in rows:
-        out.setdefault((row["label"], row["N"]), []).append(row)
-    return list(out.values())
+        out.setdefault((row["label"], row["N"], json.dumps(row["setting"], sort_keys=True)), []).append(row)
+    groups = list(out.values())
+    alike = {}
+    for g in groups:
+        alike.setdefault((g[0]["label"], g[0]["N"]), []).append(g)
+    for same in alike.values():
+        if len(same) < 2:
+            continue
+        keys = sorted({k for g in same for k in g[0]["setting"]})
+        apart = [k for k in keys if len({g[0]["setting"].get(k) for g in same}) > 1]
+        for g in same:
+            tag = ", ".join(f"{k}={g[0]['setting'].get(k, '–')}" for k in apart)
+            for row in g:
+                row["label"] += f" [{tag}]"
+    return groups
 
 
 def main(argv):
@@ -115,12 +146,21 @@ def main(argv):
         i = rest.index("--baseline"); base = rest[i + 1]; del rest[i:i + 2]
     if "--title" in rest:
         i = rest.index("--title"); title = rest[i + 1]; del rest[i:i + 2]
+    overrides = {}
+    while "--label" in rest:
+        i = rest.index("--label")
+        if i + 1 >= len(rest) or "=" not in rest[i + 1]:
+            raise plot.PlotError("--label wants FILE=TEXT")
+        f, text = rest[i + 1].split("=", 1)
+        overrides[os.path.abspath(f)] = text
+        del rest[i:i + 2]
     runs = [plot.read_run(p) for p in rest]
     rows = []
     for r in runs:
         d = r["done"] or {}
         tt, tw = first_hit(r, target)
-        rows.append({"run": r, "label": plot.label(r, {}, with_n=False), "N": r["config"].get("workers"),
+        rows.append({"run": r, "label": overrides.get(os.path.abspath(r["path"])) or plot.label(r, {}, with_n=False),
+                     "setting": setting(r), "N": r["config"].get("workers"),
                      "seed": r["cfg"].get("seed"), "acc": d.get("test_acc"), "tt": tt, "tw": tw, "d": d})
     groups = group(rows)
     baselines = {}   # N -> {seed: the baseline's time since the start}

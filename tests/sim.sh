@@ -212,6 +212,22 @@ if [ $rc = 3 ] && grep -q "training diverged" "$WORK/div.err" && ! grep -qv "^ds
     ok "a simulated divergence exits 3 with dsgd's lines only, the metrics closed with status diverged"
 else bad "simulated divergence" "exit $rc: $(head -c 300 "$WORK/div.err")"; fi
 if [ "$after" -le "$before" ]; then ok "dsgd-sim leaves no temporary folder"; else bad "dsgd-sim temporary folders" "$before before, $after after"; fi
+# a simulated run says where it ran (the config event's platform), and
+# summarize.py keeps a uniform and a slowed cluster apart (it merged them as
+# "2 runs"), while two seeds of one configuration make one row
+P=(train --sync asp --data synthetic --model mlp:16 --steps 60 --quiet --eval-every 30)
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 3 -- "${P[@]}" --seed 1 --metrics "$WORK/u1.jsonl" > /dev/null 2>&1
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 3 -- "${P[@]}" --seed 2 --metrics "$WORK/u2.jsonl" > /dev/null 2>&1
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 3 --slow 2=4 -- "${P[@]}" --seed 1 --metrics "$WORK/s1.jsonl" > /dev/null 2>&1
+plat=$(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline())["platform"]; print(p["hosts"], p["slow_hosts"], p["host_slowdown"])' "$WORK/s1.jsonl" 2>&1)
+if [ "$plat" = "3 1 [1, 1, 4]" ]; then ok "a simulated run's config event records its platform (hosts, link, slow hosts, ...)"
+else bad "platform in the config event" "$plat"; fi
+python3 "$HERE/../experiments/summarize.py" "$WORK/sum.md" 0.5 "$WORK/u1.jsonl" "$WORK/u2.jsonl" "$WORK/s1.jsonl" > /dev/null 2>&1
+rows=$(grep -c '^| asp' "$WORK/sum.md" 2>/dev/null)
+if [ "$rows" = 2 ] && grep -q '^| asp .*platform host_slowdown=\[1, 1, 4\].*| 1 |' "$WORK/sum.md" && grep -q '^| asp .*| 2 |' "$WORK/sum.md"; then
+    ok "summarize.py: the slowed cluster is its own row, named by what sets it apart; two seeds are one row"
+else bad "summarize.py groups" "$(cat "$WORK/sum.md" 2>/dev/null | head -c 600)"; fi
+
 echo "<platform" > "$WORK/bad.xml"
 refused "--compute-scale inf" "--compute-scale" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --compute-scale inf -- train
 refused "--bandwidth 1e400Gbps" "bandwidth" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --bandwidth 1e400Gbps -- train

@@ -164,6 +164,15 @@ void metrics_raw(metrics_t *m, const char *key, const char *json)
     if (m->f) fprintf(m->f, ",\"%s\":%s", key, json);
 }
 
+void metrics_object(metrics_t *m, const char *key, const char *json)
+{
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    char *text = cJSON_IsObject(o) ? cJSON_PrintUnformatted(o) : NULL;
+    if (text) metrics_raw(m, key, text);
+    free(text);
+    cJSON_Delete(o);
+}
+
 void metrics_end(metrics_t *m)
 {
     if (!m->f) return;

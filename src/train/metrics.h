@@ -34,6 +34,9 @@ void metrics_double(metrics_t *m, const char *key, double v);
 void metrics_str(metrics_t *m, const char *key, const char *v);
 /* A value that is already JSON text (an array, say). */
 void metrics_raw(metrics_t *m, const char *key, const char *json);
+/* A JSON object from outside the program (an environment variable): written
+ * as cJSON reads it, or not at all if it is not one. */
+void metrics_object(metrics_t *m, const char *key, const char *json);
 void metrics_end(metrics_t *m);
 /* Another rank has taken the file over (a lead evicted while frozen):
  * close it without writing what this rank still buffers. */

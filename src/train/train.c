@@ -697,6 +697,8 @@ static void open_record(run_t *r, metrics_t *mx, double t0)
     metrics_long(mx, "oversubscribed", comm->oversubscribed);
 #ifdef DSGD_SIM
     metrics_str(mx, "clock", "simulated");   /* times are simulated seconds (dsgd-plot says so) */
+    /* the simulated cluster: hosts, link, topology, compute scale, slow hosts, eager limit (scripts/dsgd-sim) */
+    metrics_object(mx, "platform", getenv("DSGD_SIM_PLATFORM"));
 #else
     metrics_str(mx, "clock", "real");
 #endif
