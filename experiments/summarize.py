@@ -106,9 +106,14 @@ NOT_CONFIG = {"seed", "metrics", "checkpoint", "resume", "quiet", "progress-ever
 
 def setting(run):
     """Everything that makes a run's configuration, as flat key: value pairs:
-    its flags but the seed and its files, and where a simulated run ran."""
+    its flags but the seed and its files, and where a simulated run ran
+    but the seeds that drew its stragglers (which hosts a --slow-fraction
+    slowed is one of those draws)."""
     out = {k: json.dumps(v) for k, v in run["cfg"].items() if k not in NOT_CONFIG}
-    for k, v in (run["config"].get("platform") or {}).items():
+    plat = run["config"].get("platform") or {}
+    for k, v in plat.items():
+        if k.endswith("_seed") or (k == "host_slowdown" and "slow_fraction" in plat):
+            continue
         out["platform " + k] = json.dumps(v)
     return out
 
