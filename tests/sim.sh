@@ -201,11 +201,14 @@ EOF_P
 # dsgd-sim's own errors and exits: a divergence is dsgd's line and status 3
 # (not SimGrid's backtrace and 134), no temporary folder is left, and values
 # it cannot simulate are refused in one line naming the option
-before=$(ls -d /tmp/dsgd-sim-?????? 2>/dev/null | wc -l)
-"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 -- train --sync asp --data synthetic --model mlp:32 --lr 3 \
+# (its temporary folder in a TMPDIR of this test's own: other runs of
+# dsgd-sim on the machine do not count)
+mkdir -p "$WORK/tmp"
+before=$(ls -d "$WORK"/tmp/dsgd-sim-?????? 2>/dev/null | wc -l)
+TMPDIR="$WORK/tmp" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 -- train --sync asp --data synthetic --model mlp:32 --lr 3 \
     --momentum 0.9 --steps 200 --quiet --slowdown 0=20 --metrics "$WORK/div.jsonl" > "$WORK/div.out" 2> "$WORK/div.err"
 rc=$?
-after=$(ls -d /tmp/dsgd-sim-?????? 2>/dev/null | wc -l)
+after=$(ls -d "$WORK"/tmp/dsgd-sim-?????? 2>/dev/null | wc -l)
 # (the lead slowed: another worker usually diverges first and tells it)
 if [ $rc = 3 ] && grep -q "training diverged" "$WORK/div.err" && ! grep -qv "^dsgd: " "$WORK/div.err" &&
    [ ! -e "$WORK/div.jsonl.part" ] && [ "$(json_field "$WORK/div.jsonl" done status 2>/dev/null)" = diverged ]; then
