@@ -579,10 +579,10 @@ static void dump_state_for_tests(const run_t *r)
 }
 
 /* ---- preemption (comm.h, comm_preempt_arm): the loop stops at a step
- * every worker agrees on, and the run ends as at --time-limit: the
- * paradigm's final synchronization, the final evaluation and checkpoint,
- * and the metrics closed with status "preempted"; the process exits with
- * PREEMPT_EXIT. Lockstep workers agree every PREEMPT_EVERY steps (a
+ * every worker agrees on; the paradigm's final synchronization and the
+ * checkpoint follow, and the metrics close with status "preempted", without
+ * a final evaluation (finish_run: a launcher kills soon after it passes a
+ * signal on); the process exits with PREEMPT_EXIT. Lockstep workers agree every PREEMPT_EVERY steps (a
  * one-integer all-reduce), so a signal is acted on within that many steps;
  * asynchronous ones learn of another rank's signal from the paradigm's
  * stop announcement (the shards' replies); the lead looks every 50 ms for
