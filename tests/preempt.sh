@@ -164,9 +164,11 @@ else bad "preempted run's final evaluation" "$(tail -1 "$WORK/bsp.jsonl" | head 
 # the metrics. Now they go first, and the final evaluation is left out.
 rm -f "$WORK/launch".*
 "${MPIRUN[@]}" -np 2 "$DSGD" train --data synthetic:400000 --test-subset 100000 --model mlp:1024,1024 --sync bsp --batch 32 \
-    --quiet --steps 100000000 --eval-every 200 --metrics "$WORK/launch.jsonl" --checkpoint "$WORK/launch.st" > "$WORK/launch.out" 2>&1 &
+    --quiet --steps 100000000 --eval-every 100000000 --metrics "$WORK/launch.jsonl" --checkpoint "$WORK/launch.st" > "$WORK/launch.out" 2>&1 &
 pid=$!
-for i in $(seq 600); do [ "$(evals "$WORK/launch.jsonl")" -ge 1 ] && break; sleep 0.1; done
+# once the ranks handle signals (the metrics file is opened after), and a few steps on
+for i in $(seq 600); do [ -e "$WORK/launch.jsonl.part" ] && break; sleep 0.1; done
+sleep 0.5
 for p in $(pgrep -f "$WORK/launch.jsonl"); do   # the launcher itself, not its ranks
     case "$(cat "/proc/$p/comm" 2> /dev/null)" in mpirun*|mpiexec*|orterun*) kill -TERM "$p" ;; esac
 done

@@ -76,7 +76,6 @@ run_part preempt tests/preempt.sh "$BUILD"
 run_part outputs tests/outputs.sh "$BUILD"
 run_part blas tests/blas.sh "$BUILD"
 run_part plot tests/plot.sh "$BUILD"
-run_part scripts tests/scripts.sh "$BUILD"
 run_part usage tests/usage.sh "$BUILD"
 # Hosts in network namespaces (tests/cluster.sh): skips with one line where
 # namespaces cannot be created (no root) and under the sanitizers;
@@ -88,11 +87,13 @@ else echo "skip cluster: DSGD_CLUSTER_TESTS=0"; fi
 # Open MPI build.
 once=0
 [ "${SANITIZE:-0}" = 1 ] || [ "$MPI_IMPL" = mpich ] || once=1
-[ $once = 1 ] || echo "skip sim, bounds_sim, experiments, figures, fuzz: they run with the plain Open MPI build (make test)"
+[ $once = 1 ] || echo "skip sim, bounds_sim, experiments, figures, scripts, fuzz: they run with the plain Open MPI build (make test)"
 [ $once = 0 ] || run_part sim tests/sim.sh build-sim "$BUILD"
 [ $once = 0 ] || run_part bounds_sim tests/bounds_sim.sh build-sim
 [ $once = 0 ] || run_part experiments tests/experiments.sh build-sim "$BUILD"
 [ $once = 0 ] || run_part figures tests/figures.sh
+# the scripts given hostile text: shell and gnuplot, whatever the MPI
+[ $once = 0 ] || run_part scripts tests/scripts.sh "$BUILD"
 # a short libFuzzer run of every harness (FUZZ_SECONDS each, default 5;
 # make fuzz runs long)
 [ $once = 0 ] || run_part fuzz tests/fuzz.sh build-fuzz
