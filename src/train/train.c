@@ -6,7 +6,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../sync/sync.h"
@@ -347,6 +346,14 @@ static void __attribute__((noreturn, format(printf, 2, 3))) run_abort(metrics_t 
     die("%s", msg);
 }
 
+/* The done event's first fields; the caller adds its own and ends it. */
+static void done_begin(metrics_t *mx, long step, const char *status)
+{
+    metrics_begin(mx, "done", now_s());
+    metrics_long(mx, "steps", step);
+    metrics_str(mx, "status", status);
+}
+
 /* Divergence: a loss that is not finite or exceeds --diverge-loss, or
  * parameters that are not finite when a checkpoint is due. The run stops
  * with DIVERGED_EXIT on every rank and one line; the lead keeps the record
@@ -372,9 +379,7 @@ run_diverged_at(run_t *r, metrics_t *mx, const char *where, const char *fmt, ...
     va_end(ap);
     diverge_tell_servers(r);
     if (mx->f) {
-        metrics_begin(mx, "done", now_s());
-        metrics_long(mx, "steps", r->step);
-        metrics_str(mx, "status", "diverged");
+        done_begin(mx, r->step, "diverged");
         metrics_str(mx, "diverged", why);
         if (*where) metrics_str(mx, "diverged_at", where);
         metrics_end(mx);
@@ -464,9 +469,7 @@ static void record_fault(void *ctx, const char *what, const int *lost, int nlost
     for (int i = 0; i < nlost && at < sizeof ranks - 16; i++)
         at += (size_t)snprintf(ranks + at, sizeof ranks - at, "%s%d", i ? "," : "", lost[i]);
     snprintf(ranks + at, sizeof ranks - at, "]");
-    metrics_begin(f->mx, "done", now_s());
-    metrics_long(f->mx, "steps", f->r->step);
-    metrics_str(f->mx, "status", "fault");
+    done_begin(f->mx, f->r->step, "fault");
     metrics_raw(f->mx, "lost_ranks", ranks);
     metrics_long(f->mx, "fault_step", f->r->step);
     metrics_str(f->mx, "fault", what);
@@ -582,8 +585,9 @@ static void dump_state_for_tests(const run_t *r)
  * every worker agrees on; the paradigm's final synchronization and the
  * checkpoint follow, and the metrics close with status "preempted", without
  * a final evaluation (finish_run: a launcher kills soon after it passes a
- * signal on); the process exits with PREEMPT_EXIT. Lockstep workers agree every PREEMPT_EVERY steps (a
- * one-integer all-reduce), so a signal is acted on within that many steps;
+ * signal on); the process exits with PREEMPT_EXIT. Lockstep workers agree
+ * every PREEMPT_EVERY steps (a one-integer all-reduce), so a signal is acted
+ * on within that many steps;
  * asynchronous ones learn of another rank's signal from the paradigm's
  * stop announcement (the shards' replies); the lead looks every 50 ms for
  * a serving rank's notice (Sandblaster's shards and replicas). */
@@ -618,7 +622,6 @@ static int preempt_due(run_t *r, const bounds_t *b, double *probed, int *told)
     }
     /* an asynchronous paradigm's other workers learn of it from the shards */
     if (f && !*told && b->mode == STOP_OWN_CLOCK && r->ops->announce_stop) {
-        c->stop_heard = COMM_STOP_PREEMPT;
         r->ops->announce_stop(r, COMM_STOP_PREEMPT);
         *told = 1;
     }
@@ -641,7 +644,7 @@ typedef struct loop {
     double t_stop;               /* when the rank left the loop, if it left at a step's end */
     int preempted;
     double preempt_probed;       /* the lead: when it last looked for another rank's preemption notice */
-    int preempt_told;            /* the paradigm's stop has been announced for a preemption */
+    int preempt_announced;       /* the paradigm's stop has been announced for a preemption */
     diverge_watch_t dw;
 } loop_t;
 
@@ -810,9 +813,7 @@ static int evaluate_during(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, eva
 static void save_failed_record(const run_t *r, metrics_t *mx)
 {
     if (!mx->f) return;
-    metrics_begin(mx, "done", now_s());
-    metrics_long(mx, "steps", r->step);
-    metrics_str(mx, "status", "checkpoint_failed");
+    done_begin(mx, r->step, "checkpoint_failed");
     metrics_str(mx, "error", r->err);
     metrics_end(mx);
     metrics_close(mx, 1);
@@ -833,12 +834,7 @@ static void servers_save_failed(run_t *r, metrics_t *mx)
     if (r->comm->stop_heard != COMM_STOP_SAVE_FAILED || !r->lead) return;
     snprintf(r->err, sizeof r->err, "server shard 0 could not write checkpoint '%s' (its line on stderr says why)", r->cfg->checkpoint);
     save_failed_record(r, mx);
-#ifndef DSGD_SIM
-    struct timespec pause = { 0, 100000000L };
-    nanosleep(&pause, NULL);   /* the shard's line goes out first (util.c, die) */
-#endif
-    MPI_Abort(r->comm->world, 1);
-    exit(1);
+    stop_job(1, r->comm->size);
 }
 
 static void checkpoint_during(run_t *r, metrics_t *mx)
@@ -857,7 +853,7 @@ static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluato
 {
     const config_t *cfg = r->cfg;
     int eval_due, stop = bounds_after_step(bd, r, ts, &te, &eval_due);
-    if (!stop && preempt_due(r, bd, &L->preempt_probed, &L->preempt_told)) {
+    if (!stop && preempt_due(r, bd, &L->preempt_probed, &L->preempt_announced)) {
         stop = L->preempted = 1;
         if (r->lead)
             fprintf(stderr, "dsgd: %s: stopping after step %ld, saving what the run has%s; send it again to stop at once\n",
@@ -905,9 +901,7 @@ static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, 
                         const faults_t *faults)
 {
     const long steps = r->step - L->start_step;
-    metrics_begin(mx, "done", now_s());
-    metrics_long(mx, "steps", r->step);
-    metrics_str(mx, "status", L->preempted ? "preempted" : "ok");
+    done_begin(mx, r->step, L->preempted ? "preempted" : "ok");
     metrics_long(mx, "samples", bounds_samples(bd, r, steps * L->samples_per_step));
     /* the lead's traffic in every group it has */
     const comm_t *g[4];

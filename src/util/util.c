@@ -33,6 +33,11 @@ static void __attribute__((noreturn)) die_v(int code, const char *fmt, va_list a
         fprintf(stderr, "dsgd: error: %s\n", msg);
     }
     fflush(stderr);
+    stop_job(code, size);
+}
+
+void stop_job(int code, int size)
+{
 #ifdef DSGD_SIM
     /* SimGrid turns MPI_Abort into a backtrace and status 134; scripts/dsgd-sim
      * reports this status instead */
@@ -43,9 +48,9 @@ static void __attribute__((noreturn)) die_v(int code, const char *fmt, va_list a
     if (size > 1) {
 #ifndef DSGD_SIM
         /* the launcher forwards a rank's output through a pipe and stops
-         * reading it once MPI_Abort reaches it: under MPICH the one line
-         * above was lost once in a CI run. A tenth of a second lets it go
-         * out first. */
+         * reading it once MPI_Abort reaches it: under MPICH die's one line
+         * was lost once in a CI run. A tenth of a second lets the lines
+         * already written (this rank's or another's) go out first. */
         struct timespec ts = { 0, 100000000L };
         nanosleep(&ts, NULL);
 #endif

@@ -18,6 +18,9 @@
 void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 /* die with exit status `code` (every rank's, through MPI_Abort). */
 void die_status(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+/* What die does after its line: stop every rank of a world of `size` with
+ * status `code`. For a rank whose job's one line another rank has said. */
+void stop_job(int code, int size) __attribute__((noreturn));
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
