@@ -264,4 +264,53 @@ launch 4 "${E[@]}" --sync localsgd --period 8 --steps 40 --checkpoint "$WORK/ls4
 refused "localsgd: 4 workers' local models resumed with 2 workers is refused" "resume with 4 workers" \
     "${MPIRUN[@]}" -np 2 "$DSGD" train "${E[@]}" --sync localsgd --period 8 --steps 80 --resume "$WORK/ls4.st"
 
+# ---- one record across resumes: a run stopped twice and resumed with the
+# same --metrics is one record on one clock (times, training time, samples
+# continue; the done event's totals are the whole run's, segment_* the last
+# part's); a parameter server's record goes on from its last evaluation ----
+one_record() {
+    local name=$1 np=$2 from=$3
+    shift 3
+    rm -f "$WORK/or".*
+    launch "$np" "$@" --steps 40 --checkpoint "$WORK/or.st" --metrics "$WORK/or.jsonl" > /dev/null 2>&1
+    cp "$WORK/or.jsonl" "$WORK/or.1.jsonl" 2>/dev/null
+    launch "$np" "$@" --steps 80 --resume "$WORK/or.st" --checkpoint "$WORK/or.st" --metrics "$WORK/or.jsonl" > /dev/null 2>&1
+    cp "$WORK/or.jsonl" "$WORK/or.2.jsonl" 2>/dev/null
+    launch "$np" "$@" --resume "$WORK/or.st" --checkpoint "$WORK/or.st" --metrics "$WORK/or.jsonl" > "$WORK/or.out" 2>&1
+    local why
+    why=$(python3 - "$WORK/or" "$from" <<'PY' 2>&1
+import json, sys
+stem, want = sys.argv[1], sys.argv[2]
+rec = lambda f: [json.loads(l) for l in open(f)]
+ev, d1, d2 = rec(stem + ".jsonl"), rec(stem + ".1.jsonl")[-1], rec(stem + ".2.jsonl")[-1]
+d, res = ev[-1], [e for e in ev if e["event"] == "resume"]
+evals = [e for e in ev if e["event"] == "eval"]
+bad = []
+t = [e["time"] for e in ev]
+if t != sorted(t): bad.append("time goes back: %s" % t)
+for k in ("run_s", "train_s", "samples", "step"):
+    v = [e[k] for e in evals]
+    if v != sorted(v): bad.append("eval %s goes back: %s" % (k, v))
+if [r["segment"] for r in res] != [2, 3] or [r["prior_from"] for r in res] != [want, want]:
+    bad.append("resume events %s" % [(r["segment"], r["prior_from"]) for r in res])
+if d["event"] != "done" or d.get("segment") != 3 or d["steps"] != d2["steps"] + d["segment_steps"]:
+    bad.append("done steps %s, segment %s, segment_steps %s; the second part ended at %s" % (d["steps"], d.get("segment"), d.get("segment_steps"), d2["steps"]))
+if want == "checkpoint":   # lockstep: the totals are exact sums of the parts
+    for k in ("samples", "train_s"):
+        if abs(d[k] - (d2[k] + d["segment_" + k])) > 1e-6 * max(1, d[k]):
+            bad.append("done %s %s is not the second part's %s + this part's %s" % (k, d[k], d2[k], d["segment_" + k]))
+    if abs(res[0]["prior_train_s"] - d1["train_s"]) > 1e-6: bad.append("first resume's prior_train_s %s, first part's train_s %s" % (res[0]["prior_train_s"], d1["train_s"]))
+for k in ("wall_s", "train_s", "samples"):
+    if not d[k] > d2[k] > d1[k]: bad.append("done %s %s, after the parts %s, %s" % (k, d[k], d1[k], d2[k]))
+print("; ".join(bad) if bad else "ok %s %s %s" % (d["steps"], d["samples"], round(d["train_s"], 4)))
+PY
+)
+    if [ "${why%% *}" = ok ]; then
+        read -r _ st sa tr <<< "$why"
+        ok "$name: stopped at steps 40 and 80 and resumed twice, one record: times and totals continue (done: $st steps, $sa samples, $tr s training), segment 3, from the $from"
+    else bad "$name: one record across resumes" "$why: $(tail -c 300 "$WORK/or.out")"; fi
+}
+one_record "bsp, 2 workers" 2 checkpoint --data synthetic --model mlp:16 --batch 32 --lr 0.05 --epochs 2 --eval-every 20 --quiet --sync bsp
+one_record "asp, 2 workers and 1 shard" 3 eval --data synthetic --model mlp:16 --batch 32 --lr 0.05 --epochs 2 --eval-every 20 --quiet --sync asp --timeout 20
+
 summary resume

@@ -16,6 +16,7 @@ static int open_part(metrics_t *m, const char *path, double t0, const char *mode
 {
     memset(m, 0, sizeof *m);
     m->t0 = t0;
+    m->prior = (metrics_prior_t){ .segment = 1, .from = "start" };
     if (!path || !*path) return 0;
     size_t n = strlen(path) + 8;
     m->path = xstrdup(path);
@@ -57,6 +58,31 @@ static char *slurp(const char *path)
     return buf;
 }
 
+static double num(const cJSON *r, const char *key, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* Where the record stood according to one of its events: a checkpoint or
+ * evaluation event's own figures, or the prior a resume event carried. */
+static void prior_from_event(metrics_prior_t *p, const cJSON *r, const char *ev, const char *from)
+{
+    if (!strcmp(ev, "resume")) {
+        p->time = num(r, "prior_time", 0);
+        p->run_s = num(r, "prior_run_s", 0);
+        p->train_s = num(r, "prior_train_s", 0);
+        p->samples = (long)num(r, "prior_samples", 0);
+        p->segment = (int)num(r, "segment", 2);
+        return;
+    }
+    p->time = num(r, "time", 0);
+    p->run_s = num(r, "run_s", 0);
+    p->train_s = num(r, "train_s", 0);
+    p->samples = (long)num(r, "samples", 0);
+    p->from = from;
+}
+
 int metrics_continue(metrics_t *m, const char *path, double t0, long step, char *err, size_t errlen)
 {
     if (!path || !*path) return open_part(m, path, t0, "w", NULL, err, errlen);
@@ -68,7 +94,8 @@ int metrics_continue(metrics_t *m, const char *path, double t0, long step, char 
     free(part);
     if (open_part(m, path, t0, "w", NULL, err, errlen) != 0) { free(old); return -1; }
     if (!old) return 0;
-    int kept = 0;
+    int kept = 0, resumes = 0, exact = 0;
+    metrics_prior_t p = { .from = "start" };
     for (char *line = old, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         if (!next) break;   /* half a line: a run killed while writing */
@@ -78,6 +105,16 @@ int metrics_continue(metrics_t *m, const char *path, double t0, long step, char 
         const cJSON *st = r ? cJSON_GetObjectItemCaseSensitive(r, "step") : NULL;
         int drop = !cJSON_IsString(ev) || !strcmp(ev->valuestring, "done") ||
                    (cJSON_IsNumber(st) && st->valuedouble > (double)step && strcmp(ev->valuestring, "resume"));
+        if (!drop && !strcmp(ev->valuestring, "resume")) resumes++;
+        /* the figures at the step: its checkpoint event, else the last
+         * evaluation before it (a parameter server's checkpoint is written
+         * by a shard and has no event) */
+        if (!drop && cJSON_IsNumber(st) && !strcmp(ev->valuestring, "checkpoint") && st->valuedouble == (double)step) {
+            prior_from_event(&p, r, "checkpoint", "checkpoint");
+            exact = 1;
+        } else if (!drop && !exact && cJSON_IsNumber(st) && !strcmp(ev->valuestring, "eval")) {
+            prior_from_event(&p, r, "eval", "eval");
+        }
         cJSON_Delete(r);
         if (drop) continue;
         fprintf(m->f, "%s\n", line);
@@ -85,6 +122,10 @@ int metrics_continue(metrics_t *m, const char *path, double t0, long step, char 
     }
     free(old);
     m->keep = kept > 0;
+    if (kept > 0) {
+        p.segment = resumes + 2;
+        m->prior = p;
+    }
     return kept > 0;
 }
 
@@ -108,9 +149,19 @@ int metrics_takeover(metrics_t *m, const char *path, double t0, char *err, size_
         memset(m, 0, sizeof *m);
         return -1;
     }
+    metrics_prior_t p = { .segment = 1, .from = "start" };
     if (old) {   /* up to the end of the last whole line: a lead killed while writing leaves half of one */
         char *end = strrchr(old, '\n');
         if (end) fwrite(old, 1, (size_t)(end - old) + 1, f);
+        for (char *line = old, *next; line && *line; line = next) {   /* the clock of its last resume event */
+            next = strchr(line, '\n');
+            if (!next) break;
+            *next++ = 0;
+            cJSON *r = cJSON_Parse(line);
+            const cJSON *ev = r ? cJSON_GetObjectItemCaseSensitive(r, "event") : NULL;
+            if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "resume")) prior_from_event(&p, r, "resume", NULL);
+            cJSON_Delete(r);
+        }
         free(old);
     }
     if (fflush(f) != 0 || rename(fresh, part) != 0) {
@@ -124,6 +175,7 @@ int metrics_takeover(metrics_t *m, const char *path, double t0, char *err, size_
     free(fresh);
     memset(m, 0, sizeof *m);
     m->t0 = t0;
+    m->prior = p;
     m->path = xstrdup(path);
     m->tmp = part;
     m->f = f;
@@ -132,7 +184,7 @@ int metrics_takeover(metrics_t *m, const char *path, double t0, char *err, size_
 
 void metrics_begin(metrics_t *m, const char *event, double now)
 {
-    if (m->f) fprintf(m->f, "{\"event\":\"%s\",\"time\":%.6f", event, now - m->t0);
+    if (m->f) fprintf(m->f, "{\"event\":\"%s\",\"time\":%.6f", event, m->prior.time + now - m->t0);
 }
 
 void metrics_long(metrics_t *m, const char *key, long v)

@@ -668,9 +668,17 @@ static void open_record(run_t *r, metrics_t *mx, double t0)
         printf("resumed from step %ld of '%s'%s\n", r->step, cfg->resume,
                continued > 0 ? "; the metrics continue the resumed run's record" : "");
     if (continued > 0) {   /* a resume event, in place of the record's second config event */
+        /* where the record stood at the step: its clocks and totals go on from there */
+        const metrics_prior_t *p = &mx->prior;
         metrics_begin(mx, "resume", now_s());
         metrics_long(mx, "step", r->step);
         metrics_str(mx, "checkpoint", cfg->resume);
+        metrics_long(mx, "segment", p->segment);
+        metrics_double(mx, "prior_time", p->time);
+        metrics_double(mx, "prior_run_s", p->run_s);
+        metrics_double(mx, "prior_train_s", p->train_s);
+        metrics_long(mx, "prior_samples", p->samples);
+        metrics_str(mx, "prior_from", p->from);
     } else {
         metrics_begin(mx, "config", now_s());
     }
@@ -785,22 +793,23 @@ static void watch_divergence(run_t *r, metrics_t *mx, loop_t *L, const bounds_t 
  * one, the paradigm's model's test accuracy; returns the bounds' verdict. */
 static int evaluate_during(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluator_t *ev)
 {
-    double tl = L->loss_sum / (double)L->loss_n, sps = L->seg_t > 0 ? L->seg_samples / L->seg_t : 0, at = bounds_now(bd);
+    double tl = L->loss_sum / (double)L->loss_n, sps = L->seg_t > 0 ? L->seg_samples / L->seg_t : 0;
+    const double at = mx->prior.run_s + bounds_now(bd), train_s = mx->prior.train_s + L->train_s;
     L->beat_last = now_s();
     if (r->ops->sync_bn) r->ops->sync_bn(r);
     const long samples = r->step * L->samples_per_step;
     if (r->evaluates && r->cfg->eval_offline) {
-        snapshot_take(r, mx, ev, tl, sps, at, L->train_s, samples);
+        snapshot_take(r, mx, ev, tl, sps, at, train_s, samples);
         if (L->beat) print_heartbeat(r, tl, sps, now_s() - L->t0);
     } else if (r->evaluates) {
         evaluate(r, ev, 1);
         ev->step = r->step;
         snap_meta_t m;
-        eval_meta(r, tl, sps, at, L->train_s, samples, &m);
+        eval_meta(r, tl, sps, at, train_s, samples, &m);
         print_progress(r, ev, &m, now_s() - L->t0);
         eval_record(r, mx, ev, &m, 0);
     }
-    int stop = bounds_after_eval(bd, r, r->cfg->eval_offline ? NAN : ev->acc, at, L->train_s);
+    int stop = bounds_after_eval(bd, r, r->cfg->eval_offline ? NAN : ev->acc, at, train_s);
     L->loss_sum = 0; L->loss_n = 0; L->seg_t = 0; L->seg_samples = 0;
     return stop;
 }
@@ -837,13 +846,28 @@ static void servers_save_failed(run_t *r, metrics_t *mx)
     stop_job(1, r->comm->size);
 }
 
-static void checkpoint_during(run_t *r, metrics_t *mx)
+/* A checkpoint the lead wrote, in the record: where the run stood when it
+ * was taken, so that a run resumed from it continues the record's clocks
+ * and totals from there (metrics_continue). */
+static void checkpoint_record(const run_t *r, metrics_t *mx, const loop_t *L, const bounds_t *bd)
+{
+    metrics_begin(mx, "checkpoint", now_s());
+    metrics_long(mx, "step", r->step);
+    metrics_long(mx, "samples", mx->prior.samples + (r->step - L->start_step) * L->samples_per_step);
+    metrics_double(mx, "run_s", mx->prior.run_s + bounds_now(bd));
+    metrics_double(mx, "train_s", mx->prior.train_s + L->train_s);
+    metrics_str(mx, "path", r->cfg->checkpoint);
+    metrics_end(mx);
+}
+
+static void checkpoint_during(run_t *r, metrics_t *mx, const loop_t *L, const bounds_t *bd)
 {
     ckpt_meta_t state = { .nextra = 0 };
     if (r->evaluates && !params_finite(r->model)) run_diverged(r, mx, "the parameters hold NaN or infinite values");
     if (r->ops->sync_bn) r->ops->sync_bn(r);
     if (r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(mx, "%s", r->err);
     if (r->evaluates && save_checkpoint(r, &state) != 0) run_save_failed(r, mx);
+    checkpoint_record(r, mx, L, bd);
 }
 
 /* Everything after a step that ended at te and began at ts: the bounds,
@@ -885,7 +909,7 @@ static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluato
     if ((periodic || eval_due) && !stop) idle_tail = 0;
     if (cfg->checkpoint_every > 0 && r->step % cfg->checkpoint_every == 0 && !r->server_ckpt) {
         idle_tail = 0;
-        checkpoint_during(r, mx);
+        checkpoint_during(r, mx, L, bd);
     }
     if (stop) {
         /* stopped by the decision at te: that is when the rank left */
@@ -900,9 +924,12 @@ static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluato
 static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, const evaluator_t *ev,
                         const faults_t *faults)
 {
-    const long steps = r->step - L->start_step;
+    const long steps = r->step - L->start_step, samples = bounds_samples(bd, r, steps * L->samples_per_step);
+    const metrics_prior_t *p = &mx->prior;
     done_begin(mx, r->step, L->preempted ? "preempted" : "ok");
-    metrics_long(mx, "samples", bounds_samples(bd, r, steps * L->samples_per_step));
+    /* totals over the record (a resumed run's continue the resumed one's);
+     * the rest of the event is this process's: its traffic and regime */
+    metrics_long(mx, "samples", p->samples + samples);
     /* the lead's traffic in every group it has */
     const comm_t *g[4];
     uint64_t bytes = 0, msgs = 0, colls = 0;
@@ -934,8 +961,15 @@ static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, 
         }
     }
     metrics_double(mx, "peak_rss_mib", peak_rss_mib());   /* the lead's */
-    metrics_double(mx, "wall_s", now_s() - L->t0);
-    metrics_double(mx, "train_s", L->train_s);
+    metrics_double(mx, "wall_s", p->time + now_s() - L->t0);
+    metrics_double(mx, "train_s", p->train_s + L->train_s);
+    if (p->segment > 1) {   /* this process's part of a resumed record */
+        metrics_long(mx, "segment", p->segment);
+        metrics_long(mx, "segment_steps", steps);
+        metrics_long(mx, "segment_samples", samples);
+        metrics_double(mx, "segment_wall_s", now_s() - L->t0);
+        metrics_double(mx, "segment_train_s", L->train_s);
+    }
     metrics_double(mx, "test_acc", ev->acc);
     metrics_double(mx, "test_loss", ev->loss);
     if (ev->step >= 0) metrics_long(mx, "eval_step", ev->step);   /* the evaluation test_acc is from */
@@ -1019,7 +1053,10 @@ static void finish_run(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluat
          * (Open MPI's mpirun: 1 s): what the run has goes to disk first, and
          * the final evaluation is left out; the done event carries the last
          * evaluation's figures and its step (eval_step) */
-        if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_save_failed(r, mx);
+        if (r->evaluates && *cfg->checkpoint && !r->server_ckpt) {
+            if (save_checkpoint(r, &state) != 0) run_save_failed(r, mx);
+            checkpoint_record(r, mx, L, bd);
+        }
         return;
     }
     if (r->evaluates) {
@@ -1029,12 +1066,16 @@ static void finish_run(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluat
         evaluate(r, ev, 0);   /* after finish the local model is the final one */
         ev->step = r->step;
         snap_meta_t m;
-        eval_meta(r, tl, sps, bd->final_eval_s, L->train_s, r->step * L->samples_per_step, &m);
+        const double at = mx->prior.run_s + bd->final_eval_s, train_s = mx->prior.train_s + L->train_s;
+        eval_meta(r, tl, sps, at, train_s, r->step * L->samples_per_step, &m);
         print_progress(r, ev, &m, now_s() - L->t0);
         eval_record(r, mx, ev, &m, 0);
-        bounds_record_eval(bd, r, ev->acc, bd->final_eval_s, L->train_s, r->step);
+        bounds_record_eval(bd, r, ev->acc, at, train_s, r->step);
     }
-    if (r->evaluates && *cfg->checkpoint && !r->server_ckpt && save_checkpoint(r, &state) != 0) run_save_failed(r, mx);
+    if (r->evaluates && *cfg->checkpoint && !r->server_ckpt) {
+        if (save_checkpoint(r, &state) != 0) run_save_failed(r, mx);
+        checkpoint_record(r, mx, L, bd);
+    }
 }
 
 int train_main(const config_t *cfg, comm_t *comm)
