@@ -75,6 +75,45 @@ for s in asp "gossip --gossip pull"; do
     else bad "$s --target-acc" "$(tail -2 "$WORK/ta.out")"; fi
 done
 
+# --target-window 3: the target is reached at the first evaluation where the
+# mean of the last three reaches it (not at the first lucky one)
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${T[@]}" --sync bsp --lr 0.01 --target-acc 0.8 --target-window 3 --metrics "$WORK/tw.jsonl" > "$WORK/tw.out" 2>&1
+r=$(python3 - "$WORK/tw.jsonl" <<'PY' 2>&1
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+e, d = [r["test_acc"] for r in ev if r["event"] == "eval"], ev[-1]
+steps = [r["step"] for r in ev if r["event"] == "eval"]
+i = next(i for i in range(2, len(e)) if sum(e[i - 2:i + 1]) / 3 >= 0.8)
+one = next(i for i in range(len(e)) if e[i] >= 0.8)
+ok = d["target_reached"] is True and d["ttt_step"] == steps[i] and d["target_window"] == 3 and d["steps"] == steps[i] and one < i
+print("ok" if ok else "bad", steps[one], steps[i], d.get("ttt_step"), d.get("target_window"))
+PY
+)
+read -r v one three got _ <<< "$r"
+if [ "$v" = ok ]; then ok "--target-window 3: reached at step $three, where the mean of three evaluations first reaches 0.8 (one evaluation did at step $one)"
+else bad "--target-window" "$r $(tail -2 "$WORK/tw.out")"; fi
+
+# --lr-horizon time: the cosine schedule decays over the time limit (the
+# evaluations' lr follows the half cosine of their run_s; the run ends
+# near rate 0), with the lockstep ranks on one agreed time
+"${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync bsp --lr 0.1 --time-limit 1 --eval-every-s 0.2 --lr-schedule cosine \
+    --lr-horizon time --metrics "$WORK/lh.jsonl" > "$WORK/lh.out" 2>&1
+r=$(python3 - "$WORK/lh.jsonl" <<'PY' 2>&1
+import json, math, sys
+ev = [r for r in (json.loads(l) for l in open(sys.argv[1])) if r["event"] == "eval"]
+cos = lambda t: 0.1 * 0.5 * (1 + math.cos(math.pi * min(1, t)))
+lr, t = [r["lr"] for r in ev], [r["run_s"] for r in ev]
+# an evaluation's lr is its last step's, read at the time the ranks agreed on after it: a step before run_s, give or take the ranks' start skew
+ok = len(ev) >= 4 and all(cos(x + 0.02) - 1e-6 <= y <= cos(x - 0.1) + 1e-6 for x, y in zip(t, lr)) and lr[-1] < 0.005 and lr == sorted(lr, reverse=True)
+print("ok" if ok else "bad", " ".join("%.3f@%.2fs" % (y, x) for x, y in zip(t, lr)))
+PY
+)
+if [ "${r%% *}" = ok ]; then ok "--lr-horizon time: the rate follows the cosine over the 1 s limit (${r#ok })"
+else bad "--lr-horizon time" "$r $(tail -2 "$WORK/lh.out")"; fi
+refused "--lr-horizon time without --time-limit is refused" "needs --lr-schedule cosine and --time-limit" \
+    "$DSGD" train "${C[@]}" --lr-schedule cosine --lr-horizon time
+refused "--target-window without --target-acc is refused" "needs --target-acc" "$DSGD" train "${C[@]}" --target-window 3
+
 # a target never reached: null time to target, the run ends on its steps
 "$DSGD" train "${C[@]}" --epochs 1 --target-acc 1 --eval-every 20 --lr 0.0001 --metrics "$WORK/never.jsonl" > /dev/null 2>&1
 r=$(python3 -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][-1]; print(d["stop_reason"], d["target_reached"], d["ttt_train_s"], d["ttt_wall_s"])' "$WORK/never.jsonl" 2>&1)

@@ -65,14 +65,14 @@ static void test_span(void)
 static void test_schedules(void)
 {
     lr_sched_t s = { .kind = LR_CONSTANT, .base = 0.1f, .warmup = 4 };
-    CHECK_NEAR(lr_at(&s, 0), 0.025, 1e-7, "warm-up step 0");
-    CHECK_NEAR(lr_at(&s, 2), 0.075, 1e-7, "warm-up step 2");
-    CHECK_NEAR(lr_at(&s, 3), 0.1, 1e-7, "warm-up end");
-    CHECK_NEAR(lr_at(&s, 1000), 0.1, 1e-7, "constant");
+    CHECK_NEAR(lr_at(&s, 0, 0), 0.025, 1e-7, "warm-up step 0");
+    CHECK_NEAR(lr_at(&s, 2, 0), 0.075, 1e-7, "warm-up step 2");
+    CHECK_NEAR(lr_at(&s, 3, 0), 0.1, 1e-7, "warm-up end");
+    CHECK_NEAR(lr_at(&s, 1000, 0), 0.1, 1e-7, "constant");
     lr_sched_t d = { .kind = LR_STEP, .base = 0.1f, .step_every = 10, .gamma = 0.5f };
-    CHECK_NEAR(lr_at(&d, 9), 0.1, 1e-7, "before first decay");
-    CHECK_NEAR(lr_at(&d, 10), 0.05, 1e-7, "first decay");
-    CHECK_NEAR(lr_at(&d, 25), 0.025, 1e-7, "second decay");
+    CHECK_NEAR(lr_at(&d, 9, 0), 0.1, 1e-7, "before first decay");
+    CHECK_NEAR(lr_at(&d, 10, 0), 0.05, 1e-7, "first decay");
+    CHECK_NEAR(lr_at(&d, 25, 0), 0.025, 1e-7, "second decay");
     opt_kind_t k;
     CHECK(optim_kind_parse("adam", &k) != 0, "unknown optimizer accepted");
 }
@@ -135,13 +135,20 @@ static void test_step_into_stream(void)
 static void test_cosine(void)
 {
     lr_sched_t s = { .kind = LR_COSINE, .base = 0.4f, .warmup = 10, .total = 110 };
-    CHECK_NEAR(lr_at(&s, 0), 0.04, 1e-7, "warm-up start");
-    CHECK_NEAR(lr_at(&s, 10), 0.4, 1e-7, "after warm-up");
-    CHECK_NEAR(lr_at(&s, 60), 0.2, 1e-6, "halfway");
-    CHECK_NEAR(lr_at(&s, 85), 0.4 * 0.5 * (1 + cos(M_PI * 0.75)), 1e-6, "three quarters");
-    CHECK(lr_at(&s, 110) == 0.0f && lr_at(&s, 500) == 0.0f, "0 from the end on (%g)", (double)lr_at(&s, 500));
+    CHECK_NEAR(lr_at(&s, 0, 0), 0.04, 1e-7, "warm-up start");
+    CHECK_NEAR(lr_at(&s, 10, 0), 0.4, 1e-7, "after warm-up");
+    CHECK_NEAR(lr_at(&s, 60, 0), 0.2, 1e-6, "halfway");
+    CHECK_NEAR(lr_at(&s, 85, 0), 0.4 * 0.5 * (1 + cos(M_PI * 0.75)), 1e-6, "three quarters");
+    CHECK(lr_at(&s, 110, 0) == 0.0f && lr_at(&s, 500, 0) == 0.0f, "0 from the end on (%g)", (double)lr_at(&s, 500, 0));
     lr_sched_kind_t k;
     CHECK(lr_sched_parse("cosine", &k) == 0 && k == LR_COSINE, "cosine parses");
+    /* over time (--lr-horizon time): the seconds decide, not the steps */
+    lr_sched_t t = { .kind = LR_COSINE, .base = 0.4f, .warmup = 10, .total = 110, .horizon_s = 20 };
+    CHECK_NEAR(lr_at(&t, 0, 0), 0.04, 1e-7, "time: warm-up start");
+    CHECK_NEAR(lr_at(&t, 5, 15), 0.24, 1e-6, "time: the warm-up ramps by steps, as over steps");
+    CHECK_NEAR(lr_at(&t, 1000, 10), 0.2, 1e-6, "time: halfway in seconds, whatever the step");
+    CHECK_NEAR(lr_at(&t, 60, 5), 0.4 * 0.5 * (1 + cos(M_PI * 0.25)), 1e-6, "time: a quarter");
+    CHECK(lr_at(&t, 20, 20) == 0.0f && lr_at(&t, 20, 25) == 0.0f, "time: 0 from the limit on");
 }
 
 /* The cosine schedule spans --epochs (a run --steps stops sooner follows
@@ -155,11 +162,11 @@ static void test_cosine_length(void)
     CHECK(lr_sched_length(1, 100, 1000) == 1000, "--epochs 1 --steps 1000: %ld", lr_sched_length(1, 100, 1000));
     CHECK(lr_sched_length(LONG_MAX / 2, 4, 7) == 7, "an overflowing product: %ld", lr_sched_length(LONG_MAX / 2, 4, 7));
     lr_sched_t s = { .kind = LR_COSINE, .base = 0.4f, .total = lr_sched_length(0, 100, 40) };
-    for (long t = 0; t < 40; t++) CHECK(lr_at(&s, t) > 0, "--epochs 0 --steps 40: rate 0 at step %ld", t);
-    CHECK_NEAR(lr_at(&s, 20), 0.2, 1e-6, "--epochs 0 --steps 40: half the rate halfway");
+    for (long t = 0; t < 40; t++) CHECK(lr_at(&s, t, 0) > 0, "--epochs 0 --steps 40: rate 0 at step %ld", t);
+    CHECK_NEAR(lr_at(&s, 20, 0), 0.2, 1e-6, "--epochs 0 --steps 40: half the rate halfway");
     s.warmup = 10;
     s.total = lr_sched_length(0, 100, 8);   /* a warm-up longer than the run still ramps */
-    CHECK_NEAR(lr_at(&s, 7), 0.32, 1e-6, "--lr-warmup 10 --steps 8: step 7");
+    CHECK_NEAR(lr_at(&s, 7, 0), 0.32, 1e-6, "--lr-warmup 10 --steps 8: step 7");
 }
 
 /* --weight-decay-bn 0: the nodecay spans get plain SGD, the rest decays;

@@ -193,11 +193,18 @@ long lr_sched_length(long epochs, long steps_per_epoch, long run_steps)
     return n;
 }
 
-float lr_at(const lr_sched_t *s, long step)
+float lr_at(const lr_sched_t *s, long step, double t)
 {
     float lr = s->base;
     if (s->kind == LR_STEP && s->step_every > 0)
         lr *= powf(s->gamma, (float)(step / s->step_every));
+    if (s->kind == LR_COSINE && s->horizon_s > 0) {   /* over time: the warm-up still counts steps */
+        double u = t / s->horizon_s;
+        if (u >= 1) return 0.0f;
+        if (step >= s->warmup) lr *= (float)(0.5 * (1.0 + cos(M_PI * (u > 0 ? u : 0))));
+        else lr *= (float)(step + 1) / (float)s->warmup;
+        return lr;
+    }
     if (s->kind == LR_COSINE && step >= s->total) return 0.0f;
     if (s->kind == LR_COSINE && step >= s->warmup && s->total > s->warmup)
         lr *= (float)(0.5 * (1.0 + cos(M_PI * (double)(step - s->warmup) / (double)(s->total - s->warmup))));

@@ -74,10 +74,13 @@ typedef struct lr_sched {
     long step_every;
     float gamma;
     long total;           /* cosine: the schedule's length in steps (lr_sched_length) */
+    double horizon_s;     /* cosine: > 0: decays over this many seconds of the run's clock instead */
 } lr_sched_t;
 
 int lr_sched_parse(const char *s, lr_sched_kind_t *out);
-float lr_at(const lr_sched_t *s, long step);
+/* The rate of step `step`, t seconds into the run (read only by a cosine
+ * schedule over time, horizon_s > 0). */
+float lr_at(const lr_sched_t *s, long step, double t);
 /* The cosine schedule's length for a run of run_steps steps: the steps of
  * `epochs` epochs, so that a run that --steps stops sooner and is resumed
  * follows one schedule; but never shorter than the run, whose last steps

@@ -19,6 +19,7 @@ const opt_def_t config_train_opts[] = {
     { "lr-step-every", OT_LONG, S(lr_step_every), "0", "steps between learning-rate decays (step schedule)" },
     { "lr-gamma", OT_DOUBLE, S(lr_gamma), "0.1", "decay factor of the step schedule" },
     { "lr-warmup", OT_LONG, S(lr_warmup), "0", "linear learning-rate warm-up steps" },
+    { "lr-horizon", OT_STR, S(lr_horizon), "steps", "what the cosine schedule decays over: steps (--epochs, or --steps) | time (the --time-limit's seconds from the common start, simulated under SimGrid: a time-bounded run ends at rate 0; the ranks of a lockstep paradigm agree on the time after every step)" },
     { "optimizer", OT_STR, S(optimizer), "sgd", "sgd (with --momentum) | nesterov | adagrad" },
     { "momentum", OT_DOUBLE, S(momentum), "0", "momentum coefficient (0: plain SGD)" },
     { "weight-decay", OT_DOUBLE, S(weight_decay), "0", "L2 weight decay added to the gradient" },
@@ -32,6 +33,7 @@ const opt_def_t config_train_opts[] = {
     { "eval-every", OT_LONG, S(eval_every), "0", "evaluate every N steps (0: at the end of every epoch)" },
     { "time-limit", OT_DOUBLE, S(time_limit), "0", "stop every worker this many seconds after the common start (simulated seconds under SimGrid; 0: no limit; --epochs/--steps still apply)" },
     { "target-acc", OT_DOUBLE, S(target_acc), "0", "stop at the first evaluation whose test accuracy reaches this (0: off)" },
+    { "target-window", OT_LONG, S(target_window), "1", "--target-acc is reached when the mean test accuracy of the last N evaluations reaches it (1: one evaluation decides; N > 1 keeps a lucky one from deciding, and the time to target is that of the N-th)" },
     { "eval-every-s", OT_DOUBLE, S(eval_every_s), "0", "evaluate every this many seconds (0: off; replaces the per-epoch evaluation unless --eval-every is given)" },
     { "eval-offline", OT_FLAG, S(eval_offline), "0", "at each evaluation only take a snapshot of the model and go on; evaluate the snapshots after the run, with the times they were taken (evaluating then costs the workers nothing)" },
     { "metrics", OT_STR, S(metrics), "", "write JSON-lines metrics to this file" },
@@ -122,7 +124,7 @@ static const opt_range_t ranges[] = {
     { "servers", 1, 1e6, 0, 0 },         { "smoothing", 0, 1, 0, 1 },
     { "staleness", 0, 1e9, 0, 0 },       { "staleness-high", 0, 1e9, 0, 0 },
     { "staleness-low", 0, 1e9, 0, 0 },   { "steps", 0, BIG, 0, 0 },
-    { "target-acc", 0, 1, 0, 0 },
+    { "target-acc", 0, 1, 0, 0 },        { "target-window", 1, 1e6, 0, 0 },
     { "tau", 1, 1e9, 0, 0 },             { "test-subset", 0, 1e9, 0, 0 },
     { "threads", 1, 256, 0, 0 },         { "time-limit", 0, 1e9, 0, 0 },
     { "timeout", 0.5, 1e6, 0, 0 },       /* below: a busy core's scheduling delay reads as a death */
@@ -249,6 +251,11 @@ int config_validate(const config_t *c, char *err, size_t errlen)
         BAD("--eval-offline evaluates after the run, so it cannot stop at --target-acc; bound the run by --steps, --epochs "
             "or --time-limit (the metrics still give the time to any accuracy)");
     if (c->checkpoint_every > 0 && !*c->checkpoint) BAD("--checkpoint-every needs --checkpoint FILE");
+    if (strcmp(c->lr_horizon, "steps") && strcmp(c->lr_horizon, "time"))
+        BAD("unknown --lr-horizon '%s'; choose steps or time", c->lr_horizon);
+    if (!strcmp(c->lr_horizon, "time") && (strcmp(c->lr_schedule, "cosine") || c->time_limit <= 0))
+        BAD("--lr-horizon time decays a cosine schedule over the time limit: it needs --lr-schedule cosine and --time-limit S");
+    if (c->target_window > 1 && c->target_acc <= 0) BAD("--target-window needs --target-acc A");
     if (strcmp(c->aggregation, "parameter") && strcmp(c->aggregation, "gradient"))
         BAD("unknown --aggregation '%s'; choose parameter or gradient", c->aggregation);
     if (strcmp(c->line_search, "wolfe") && strcmp(c->line_search, "armijo"))
@@ -281,7 +288,7 @@ static void help_line(FILE *f, const opt_def_t *t, const char *help)
 static const char *const help_groups[][12] = {
     { "general", "model", "sync", NULL },
     { "data", "data", "partition", "train-subset", "test-subset", "inject-alpha", "inject-beta", NULL },
-    { "how long, and when to evaluate", "epochs", "steps", "time-limit", "target-acc", "eval-every", "eval-every-s", "eval-offline", NULL },
+    { "how long, and when to evaluate", "epochs", "steps", "time-limit", "target-acc", "target-window", "eval-every", "eval-every-s", "eval-offline", NULL },
     { "stragglers and faults", "slowdown", "fail", "timeout", "wait", NULL },
     { "output", "metrics", "checkpoint", "checkpoint-every", "resume", "progress-every", "quiet", NULL },
 };

@@ -23,6 +23,8 @@ typedef struct config {
     double timeout;
     double diverge_loss;               /* a step's loss above this is divergence */
     double time_limit, target_acc, eval_every_s;   /* bounded runs (bounds.h) */
+    long target_window;                /* --target-acc: over the mean of this many evaluations */
+    const char *lr_horizon;            /* steps | time: what a cosine schedule decays over */
     int eval_offline;                  /* snapshots during the run, evaluated after it */
     long bucket_kb;                    /* bsp: all-reduce buckets (0: per layer) */
     int sync_bn;                       /* bsp: batch normalization over all replicas' batches */

@@ -17,6 +17,9 @@ void bounds_start(bounds_t *b, run_t *r)
     b->target = cfg->target_acc;
     b->every_s = cfg->eval_every_s;
     b->active = b->limit > 0 || b->target > 0 || b->every_s > 0;
+    b->agree_time = !strcmp(cfg->lr_horizon, "time");
+    b->window = cfg->target_window > 1 ? (int)cfg->target_window : 1;
+    b->accs = xcalloc((size_t)b->window, sizeof(double));
     b->mode = r->ops->stop_mode ? (int)r->ops->stop_mode(r) : STOP_AGREE;
     b->ttt_wall = b->ttt_train = NAN;
     b->sync_done_s = b->final_eval_s = NAN;
@@ -65,7 +68,9 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int 
     if (!b->active) return 0;
     const double t = *t_end - b->t_start, prev = b->prev_check;
     b->prev_check = t;
-    int f[2] = { BOUNDS_NONE, 0 };   /* why stop; evaluate now */
+    /* why stop; evaluate now; with --lr-horizon time, the time in ms */
+    int f[3] = { BOUNDS_NONE, 0, (int)fmin(t * 1e3, 2e9) };
+    const int nf = b->agree_time ? 3 : 2;
     if (b->limit > 0 && t >= b->limit) f[0] = BOUNDS_TIME;
     if (b->every_s > 0 && r->lead && t >= b->next_eval) f[1] = 1;
     if (b->mode == STOP_OWN_CLOCK && b->target > 0 && !r->lead &&
@@ -74,10 +79,12 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int 
     /* one verdict from integers every rank holds alike */
     int agreed = 1;
     if (b->mode == STOP_AGREE && r->comm->size > 1)
-        comm_allreduce_int(r->comm, f, 2, MPI_MAX, "the stop decision all-reduce");
+        comm_allreduce_int(r->comm, f, nf, MPI_MAX, "the stop decision all-reduce");
     else if (b->mode == STOP_OWN_CLOCK && r->mp_size > 1)
-        comm_allreduce_int(&r->mp_comm, f, 2, MPI_MAX, "the replica's stop decision all-reduce");
+        comm_allreduce_int(&r->mp_comm, f, nf, MPI_MAX, "the replica's stop decision all-reduce");
     else agreed = 0;
+    /* the schedule reads integers every rank of a lockstep run holds alike */
+    b->sched_t = agreed ? f[2] * 1e-3 : t;
     if (agreed || (!r->lead && b->mode == STOP_OWN_CLOCK)) *t_end = now_s();   /* MPI was called: the step ends later */
     if (f[1] && r->lead && b->next_eval <= t)   /* the next slot of the grid k·every_s after t (missed ones skipped) */
         b->next_eval = (floor(t / b->every_s) + 1) * b->every_s;
@@ -92,7 +99,12 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int 
 
 int bounds_record_eval(bounds_t *b, const run_t *r, double acc, double at_s, double train_s, long step)
 {
-    int hit = r->lead && b->target > 0 && acc >= b->target;
+    if (!r->lead || b->target <= 0) return 0;
+    b->accs[b->nacc++ % b->window] = acc;
+    double mean = 0;
+    for (int i = 0; i < b->window; i++) mean += b->accs[i];
+    mean /= b->window;
+    int hit = b->nacc >= b->window && mean >= b->target;
     if (hit && !b->reached) {
         b->reached = 1;
         b->ttt_wall = at_s;
@@ -180,6 +192,7 @@ void bounds_write_done(const bounds_t *b, const run_t *r, metrics_t *mx)
     const int N = r->comm->size;
     metrics_str(mx, "stop_reason", b->why == BOUNDS_TIME ? "time_limit" : b->why == BOUNDS_TARGET ? "target_acc" : "steps");
     if (b->target > 0) metrics_raw(mx, "target_reached", b->reached ? "true" : "false");
+    if (b->window > 1) metrics_long(mx, "target_window", b->window);
     metrics_double(mx, "ttt_train_s", b->ttt_train);
     metrics_double(mx, "ttt_wall_s", b->ttt_wall);
     if (b->reached) metrics_long(mx, "ttt_step", b->ttt_step);
@@ -199,6 +212,8 @@ void bounds_free(bounds_t *b)
 {
     free(b->workers);
     free(b->all);
+    free(b->accs);
     b->workers = NULL;
     b->all = NULL;
+    b->accs = NULL;
 }

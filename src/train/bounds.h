@@ -25,6 +25,12 @@ enum { BOUNDS_NONE, BOUNDS_TIME, BOUNDS_TARGET };
 
 typedef struct bounds {
     double limit, target, every_s;   /* 0: off */
+    int agree_time;                  /* lockstep ranks also agree on the time (--lr-horizon time) */
+    double sched_t;                  /* the time the learning-rate schedule reads: seconds since the common
+                                        start at the last stop decision (the latest rank's, if agreed) */
+    int window;                      /* --target-window: evaluations whose mean decides */
+    double *accs;                    /* (window) the last evaluations' accuracies, a ring */
+    long nacc;                       /* evaluations recorded */
     int mode;                        /* sync_stop_mode_t */
     int active;                      /* any bound or clock schedule is set */
     double t_start;                  /* the common start (this rank's clock) */
@@ -54,8 +60,9 @@ int  bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int
 /* After an evaluation on the ranks that took part in it (in STOP_AGREE mode
  * every worker calls it, as every worker knows an evaluation happened):
  * records time to target (at_s: when the evaluation began, since the
- * common start; train_s: the lead's training time then); returns 1 if the
- * loop must stop. */
+ * common start; train_s: the lead's training time then): the target is
+ * reached when the mean of the last --target-window evaluations reaches
+ * it; returns 1 if the loop must stop. */
 int  bounds_after_eval(bounds_t *b, run_t *r, double acc, double at_s, double train_s);
 /* The same record, without telling anyone (the final evaluation, and
  * --eval-offline's snapshots of step `step`, evaluated after the run). */

@@ -20,6 +20,7 @@ typedef struct snap_meta {
     double time;                   /* now_s() then */
     double run_s, train_s;         /* seconds since the common start; of training */
     double train_loss, sps;        /* since the previous evaluation */
+    double lr;                     /* the learning rate of the last step */
     int nstats;                    /* the paradigm's figures (staleness, ...) */
     char key[SNAP_STATS][32];
     double value[SNAP_STATS];

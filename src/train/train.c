@@ -213,6 +213,7 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
                              .step_every = cfg->lr_step_every, .gamma = (float)cfg->lr_gamma };
     if (lr_sched_parse(cfg->lr_schedule, &r->sched.kind) != 0)
         FAIL("unknown --lr-schedule '%s'; choose constant, step or cosine", cfg->lr_schedule);
+    if (!strcmp(cfg->lr_horizon, "time")) r->sched.horizon_s = cfg->time_limit;
     if (augment_parse(cfg->augment, &r->aug, r->err, sizeof r->err) != 0) return -1;
     if (augment_on(&r->aug) && r->ops->step_samples)
         FAIL("--augment: --sync %s draws its own samples for each iteration and does not augment them; drop --augment", cfg->sync);
@@ -527,6 +528,7 @@ static void eval_meta(run_t *r, double train_loss, double sps, double run_s, dou
     m->train_s = train_s;
     m->train_loss = train_loss;
     m->sps = sps;
+    m->lr = r->lr;
     sync_stat_t st[16];
     int n = r->ops->stats ? r->ops->stats(r, st, 16, 1) : 0;
     for (int i = 0; i < n && m->nstats < SNAP_STATS; i++) {
@@ -549,6 +551,7 @@ static void eval_record(run_t *r, metrics_t *mx, const evaluator_t *ev, const sn
     metrics_double(mx, "test_loss", ev->loss);
     metrics_double(mx, "train_loss", m->train_loss);
     metrics_double(mx, "samples_per_s", m->sps);
+    metrics_double(mx, "lr", m->lr);
     if (offline) metrics_long(mx, "offline", 1);
     for (int i = 0; i < m->nstats; i++) metrics_double(mx, m->key[i], m->value[i]);
     metrics_end(mx);
@@ -1133,7 +1136,7 @@ int train_main(const config_t *cfg, comm_t *comm)
         double ts = L.t_carry >= 0 ? L.t_carry : now_s();
         L.t_carry = -1;
         if (!L.own_data) compute_gradient(r, &faults, &L, ts);
-        r->lr = lr_at(&r->sched, r->step);
+        r->lr = lr_at(&r->sched, r->step, bd.sched_t);
         if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
         r->step++;
         if (!r->lead && r->ops->lead_lost && r->ops->lead_lost(r)) {
