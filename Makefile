@@ -9,8 +9,9 @@
 #                      make test runs each for 5 s
 #   make sim           build-sim/dsgd for SimGrid (scripts/dsgd-sim runs it)
 #   make sim-check     the simulator's calibration checks (also part of make test)
-#   make install       dsgd, dsgd-plot, dsgd-sim (with build-sim/dsgd when built), dsgd-cluster,
-#                      dsgd-summarize (experiments/summarize.py) and the man page
+#   make install       dsgd, dsgd-plot, dsgd-sim (with build-sim/dsgd when built, and
+#                      dsgd-regime), dsgd-cluster, dsgd-summarize (experiments/summarize.py)
+#                      and the man page
 #                      under PREFIX (default /usr/local), staged under DESTDIR if given
 
 SANITIZE ?= 0
@@ -163,6 +164,7 @@ install: $(BUILD)/dsgd
 	install -m 755 scripts/dsgd-cluster $(BINDIR)/dsgd-cluster
 	install -m 755 scripts/dsgd-cluster-agent $(BINDIR)/dsgd-cluster-agent
 	install -m 755 experiments/summarize.py $(BINDIR)/dsgd-summarize
+	install -m 755 scripts/dsgd-regime $(BINDIR)/dsgd-regime
 	install -m 644 docs/dsgd.1 $(MANDIR)/dsgd.1
 	@if [ -x build-sim/dsgd ]; then \
 	    install -d $(LIBDIR)/sim && install -m 755 build-sim/dsgd $(LIBDIR)/sim/dsgd && \
@@ -172,7 +174,7 @@ install: $(BUILD)/dsgd
 	    cp scripts/dsgd-sim $(BINDIR)/dsgd-sim.tmp; \
 	fi
 	chmod 755 $(BINDIR)/dsgd-sim.tmp && mv $(BINDIR)/dsgd-sim.tmp $(BINDIR)/dsgd-sim
-	@echo "installed dsgd, dsgd-plot, dsgd-sim, dsgd-cluster (with its agent) and dsgd-summarize in $(BINDIR) and dsgd(1) in $(MANDIR)"
+	@echo "installed dsgd, dsgd-plot, dsgd-sim (with dsgd-regime), dsgd-cluster (with its agent) and dsgd-summarize in $(BINDIR) and dsgd(1) in $(MANDIR)"
 
 clean:
 	rm -rf build build-san build-sim build-fuzz build-mpich build-mpich-san

@@ -61,7 +61,8 @@ need_sim() {
 }
 # Host speeds for dsgd-sim, as "SCALE:R=F,...": every host SCALE times
 # faster than this machine (--compute-scale: a GPU-like compute scale), and
-# hosts listed as R=F F times slower than that (--slow). HOSTS SCALE [R=F,...]
+# hosts listed as R=F F times slower than that (--slow-hosts: hosts, shards
+# included, not workers). HOSTS SCALE [R=F,...]
 sim_speeds() {
     echo "$2:${3:-}"
 }
@@ -78,7 +79,7 @@ sim_run() {
     echo "  $name"
     local t0=$SECONDS
     local slow=()
-    [ -n "${speeds#*:}" ] && slow=(--slow "${speeds#*:}")
+    [ -n "${speeds#*:}" ] && slow=(--slow-hosts "${speeds#*:}")
     # started in the metrics folder and given the file's bare name:
     # smpirun splits the program's arguments at spaces, and OUT may hold some
     # shellcheck disable=SC2086

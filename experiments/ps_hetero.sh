@@ -69,7 +69,7 @@ printf '%-9s %9s %10s %12s %14s\n' paradigm test_acc t_to_$TARGET vs_bsp-ps stal
 base=""
 for p in bsp-ps asp ssp dssp; do
     # shellcheck disable=SC2086
-    scripts/dsgd-sim --hosts 5 --slow 4=4 -- "${COMMON[@]}" ${ARGS[$p]} --metrics "$OUT/ps-sim-$p.jsonl" > /dev/null
+    scripts/dsgd-sim --hosts 5 --slow-workers 3=4 -- "${COMMON[@]}" ${ARGS[$p]} --metrics "$OUT/ps-sim-$p.jsonl" > /dev/null
     read -r acc hit wall smax < <(summary "$OUT/ps-sim-$p.jsonl")
     [ "$p" = bsp-ps ] && base=$hit
     ratio=$(awk -v a="$hit" -v b="$base" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.2f", a / b }')

@@ -6,28 +6,44 @@ says where it comes from).
 Usage: regime.py BATCH METRICS_STEM...   (METRICS_STEM.jsonl: one run per
 model, one process, batch BATCH); prints markdown.
 
+For a cluster of your own (an accelerator and a link) and dsgd's model
+itself, dsgd-sim --regime prints the compute scale (scripts/dsgd-regime).
+
 The papers' settings are estimates from public facts about their models
 and hardware; what is assumed is marked so, and can be replaced here."""
+import importlib.machinery
+import importlib.util
 import json
+import os
 import sys
 
-GB = 1e9 / 8   # bytes/s of 1 Gb/s
+# the hardware, links and the ratio are dsgd-regime's (dsgd-sim --regime)
+_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "dsgd-regime")
+_spec = importlib.util.spec_from_loader("dsgd_regime", importlib.machinery.SourceFileLoader("dsgd_regime", _path))
+rg = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rg)
+GB, ratio = rg.GB, rg.ratio
+
+
+def sustained(gpu):
+    return rg.SUSTAINED * rg.ACCELS[gpu][0]
+
 
 # name, setting, P, F (FLOPs per training sample: 6 x forward MACs), batch,
-# R (sustained FLOP/s: an assumed 40% of the GPU's fp32 peak), W (bytes/s)
+# R (sustained FLOP/s: an assumed 40% of the GPU's fp32 peak, dsgd-regime's figure), W (bytes/s)
 PAPERS = [
     ("Jin et al. 2016", "ResNet-18, ImageNet 224x224 (11.7 M parameters, 1.82 G multiply-adds a sample); "
      "K20X GPUs (3.95 TFLOP/s peak); batch 32 and a 40 Gb/s interconnect assumed",
-     11.69e6, 6 * 1.82e9, 32, 0.4 * 3.95e12, 40 * GB),
+     11.69e6, 6 * 1.82e9, 32, sustained("k20x"), 40 * GB),
     ("SelSync 2023, 10 GbE", "ResNet-101, CIFAR-10 32x32 through the ImageNet stem (42.5 M parameters, "
      "0.16 G multiply-adds); V100 GPUs (15.7 TFLOP/s peak), batch 32 assumed",
-     42.5e6, 6 * 0.160e9, 32, 0.4 * 15.7e12, 10 * GB),
-    ("SelSync 2023, 1 GbE", "the same on 1 GbE", 42.5e6, 6 * 0.160e9, 32, 0.4 * 15.7e12, 1 * GB),
+     42.5e6, 6 * 0.160e9, 32, sustained("v100"), 10 * GB),
+    ("SelSync 2023, 1 GbE", "the same on 1 GbE", 42.5e6, 6 * 0.160e9, 32, sustained("v100"), 1 * GB),
     ("SelSync 2023, CIFAR stem", "if the stem keeps 32x32 (a 3x3 convolution, no pooling): 16x the multiply-adds, 10 GbE",
-     42.5e6, 6 * 2.56e9, 32, 0.4 * 15.7e12, 10 * GB),
+     42.5e6, 6 * 2.56e9, 32, sustained("v100"), 10 * GB),
     ("DSSP 2019", "mixed GPU generations on a parameter server; assumed: ResNet-50 on CIFAR-10 32x32 (23.5 M "
      "parameters, 0.084 G multiply-adds), batch 128, GTX 1080 Ti (11.3 TFLOP/s peak), 10 GbE",
-     23.5e6, 6 * 0.0837e9, 128, 0.4 * 11.3e12, 10 * GB),
+     23.5e6, 6 * 0.0837e9, 128, sustained("1080ti"), 10 * GB),
     ("DistBelief 2012", "Downpour, a fully connected speech model (42 M parameters: F = 6 P), CPU machines "
      "on 1 GbE; assumed: batch 100 and 45 GFLOP/s sustained per machine (16 cores of 2012)",
      42e6, 6 * 42e6, 100, 45e9, 1 * GB),
@@ -44,12 +60,7 @@ DSGD_RUNS = [
 ]
 
 
-ALPHA = 20e-6   # scripts/dsgd-sim's one-way latency (its 10gbe preset, kept by --bandwidth)
-
-
-def ratio(P, F, B, R, W, alpha=0.0):
-    """A step's compute over its push and pull (two latencies, 8 P bytes)."""
-    return (B * F / R) / (2 * alpha + 8 * P / W)
+ALPHA = rg.LINKS["10gbe"][1]   # scripts/dsgd-sim's one-way latency (its 10gbe preset, kept by --bandwidth)
 
 
 def load(stem):

@@ -74,9 +74,9 @@ if [ -x build-sim/dsgd ] && command -v smpirun > /dev/null; then
     header
     scripts/dsgd-sim --hosts 6 -- "${B[@]}" --metrics "$OUT/sb-sim-fast.jsonl" > /dev/null 2>&1
     figures "$OUT/sb-sim-fast.jsonl" "no straggler"
-    scripts/dsgd-sim --hosts 6 --slow 2=10 -- "${B[@]}" --metrics "$OUT/sb-sim-slow.jsonl" > /dev/null 2>&1
+    scripts/dsgd-sim --hosts 6 --slow-workers 0=10 -- "${B[@]}" --metrics "$OUT/sb-sim-slow.jsonl" > /dev/null 2>&1
     figures "$OUT/sb-sim-slow.jsonl" "straggler, backup tasks"
-    scripts/dsgd-sim --hosts 6 --slow 2=10 -- "${B[@]}" --no-backup-tasks --metrics "$OUT/sb-sim-nobk.jsonl" > /dev/null 2>&1
+    scripts/dsgd-sim --hosts 6 --slow-workers 0=10 -- "${B[@]}" --no-backup-tasks --metrics "$OUT/sb-sim-nobk.jsonl" > /dev/null 2>&1
     figures "$OUT/sb-sim-nobk.jsonl" "straggler, --no-backup-tasks"
     ratios "$OUT/sb-sim-fast.jsonl" "$OUT/sb-sim-slow.jsonl" "$OUT/sb-sim-nobk.jsonl"
 else

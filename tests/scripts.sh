@@ -181,8 +181,8 @@ refused "dsgd-cluster-agent -o with no value" "no host given" "$AG" -o
 
 # --- dsgd-sim: every option, up to the platform ---------------------------------
 SIM=$SC/dsgd-sim
-for o in --hosts --net --bandwidth --latency --topology --speeds --slow --slow-fraction --transient \
-         --compute-scale --coll --eager --speed --platform --build --exe; do
+for o in --hosts --net --bandwidth --latency --topology --speeds --slow --slow-hosts --slow-workers --slow-fraction \
+         --transient --compute-scale --coll --eager --speed --platform --build --exe --regime --regime-here; do
     each "dsgd-sim $o" any "$SIM" "$o" "@P@" --print-platform
 done
 each "dsgd-sim --platform and --hostfile" any "$SIM" --platform "$WORK/p @P@.xml" --hostfile "$WORK/h @P@" -- train

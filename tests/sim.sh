@@ -221,10 +221,50 @@ if [ "$after" -le "$before" ]; then ok "dsgd-sim leaves no temporary folder"; el
 P=(train --sync asp --data synthetic --model mlp:16 --steps 60 --quiet --eval-every 30)
 "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 3 -- "${P[@]}" --seed 1 --metrics "$WORK/u1.jsonl" > /dev/null 2>&1
 "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 3 -- "${P[@]}" --seed 2 --metrics "$WORK/u2.jsonl" > /dev/null 2>&1
-"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 3 --slow 2=4 -- "${P[@]}" --seed 1 --metrics "$WORK/s1.jsonl" > /dev/null 2>&1
+# (worker 1 of asp's default one shard is host 2: --slow-workers counts
+# workers as dsgd's --slowdown does)
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 3 --slow-workers 1=4 -- "${P[@]}" --seed 1 --metrics "$WORK/s1.jsonl" > /dev/null 2>&1
 plat=$(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline())["platform"]; print(p["hosts"], p["slow_hosts"], p["host_slowdown"])' "$WORK/s1.jsonl" 2>&1)
-if [ "$plat" = "3 1 [1, 1, 4]" ]; then ok "a simulated run's config event records its platform (hosts, link, slow hosts, ...)"
+if [ "$plat" = "3 1 [1, 1, 4]" ]; then ok "a simulated run's config event records its platform (hosts, link, slow hosts, ...); --slow-workers 1=4 under asp slows host 2"
 else bad "platform in the config event" "$plat"; fi
+# hosts and workers: --slow-workers W is dsgd's worker W (--servers S: host
+# S+W; sandblaster: 1+S+W; all-reduce: W); --slow numbers hosts and is
+# refused in one line where the two differ (it slowed a shard's neighbour)
+sp=$("$DS" --hosts 5 --slow-workers 1=4 --print-platform -- train --sync=asp --servers 2 | grep -o 'speed="[^"]*"' | tr '\n' ' ')
+sb=$("$DS" --hosts 6 --slow-workers 0=10 --print-platform -- train --sync sandblaster --servers 1 | grep -o 'speed="[^"]*"' | tr '\n' ' ')
+sa=$("$DS" --hosts 3 --slow-workers 1=4 --print-platform -- train --sync bsp | grep -o 'speed="[^"]*"' | tr '\n' ' ')
+if [ "$sp" = 'speed="1Gf" speed="1Gf" speed="1Gf" speed="0.25Gf" speed="1Gf" ' ] &&
+   [ "$sb" = 'speed="1Gf" speed="1Gf" speed="0.1Gf" speed="1Gf" speed="1Gf" speed="1Gf" ' ] &&
+   [ "$sa" = 'speed="1Gf" speed="0.25Gf" speed="1Gf" ' ]; then
+    ok "--slow-workers: worker 1 of asp with 2 shards is host 3, sandblaster's replica 0 host 2, bsp's worker 1 host 1"
+else bad "--slow-workers mapping" "asp: $sp; sandblaster: $sb; bsp: $sa"; fi
+refused "--slow R=F with shards in the command" "--slow-workers" "$DS" --hosts 5 --slow 3=4 --print-platform -- train --sync asp --servers 2
+refused "--slow-workers beyond the workers" "worker 0 <= W < 3" "$DS" --hosts 5 --slow-workers 3=4 --print-platform -- train --sync asp --servers 2
+# --regime: K = R / R_here, R = 40% of a V100's 15.7 TFLOP/s FP32 peak,
+# R_here = resnet:8,8's measured 64 x 14076288 FLOPs in 0.0171603 s;
+# applied, the hosts' speed is K Gf and the link 10 GbE's 1.25e9 B/s
+k=$(awk 'BEGIN { printf "%.6g", 0.4 * 15.7e12 / (64 * 14076288 / 0.0171603) }')
+out=$("$DS" --regime v100,10gbe,resnet:8,8 2>&1); rc=$?
+got=$(echo "$out" | sed -n 's/^ *dsgd-sim --compute-scale \([0-9.e+]*\) --net 10gbe$/\1/p')
+if [ $rc = 0 ] && awk -v a="$got" -v b="$k" 'BEGIN { exit !(a > 0 && a / b > 0.999 && a / b < 1.001) }'; then
+    ok "--regime v100,10gbe,resnet:8,8 prints --compute-scale $got --net 10gbe (K = R / R_here = $k)"
+else bad "--regime v100,10gbe,resnet:8,8" "exit $rc, want K $k: $out"; fi
+pl=$("$DS" --regime v100,10gbe --print-platform -- train --model resnet:8,8 2>/dev/null | grep -o 'id="node-0" speed="[^"]*"\|id="node-0-link" bandwidth="[^"]*"' | tr '\n' ' ')
+if [ "$pl" = "id=\"node-0\" speed=\"$(awk -v k="$k" 'BEGIN { printf "%.6g", k }')Gf\" id=\"node-0-link\" bandwidth=\"1250000000Bps\" " ]; then
+    ok "--regime v100,10gbe -- train --model resnet:8,8 sets the hosts' speed and the 10 GbE link"
+else bad "--regime applied" "$pl"; fi
+refused "--regime with an unknown accelerator" "unknown accelerator 'rtx9090'" "$DS" --hosts 2 --regime rtx9090,10gbe -- train
+refused "--regime for a model it has no figure for" "no measured step for --model lenet" "$DS" --hosts 2 --regime v100,10gbe -- train --model lenet
+refused "--regime with --compute-scale" "--regime sets the compute scale" "$DS" --regime v100,10gbe --compute-scale 3 -- train
+# --regime-here: R_here from a run's own metrics (the asp run above: mlp:16)
+kh=$(python3 -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+c = ev[0]; d = ev[-1]
+print("%.6g" % (0.4 * 15.7e12 / (c["config"]["batch"] * c["train_flops_per_sample"] / d["compute_s_per_step"])))' "$WORK/u1.jsonl" 2>&1)
+kr=$("$DS" --regime v100,10gbe --regime-here "$WORK/u1.jsonl" --print-platform -- train --model mlp:16 2>&1 >/dev/null)
+if [[ "$kr" == *"mlp:16 at --compute-scale $kh --net 10gbe"* ]]; then ok "--regime-here: this machine's rate from a run's metrics (K $kh)"
+else bad "--regime-here" "want K $kh: $kr"; fi
 python3 "$HERE/../experiments/summarize.py" "$WORK/sum.md" 0.5 "$WORK/u1.jsonl" "$WORK/u2.jsonl" "$WORK/s1.jsonl" > /dev/null 2>&1
 rows=$(grep -c '^| asp' "$WORK/sum.md" 2>/dev/null)
 if [ "$rows" = 2 ] && grep -q '^| asp .*platform host_slowdown=\[1, 1, 4\].*| 1 |' "$WORK/sum.md" && grep -q '^| asp .*| 2 |' "$WORK/sum.md"; then

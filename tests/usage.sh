@@ -14,7 +14,7 @@ DSGD="$ROOT/$BUILD/dsgd"
 
 # every script: a usage on stdout, exit 0, within 20 s, nothing else run
 cd "$ROOT"
-for s in scripts/demo scripts/install-deps scripts/dsgd-sim scripts/dsgd-plot experiments/*.sh "python3 experiments/summarize.py" "python3 experiments/regime.py"; do
+for s in scripts/demo scripts/install-deps scripts/dsgd-sim scripts/dsgd-regime scripts/dsgd-plot experiments/*.sh "python3 experiments/summarize.py" "python3 experiments/regime.py"; do
     [ "$s" = experiments/lib.sh ] && continue
     timeout -k 5 20 $s --help > "$WORK/out" 2> "$WORK/err"
     rc=$?
@@ -63,14 +63,16 @@ if make -s -C "$ROOT" install BUILD="$BUILD" DESTDIR="$WORK/inst" PREFIX=/usr > 
     ok "make install DESTDIR=... PREFIX=/usr: the installed dsgd runs ($(head -1 "$WORK/version"))"
 else bad "make install" "$(tail -3 "$WORK/install.log") $(cat "$WORK/version" 2>/dev/null)"; fi
 lack=""
-for f in bin/dsgd bin/dsgd-plot bin/dsgd-sim bin/dsgd-cluster bin/dsgd-cluster-agent bin/dsgd-summarize share/man/man1/dsgd.1; do
+for f in bin/dsgd bin/dsgd-plot bin/dsgd-sim bin/dsgd-regime bin/dsgd-cluster bin/dsgd-cluster-agent bin/dsgd-summarize share/man/man1/dsgd.1; do
     [ -s "$WORK/inst/usr/$f" ] || lack+=" $f"
 done
-for f in dsgd-plot dsgd-sim dsgd-summarize; do "$WORK/inst/usr/bin/$f" --help 2>&1 | grep -qi '^usage: ' || lack+=" $f--help"; done
+for f in dsgd-plot dsgd-sim dsgd-regime dsgd-summarize; do "$WORK/inst/usr/bin/$f" --help 2>&1 | grep -qi '^usage: ' || lack+=" $f--help"; done
+# the installed dsgd-sim finds dsgd-regime beside it (from another folder)
+(cd "$WORK" && "$WORK/inst/usr/bin/dsgd-sim" --regime v100,10gbe,mlp) 2>&1 | grep -q -- '--compute-scale 145.2 --net 10gbe' || lack+=" dsgd-sim--regime"
 # the whole of dsgd-cluster's usage (it stopped mid-sentence), and no checkout's path in dsgd-sim's
 "$WORK/inst/usr/bin/dsgd-cluster" --help 2>&1 | tail -1 | grep -q '\.$' || lack+=" dsgd-cluster--help(cut)"
 ! "$WORK/inst/usr/bin/dsgd-sim" --help 2>&1 | grep -q 'runs build-sim' || lack+=" dsgd-sim--help(build-sim)"
-if [ -z "$lack" ]; then ok "make install puts dsgd, dsgd-plot, dsgd-sim, dsgd-cluster and its agent, dsgd-summarize and dsgd(1) under PREFIX; the scripts' --help work there"
+if [ -z "$lack" ]; then ok "make install puts dsgd, dsgd-plot, dsgd-sim with dsgd-regime, dsgd-cluster and its agent, dsgd-summarize and dsgd(1) under PREFIX; the scripts' --help and dsgd-sim --regime work there"
 else bad "installed files" "missing or broken:$lack"; fi
 if command -v man > /dev/null; then
     if MANWIDTH=80 man --warnings -l "$WORK/inst/usr/share/man/man1/dsgd.1" > "$WORK/man" 2> "$WORK/manerr" &&
