@@ -24,6 +24,7 @@ typedef struct config {
     double diverge_loss;               /* a step's loss above this is divergence */
     double time_limit, target_acc, eval_every_s;   /* bounded runs (bounds.h) */
     int eval_offline;                  /* snapshots during the run, evaluated after it */
+    int data_partial;                  /* accept a CIFAR-10 directory without all its training batches */
     long bucket_kb;                    /* bsp: all-reduce buckets (0: per layer) */
     int sync_bn;                       /* bsp: batch normalization over all replicas' batches */
     long period, window;               /* localsgd H; selsync W */

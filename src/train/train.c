@@ -85,9 +85,11 @@ static void evaluate(run_t *r, evaluator_t *ev, int global)
     evaluate_model(r, ev, params, state);
 }
 
-static int load_data(run_t *r, const config_t *cfg)
+/* flags: dataset_load's (dsgd eval reads only the test split, so a
+ * partial training set does not matter to it) */
+static int load_data(run_t *r, const config_t *cfg, int flags)
 {
-    if (dataset_load(cfg->data, &r->train, &r->test, r->err, sizeof r->err) != 0) return -1;
+    if (dataset_load(cfg->data, flags, &r->train, &r->test, r->err, sizeof r->err) != 0) return -1;
     dataset_truncate(&r->train, cfg->train_subset);
     dataset_truncate(&r->test, cfg->test_subset);
     return 0;
@@ -155,6 +157,7 @@ static void print_header(const run_t *r)
     size_t nparams = r->model->full_nparams;
     printf("model %s: %zu parameters; data: %ld train, %ld test samples of %dx%dx%d, %d classes\n",
            cfg->model, nparams, r->train.n, r->test.n, r->train.c, r->train.h, r->train.w, r->train.classes);
+    if (r->train.note[0]) printf("data: %s\n", r->train.note);
     int others = r->comm->size - r->nworkers;
     if (!strcmp(cfg->sync, "sandblaster"))
         printf("ranks: 1 coordinator, %d shard%s, %d replica%s", others - 1, others > 2 ? "s" : "", r->replicas,
@@ -234,7 +237,7 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
 static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ckpt_t *resume)
 {
     const config_t *cfg = r->cfg;
-    if (load_data(r, cfg) != 0) return -1;
+    if (load_data(r, cfg, cfg->data_partial ? DATA_PARTIAL : 0) != 0) return -1;
     if (model_spec_check(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, r->err, sizeof r->err) != 0)
         return -1;
     /* data and batches follow the replica: its M ranks see the same samples */
@@ -1138,7 +1141,7 @@ int eval_main(const config_t *cfg, comm_t *comm)
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
     r->comm = comm;
-    if (load_data(r, cfg) != 0) die("%s", r->err);
+    if (load_data(r, cfg, DATA_PARTIAL) != 0) die("%s", r->err);
     if (model_spec_check(ck.meta.model, r->test.c, r->test.h, r->test.w, r->test.classes, err, sizeof err) != 0)
         die("checkpoint '%s' holds model '%s', which does not fit this data: %s", cfg->checkpoint, ck.meta.model, err);
     r->model = model_create(ck.meta.model, r->test.c, r->test.h, r->test.w, r->test.classes, EVAL_CHUNK);
