@@ -129,14 +129,22 @@ static void print_position_at(const run_t *r, long step)
 
 static void print_position(const run_t *r) { print_position_at(r, r->step); }
 
+/* Decimals that give a time in seconds four significant digits (one from
+ * 100 s up): a simulated run of a small model lasts milliseconds of
+ * simulated time, which one decimal printed as 0.0. */
+static int time_decimals(double t)
+{
+    return t < 1 ? 4 : t < 10 ? 3 : t < 100 ? 2 : 1;
+}
+
 /* An evaluation's line: where (m), what (ev), t seconds since the process began. */
 static void print_progress(run_t *r, const evaluator_t *ev, const snap_meta_t *m, double t)
 {
     if (r->cfg->quiet || !r->lead) return;
     if (live_line(r)) fputs("\r\033[K", stdout);
     print_position_at(r, m->step);
-    printf("  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.1fs",
-           m->train_loss, ev->acc, ev->loss, m->sps, t);
+    printf("  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.*fs",
+           m->train_loss, ev->acc, ev->loss, m->sps, time_decimals(t), t);
     for (int i = 0; i < m->nstats; i++) printf("  %s %.4g", m->key[i], m->value[i]);
     putchar('\n');
     fflush(stdout);
@@ -146,7 +154,7 @@ static void print_progress(run_t *r, const evaluator_t *ev, const snap_meta_t *m
 static void print_heartbeat(const run_t *r, double train_loss, double sps, double t)
 {
     print_position(r);
-    printf("  of %ld  loss %.4f  samples/s %9.0f  time %7.1fs\n", r->total_steps, train_loss, sps, t);
+    printf("  of %ld  loss %.4f  samples/s %9.0f  time %7.*fs\n", r->total_steps, train_loss, sps, time_decimals(t), t);
     fflush(stdout);
 }
 
@@ -961,9 +969,10 @@ static void print_done(run_t *r, const loop_t *L, const bounds_t *bd, const eval
     char extra[512];
     stats_text(r, extra, sizeof extra);
     if (L->tty) fputs("\r\033[K", stdout);
-    printf("done: test accuracy %.4f, test loss %.4f after %ld %s (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)%s\n",
+    const double wall = now_s() - L->t0;
+    printf("done: test accuracy %.4f, test loss %.4f after %ld %s (%.2f epochs) in %.*f s (%.*f s training, %.0f samples/s)%s\n",
            ev->acc, ev->loss, r->step, counts_iterations(r) ? "iterations" : "steps",
-           (double)r->step / (double)r->steps_per_epoch, now_s() - L->t0, L->train_s,
+           (double)r->step / (double)r->steps_per_epoch, time_decimals(wall), wall, time_decimals(L->train_s), L->train_s,
            L->train_s > 0 ? steps * L->samples_per_step / L->train_s : 0.0, extra);
     if (bd->why) printf("stopped early: %s\n", bd->why == BOUNDS_TIME ? "time limit reached" : "target accuracy reached");
     /* a preempted run saves instead of evaluating at the end */
