@@ -277,7 +277,7 @@ int main(int argc, char **argv)
 
     dataset_t train, test;
     char err[512];
-    if (dataset_load("fashion-mnist", &train, &test, err, sizeof err) != 0) {
+    if (dataset_load("fashion-mnist", 0, &train, &test, err, sizeof err) != 0) {
         /* the synthetic set is 1x8x8, not comparable with the 28x28 figures */
         fprintf(stderr, "bench_train: %s\n", err);
         MPI_Finalize();

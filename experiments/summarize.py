@@ -27,7 +27,6 @@ against the baseline's run of the same seed, then summarized the same
 way (the ratio of the medians where the seeds do not match)."""
 import importlib.machinery
 import importlib.util
-import json
 import math
 import os
 import sys
@@ -100,44 +99,16 @@ def first_among(times, base, grid):
     return first, ahead
 
 
-# what may differ between repeats of one configuration
-NOT_CONFIG = {"seed", "metrics", "checkpoint", "resume", "quiet", "progress-every"}
-
-
-def setting(run):
-    """Everything that makes a run's configuration, as flat key: value pairs:
-    its flags but the seed and its files, and where a simulated run ran
-    but the seeds that drew its stragglers (which hosts a --slow-fraction
-    slowed is one of those draws)."""
-    out = {k: json.dumps(v) for k, v in run["cfg"].items() if k not in NOT_CONFIG}
-    plat = run["config"].get("platform") or {}
-    for k, v in plat.items():
-        if k.endswith("_seed") or (k == "host_slowdown" and "slow_fraction" in plat):
-            continue
-        out["platform " + k] = json.dumps(v)
-    return out
-
-
 def group(rows):
-    """Rows of one configuration, in first-seen order. Groups whose labels
-    would be the same get, in brackets, the settings that tell them apart."""
+    """Rows of one configuration, in first-seen order. Configurations whose
+    labels would be the same get, in brackets, the settings that tell them
+    apart (dsgd-plot's rule, for its curves)."""
+    names = plot.labels_apart([row["label"] for row in rows], [row["setting"] for row in rows], [row["N"] for row in rows])
     out = {}
-    for row in rows:
-        out.setdefault((row["label"], row["N"], json.dumps(row["setting"], sort_keys=True)), []).append(row)
-    groups = list(out.values())
-    alike = {}
-    for g in groups:
-        alike.setdefault((g[0]["label"], g[0]["N"]), []).append(g)
-    for same in alike.values():
-        if len(same) < 2:
-            continue
-        keys = sorted({k for g in same for k in g[0]["setting"]})
-        apart = [k for k in keys if len({g[0]["setting"].get(k) for g in same}) > 1]
-        for g in same:
-            tag = ", ".join(f"{k}={g[0]['setting'].get(k, '–')}" for k in apart)
-            for row in g:
-                row["label"] += f" [{tag}]"
-    return groups
+    for row, name in zip(rows, names):
+        row["label"] = name
+        out.setdefault((name, row["N"]), []).append(row)
+    return list(out.values())
 
 
 def main(argv):
@@ -165,7 +136,7 @@ def main(argv):
         d = r["done"] or {}
         tt, tw = first_hit(r, target)
         rows.append({"run": r, "label": overrides.get(os.path.abspath(r["path"])) or plot.label(r, {}, with_n=False),
-                     "setting": setting(r), "N": r["config"].get("workers"),
+                     "setting": plot.setting(r), "N": r["config"].get("workers"),
                      "seed": r["cfg"].get("seed"), "acc": d.get("test_acc"), "tt": tt, "tw": tw, "d": d})
     groups = group(rows)
     baselines = {}   # N -> {seed: the baseline's time since the start}

@@ -210,6 +210,24 @@ else bad "checkpoint in Python" "$(cat "$WORK/st.out")"; fi
 # ---- bad input: one line, non-zero exit, nothing written ----
 M=(--metrics "$OUT/m.jsonl" --checkpoint "$OUT/c.st")
 expect_error "missing data directory" "does not exist" "$DSGD" train --data /nonexistent/fmnist "${M[@]}"
+# an empty directory's error names every format dsgd reads (it named the IDX files only)
+mkdir -p "$WORK/empty"
+expect_error "empty data directory names IDX (raw or .gz) and CIFAR-10 files" \
+    "train-images-idx3-ubyte.*\.gz.*data_batch_1\.bin.*test_batch\.bin" "$DSGD" train --data "$WORK/empty" "${M[@]}"
+# one CIFAR-10 training batch of five: refused, naming what is there and what
+# is not (it trained on a fifth of CIFAR-10 without a word); --data-partial
+# trains on it and the start-up lines say what is missing
+mkdir -p "$WORK/cifar1"
+python3 -c 'import sys
+for name, n in (("data_batch_1.bin", 64), ("test_batch.bin", 16)):
+    open(sys.argv[1] + "/" + name, "wb").write(b"".join(bytes([i % 10]) + bytes([i % 256]) * 3072 for i in range(n)))' "$WORK/cifar1"
+expect_error "a partial CIFAR-10 set is refused, naming the files found and missing" \
+    "has data_batch_1.bin and test_batch.bin but not data_batch_2.bin, data_batch_3.bin, data_batch_4.bin and data_batch_5.bin.*--data-partial" \
+    "$DSGD" train --data "$WORK/cifar1" --model logreg --steps 2 "${M[@]}"
+if "$DSGD" train --data "$WORK/cifar1" --data-partial --model logreg --batch 16 --steps 2 > "$WORK/partial.out" 2>&1 &&
+    grep -q "^data: a partial CIFAR-10 set (--data-partial): data_batch_1.bin of the 5 training batches, without data_batch_2.bin" "$WORK/partial.out"; then
+    ok "--data-partial trains on a partial CIFAR-10 set and says what it lacks"
+else bad "--data-partial" "$(head -c 400 "$WORK/partial.out")"; fi
 mkdir -p "$WORK/trunc"; cp "$WORK/idx8/"* "$WORK/trunc/"
 sz=$(stat -c %s "$WORK/trunc/train-images-idx3-ubyte.gz"); truncate -s $((sz / 2)) "$WORK/trunc/train-images-idx3-ubyte.gz"
 expect_error "truncated .gz" "truncated" "$DSGD" train --data "$WORK/trunc" --model mlp:8 "${M[@]}"

@@ -2,7 +2,8 @@
 # scripts/dsgd-plot: every figure is written as a whole PNG and SVG from
 # real metrics files (curves, a staleness histogram, selsync's sync
 # fraction, a scaling curve); repeats of one configuration are one curve
-# with a band (and one row of summarize.py); figures without data are skipped; a missing,
+# with a band (and one row of summarize.py), configurations that would be
+# labelled alike are named apart, --label names a run; figures without data are skipped; a missing,
 # corrupt or foreign file is refused with one line and leaves no figure.
 # Usage: tests/plot.sh BUILD_DIR   (prints "plot: N passed, M failed")
 set -u
@@ -91,6 +92,41 @@ if [ "$(grep -c '^| none |' "$WORK/rep.md")" = 1 ] && echo "$row" | grep -qF "| 
     ok "summarize.py: three seeds make one row, 3 runs, accuracy $acc"
 else bad "repeats in summarize.py" "want '| 3 | 1 | $acc |' in: $(cat "$WORK/rep.md")"; fi
 
+# runs whose labels would be the same are told apart by what differs
+# between them (any flag but --seed: here --lr, which no label shows; they
+# were one curve of "3 runs"), while seeds stay one curve
+"$DSGD" train "${C[@]}" --steps 40 --eval-every 5 --seed 1 --lr 0.1 --metrics "$WORK/lr.jsonl" > /dev/null 2>&1
+out=$("$PLOT" --out "$WORK/apart" "$WORK/rep1.jsonl" "$WORK/rep2.jsonl" "$WORK/lr.jsonl" 2>&1)
+if [ $? -eq 0 ] && grep -qF '>none [lr=0.05] (2 runs: median, range)<' "$WORK/apart/accuracy_samples.svg" &&
+    grep -qF '>none [lr=0.1]<' "$WORK/apart/accuracy_samples.svg" && ! grep -q '3 runs' "$WORK/apart/accuracy_samples.svg"; then
+    ok "two configurations of one label are two curves, named by the flag that differs; two seeds are one"
+else bad "labels apart by flag" "$out $(grep -o '<title>[^<]*' "$WORK/apart/accuracy_samples.svg" | tail -3)"; fi
+# ... and by where a simulated run ran (the config event's platform): a
+# cluster computing 4 times faster is another configuration
+for f in rep1:1 rep2:1 rep3:4; do
+    python3 -c 'import json, sys
+src, scale, dst = sys.argv[1:]
+with open(src) as i, open(dst, "w") as o:
+    for line in i:
+        r = json.loads(line)
+        if r["event"] == "config":
+            r["clock"] = "simulated"
+            r["platform"] = {"hosts": 1, "bandwidth_Bps": 1.25e9, "latency_s": 2e-05, "topology": "flat",
+                             "compute_scale": float(scale), "host_slowdown": [1], "slow_hosts": 0, "eager_bytes": 0}
+        o.write(json.dumps(r) + "\n")' "$WORK/${f%:*}.jsonl" "${f#*:}" "$WORK/sim-${f%:*}.jsonl"
+done
+out=$("$PLOT" --out "$WORK/plat" "$WORK"/sim-rep[123].jsonl 2>&1)
+if [ $? -eq 0 ] && grep -qF '>none [platform compute_scale=1.0] (2 runs: median, range)<' "$WORK/plat/accuracy_samples.svg" &&
+    grep -qF '>none [platform compute_scale=4.0]<' "$WORK/plat/accuracy_samples.svg"; then
+    ok "simulated runs on two platforms are two curves, named by what differs (compute scale)"
+else bad "labels apart by platform" "$out $(grep -o '<title>[^<]*' "$WORK/plat/accuracy_samples.svg" | tail -3)"; fi
+# --label FILE=TEXT names a run, FILE by any path to it (as summarize.py's);
+# a FILE that is not plotted is refused
+out=$(cd "$WORK" && "$PLOT" --out "$WORK/lab" --label lr.jsonl="rate 0.1" "$WORK/rep1.jsonl" "$WORK/./lr.jsonl" 2>&1)
+if [ $? -eq 0 ] && grep -qF '>rate 0.1<' "$WORK/lab/accuracy_samples.svg" && grep -qF '>none<' "$WORK/lab/accuracy_samples.svg"; then
+    ok "--label FILE=TEXT names the run, FILE given by another path to it"
+else bad "--label" "$out $(grep -o '<title>[^<]*' "$WORK/lab/accuracy_samples.svg" | tail -3)"; fi
+
 # a single-process run has no staleness, no sync fraction: skipped, said so
 out=$("$PLOT" --out "$WORK/one" "$WORK/none.jsonl" 2>&1)
 if [ $? -eq 0 ] && echo "$out" | grep -q "staleness: no run has the data, skipped" && [ ! -e "$WORK/one/staleness.png" ] &&
@@ -114,4 +150,6 @@ refused "a JSON file that is not dsgd's" "no \"event\"" "$WORK/foreign.jsonl"
 grep -v '"config"' "$WORK/none.jsonl" > "$WORK/noconfig.jsonl"
 refused "metrics without a config event" "no config event" "$WORK/noconfig.jsonl"
 refused "no files" "give one or more metrics files"
+refused "a --label for a file not plotted" "--label names 'nope.jsonl', which is not one of the metrics files" \
+    --label nope.jsonl=x "$WORK/none.jsonl"
 summary plot

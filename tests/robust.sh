@@ -62,7 +62,8 @@ mkidx "$WORK/idx" t10k-labels-idx1-ubyte 2049 60
 mkdir -p "$WORK/fifo"; cp "$WORK/idx/"* "$WORK/fifo/"
 rm "$WORK/fifo/t10k-labels-idx1-ubyte"; mkfifo "$WORK/fifo/t10k-labels-idx1-ubyte"
 refused "a FIFO as a data file is refused" "not a regular file" "$DSGD" train --data "$WORK/fifo" --model mlp:8 --quiet
-mkdir -p "$WORK/cifar"; head -c $((3073 * 4)) /dev/zero > "$WORK/cifar/data_batch_1.bin"; mkfifo "$WORK/cifar/test_batch.bin"
+mkdir -p "$WORK/cifar"; mkfifo "$WORK/cifar/test_batch.bin"
+for i in 1 2 3 4 5; do head -c $((3073 * 4)) /dev/zero > "$WORK/cifar/data_batch_$i.bin"; done
 refused "a FIFO as a CIFAR batch is refused" "not a regular file" "$DSGD" train --data "$WORK/cifar" --model mlp:8 --quiet
 
 # ---- (9) a .gz IDX file must end with its trailer ----

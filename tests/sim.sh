@@ -30,6 +30,20 @@ else
     bad "4-rank bsp under smpirun" "$(tail -5 "$WORK/sim.out")"
 fi
 
+# Progress lines print the simulated time, as the eval events record it (a
+# small model's run lasts milliseconds of simulated time: one decimal
+# printed "time 0.0s" on every line)
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 2 -- train --sync bsp --data synthetic --model mlp:32 --batch 32 --steps 40 \
+    --lr 0.05 --eval-every 20 --metrics "$WORK/clock.jsonl" > "$WORK/clock.out" 2>&1
+r=$(python3 -c '
+import json, re, sys
+printed = [float(t) for t in re.findall(r"step +\d+ .* time +([0-9.]+)s", open(sys.argv[1]).read())]
+recorded = [r["time"] for r in map(json.loads, open(sys.argv[2])) if r["event"] == "eval"]
+good = len(printed) == len(recorded) == 2 and all(0 < p and abs(p - t) <= 0.01 * t + 1e-4 for p, t in zip(printed, recorded))
+print("ok" if good else "bad", "printed", printed, "recorded", recorded)' "$WORK/clock.out" "$WORK/clock.jsonl" 2>&1)
+if [ "${r%% *}" = ok ]; then ok "progress lines print the simulated time: ${r#ok }"
+else bad "simulated time in progress lines" "$r"; fi
+
 # A 4x slower host stretches simulated time: BSP waits for the straggler.
 # Here a step is ~1/4 computation and ~3/4 all-reduce on the simulated
 # network, so a 4x slower host should make it ~1.8x longer; assert 1.4x.

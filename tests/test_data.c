@@ -43,7 +43,8 @@ static long write_idx(const char *name, uint32_t magic, uint32_t n, int h, int w
 static void clean_dir(void)
 {
     static const char *names[] = { "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                                   "t10k-labels-idx1-ubyte", "a", "b", "data_batch_1.bin", "test_batch.bin" };
+                                   "t10k-labels-idx1-ubyte", "a", "b", "data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                                   "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin" };
     char p[512];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]); unlink(p);
@@ -188,27 +189,27 @@ static void test_dataset_load_dirs(void)
 {
     dataset_t tr, te;
     char err[512] = "";
-    CHECK(dataset_load("/nonexistent/dsgd-data", &tr, &te, err, sizeof err) != 0 && strstr(err, "does not exist"), "%s", err);
+    CHECK(dataset_load("/nonexistent/dsgd-data", 0, &tr, &te, err, sizeof err) != 0 && strstr(err, "does not exist"), "%s", err);
     clean_dir();
     write_idx("train-images-idx3-ubyte.gz", 0x803, 20, 8, 8, 1, 0);
     write_idx("train-labels-idx1-ubyte.gz", 0x801, 20, 0, 0, 1, 0);
     write_idx("t10k-images-idx3-ubyte", 0x803, 6, 8, 8, 0, 0);
-    CHECK(dataset_load(dir, &tr, &te, err, sizeof err) != 0 && strstr(err, "t10k-labels-idx1-ubyte"), "missing file: %s", err);
+    CHECK(dataset_load(dir, 0, &tr, &te, err, sizeof err) != 0 && strstr(err, "t10k-labels-idx1-ubyte"), "missing file: %s", err);
     write_idx("t10k-labels-idx1-ubyte", 0x801, 6, 0, 0, 0, 0);
-    int rc = dataset_load(dir, &tr, &te, err, sizeof err);
+    int rc = dataset_load(dir, 0, &tr, &te, err, sizeof err);
     CHECK(rc == 0 && tr.n == 20 && te.n == 6 && tr.classes == 3, "mixed raw/gz dir: %s", err);
     if (rc == 0) { dataset_free(&tr); dataset_free(&te); }
-    CHECK(dataset_load("synthetic:100", &tr, &te, err, sizeof err) == 0 && tr.n == 100 && tr.h == 8, "synthetic");
+    CHECK(dataset_load("synthetic:100", 0, &tr, &te, err, sizeof err) == 0 && tr.n == 100 && tr.h == 8, "synthetic");
     dataset_free(&tr); dataset_free(&te);
-    CHECK(dataset_load("synthetic:abc", &tr, &te, err, sizeof err) != 0, "bad synthetic size accepted");
+    CHECK(dataset_load("synthetic:abc", 0, &tr, &te, err, sizeof err) != 0, "bad synthetic size accepted");
     /* an image shape of one's choosing; the default shape draws the same data as before */
     dataset_t t2, e2;
-    CHECK(dataset_load("synthetic:100,1x8x8", &t2, &e2, err, sizeof err) == 0, "synthetic:100,1x8x8: %s", err);
-    CHECK(dataset_load("synthetic:100", &tr, &te, err, sizeof err) == 0, "synthetic:100: %s", err);
+    CHECK(dataset_load("synthetic:100,1x8x8", 0, &t2, &e2, err, sizeof err) == 0, "synthetic:100,1x8x8: %s", err);
+    CHECK(dataset_load("synthetic:100", 0, &tr, &te, err, sizeof err) == 0, "synthetic:100: %s", err);
     CHECK(t2.n == tr.n && memcmp(t2.xf, tr.xf, sizeof(float) * 100 * 64) == 0 && memcmp(t2.y, tr.y, 100) == 0,
           "synthetic:100,1x8x8 differs from synthetic:100");
     dataset_free(&tr); dataset_free(&te); dataset_free(&t2); dataset_free(&e2);
-    rc = dataset_load("synthetic:32,3x20x12", &tr, &te, err, sizeof err);
+    rc = dataset_load("synthetic:32,3x20x12", 0, &tr, &te, err, sizeof err);
     CHECK(rc == 0 && tr.n == 32 && tr.c == 3 && tr.h == 20 && tr.w == 12 && te.c == 3 && te.h == 20 && te.w == 12 &&
           tr.classes == 4, "synthetic:32,3x20x12: %s", err);
     if (rc == 0) {
@@ -220,7 +221,7 @@ static void test_dataset_load_dirs(void)
     static const char *bad[] = { "synthetic:100,3x20", "synthetic:100,3x20x0", "synthetic:100,3x20x12x2", "synthetic:100,",
                                  "synthetic:100,axbxc", "synthetic:100,1x5000x8", "synthetic:10000000,3x256x256" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK(dataset_load(bad[i], &tr, &te, err, sizeof err) != 0 && strstr(err, "synthetic") && !strchr(err, '\n'),
+        CHECK(dataset_load(bad[i], 0, &tr, &te, err, sizeof err) != 0 && strstr(err, "synthetic") && !strchr(err, '\n'),
               "%s accepted or badly refused: %s", bad[i], err);
 }
 
@@ -241,9 +242,16 @@ static void test_cifar(void)
     f = fopen(p, "wb"); fwrite(rec, 1, sizeof rec, f); fclose(f);
     dataset_t tr, te;
     char err[512] = "";
-    int rc = dataset_load(dir, &tr, &te, err, sizeof err);
+    /* one training batch of five: refused in one line naming what is there,
+     * what is not and the flag (it trained on a fifth of CIFAR-10, silently) */
+    CHECK(dataset_load(dir, 0, &tr, &te, err, sizeof err) != 0 && strstr(err, "has data_batch_1.bin and test_batch.bin") &&
+          strstr(err, "not data_batch_2.bin, data_batch_3.bin, data_batch_4.bin and data_batch_5.bin") &&
+          strstr(err, "--data-partial") && !strchr(err, '\n'), "a partial CIFAR-10 set accepted or badly refused: %s", err);
+    int rc = dataset_load(dir, DATA_PARTIAL, &tr, &te, err, sizeof err);
     CHECK(rc == 0, "cifar: %s", err);
     if (rc == 0) {
+        CHECK(strstr(tr.note, "data_batch_1.bin of the 5") && strstr(tr.note, "without data_batch_2.bin"),
+              "a partial set does not say what it lacks: '%s'", tr.note);
         CHECK(tr.n == 3 && te.n == 1 && tr.c == 3 && tr.h == 32 && tr.y[2] == 9, "cifar shape/labels");
         float row[3072];
         dataset_row(&tr, 1, row);
@@ -257,15 +265,36 @@ static void test_cifar(void)
         CHECK(same, "a CIFAR row converted per batch differs from x / 255.0f");
         dataset_free(&tr); dataset_free(&te);
     }
+    /* the whole set: no note */
+    for (int i = 2; i <= 5; i++) {
+        char b[512];
+        snprintf(b, sizeof b, "%s/data_batch_%d.bin", dir, i);
+        FILE *g = fopen(b, "wb"); fwrite(rec, 1, sizeof rec, g); fclose(g);
+    }
+    rc = dataset_load(dir, 0, &tr, &te, err, sizeof err);
+    CHECK(rc == 0 && tr.n == 7 && !tr.note[0], "five CIFAR-10 batches: %s", rc ? err : tr.note);
+    if (rc == 0) { dataset_free(&tr); dataset_free(&te); }
+    /* batch 1 missing is a CIFAR-10 set too (it was read as IDX files) */
+    snprintf(p, sizeof p, "%s/data_batch_1.bin", dir);
+    unlink(p);
+    CHECK(dataset_load(dir, 0, &tr, &te, err, sizeof err) != 0 && strstr(err, "not data_batch_1.bin"), "batch 1 missing: %s", err);
+    snprintf(p, sizeof p, "%s/test_batch.bin", dir);
     f = fopen(p, "ab"); fputc(1, f); fclose(f);
-    CHECK(dataset_load(dir, &tr, &te, err, sizeof err) != 0 && strstr(err, "not a CIFAR-10"), "odd-sized cifar: %s", err);
+    CHECK(dataset_load(dir, DATA_PARTIAL, &tr, &te, err, sizeof err) != 0 && strstr(err, "not a CIFAR-10"), "odd-sized cifar: %s", err);
+    unlink(p);
+    CHECK(dataset_load(dir, DATA_PARTIAL, &tr, &te, err, sizeof err) != 0 && strstr(err, "no test_batch.bin"), "no test batch: %s", err);
+    /* an empty directory: the error names every format, in one line */
+    clean_dir();
+    CHECK(dataset_load(dir, 0, &tr, &te, err, sizeof err) != 0 && strstr(err, "train-images-idx3-ubyte") && strstr(err, ".gz") &&
+          strstr(err, "data_batch_1.bin") && strstr(err, "test_batch.bin") && !strchr(err, '\n'),
+          "an empty directory's error does not name every format: %s", err);
 }
 
 static void test_partitions(void)
 {
     dataset_t tr, te;
     char err[256];
-    dataset_load("synthetic:1003", &tr, &te, err, sizeof err);
+    dataset_load("synthetic:1003", 0, &tr, &te, err, sizeof err);
     int seen[1003] = { 0 };
     long minc = 1 << 30, maxc = 0;
     for (int r = 0; r < 4; r++) {
@@ -302,7 +331,7 @@ static void test_iterator(void)
 {
     dataset_t tr, te;
     char err[256];
-    dataset_load("synthetic:96", &tr, &te, err, sizeof err);
+    dataset_load("synthetic:96", 0, &tr, &te, err, sizeof err);
     int32_t idx[96];
     for (int i = 0; i < 96; i++) idx[i] = i;
     batch_iter_t *a = batch_iter_create(&tr, idx, 96, 8, 3, 0), *b = batch_iter_create(&tr, idx, 96, 8, 3, 0);
@@ -334,7 +363,7 @@ static void test_injection(void)
 {
     dataset_t tr, te;
     char err[256];
-    dataset_load("synthetic:400", &tr, &te, err, sizeof err);
+    dataset_load("synthetic:400", 0, &tr, &te, err, sizeof err);
     long n;
     int32_t *p = partition_indices(&tr, PART_LABEL_SKEW, 0, 4, 5, &n);  /* rank 0 owns class 0 (and maybe 1) */
     int owned[4] = { 0 };

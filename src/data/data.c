@@ -77,14 +77,15 @@ static int find_idx(const char *dir, const char *name, char *out, size_t outlen)
     return file_exists(out) ? 0 : -1;
 }
 
+static const char *const IDX_NAMES[4] = { "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte" };
+
 static int load_idx_dir(const char *dir, dataset_t *train, dataset_t *test, char *err, size_t errlen)
 {
-    static const char *names[4] = { "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                    "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte" };
     char p[4][4096];
     for (int i = 0; i < 4; i++)
-        if (find_idx(dir, names[i], p[i], sizeof p[i]) != 0) {
-            snprintf(err, errlen, "data directory '%s' has no %s[.gz]; it needs the four MNIST-format IDX files", dir, names[i]);
+        if (find_idx(dir, IDX_NAMES[i], p[i], sizeof p[i]) != 0) {
+            snprintf(err, errlen, "data directory '%s' has no %s[.gz]; it needs the four MNIST-format IDX files", dir, IDX_NAMES[i]);
             return -1;
         }
     if (idx_load_pair(p[0], p[1], train, err, errlen) != 0) return -1;
@@ -105,23 +106,79 @@ static int load_idx_dir(const char *dir, dataset_t *train, dataset_t *test, char
     return 0;
 }
 
-static int load_cifar_dir(const char *dir, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+/* CIFAR-10's binary version: five training batches and a test batch. */
+enum { CIFAR_TRAIN_BATCHES = 5 };
+
+/* "data_batch_I.bin" for each I in have[] equal to want, as "a, b and c". */
+static void cifar_list(const int *have, int want, char *out, size_t len)
 {
-    char buf[6][4096];
-    const char *paths[5];
-    int n = 0;
-    for (int i = 1; i <= 5; i++) {
-        snprintf(buf[n], sizeof buf[n], "%s/data_batch_%d.bin", dir, i);
-        if (file_exists(buf[n])) { paths[n] = buf[n]; n++; }
+    int total = 0, done = 0;
+    for (int i = 0; i < CIFAR_TRAIN_BATCHES; i++) total += have[i] == want;
+    size_t at = 0;
+    out[0] = 0;
+    for (int i = 0; i < CIFAR_TRAIN_BATCHES && at < len; i++) {
+        if (have[i] != want) continue;
+        done++;
+        at += (size_t)snprintf(out + at, len - at, "%sdata_batch_%d.bin", done == 1 ? "" : done == total ? " and " : ", ", i + 1);
     }
-    snprintf(buf[5], sizeof buf[5], "%s/test_batch.bin", dir);
-    if (!file_exists(buf[5])) {
-        snprintf(err, errlen, "CIFAR-10 directory '%s' has no test_batch.bin", dir);
+}
+
+static int load_cifar_dir(const char *dir, int flags, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+{
+    char buf[CIFAR_TRAIN_BATCHES + 1][4096];
+    const char *paths[CIFAR_TRAIN_BATCHES];
+    int have[CIFAR_TRAIN_BATCHES], n = 0;
+    for (int i = 0; i < CIFAR_TRAIN_BATCHES; i++) {
+        snprintf(buf[n], sizeof buf[n], "%s/data_batch_%d.bin", dir, i + 1);
+        have[i] = file_exists(buf[n]);
+        if (have[i]) { paths[n] = buf[n]; n++; }
+    }
+    char found[128], missing[128];
+    cifar_list(have, 1, found, sizeof found);
+    cifar_list(have, 0, missing, sizeof missing);
+    snprintf(buf[CIFAR_TRAIN_BATCHES], sizeof buf[CIFAR_TRAIN_BATCHES], "%s/test_batch.bin", dir);
+    if (!file_exists(buf[CIFAR_TRAIN_BATCHES])) {
+        snprintf(err, errlen, "CIFAR-10 directory '%s' has %s but no test_batch.bin; add it (CIFAR-10's binary version: "
+                 "data_batch_1.bin ... data_batch_5.bin and test_batch.bin)", dir, n ? found : "no data_batch_N.bin");
+        return -1;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "CIFAR-10 directory '%s' has test_batch.bin but none of data_batch_1.bin ... data_batch_5.bin "
+                 "to train on; add them", dir);
+        return -1;
+    }
+    if (n < CIFAR_TRAIN_BATCHES && !(flags & DATA_PARTIAL)) {
+        snprintf(err, errlen, "CIFAR-10 directory '%s' has %s and test_batch.bin but not %s (%d of the %d training batches); "
+                 "add the missing files, or pass --data-partial to train on what is there",
+                 dir, found, missing, n, CIFAR_TRAIN_BATCHES);
         return -1;
     }
     if (cifar_load_files(paths, n, train, err, errlen) != 0) return -1;
-    const char *tp[1] = { buf[5] };
+    const char *tp[1] = { buf[CIFAR_TRAIN_BATCHES] };
     if (cifar_load_files(tp, 1, test, err, errlen) != 0) { dataset_free(train); return -1; }
+    if (n < CIFAR_TRAIN_BATCHES)
+        snprintf(train->note, sizeof train->note, "a partial CIFAR-10 set (--data-partial): %s of the %d training batches, without %s",
+                 found, CIFAR_TRAIN_BATCHES, missing);
+    return 0;
+}
+
+/* Which format a data directory holds, from the names of its files. */
+static int has_cifar(const char *dir)
+{
+    char p[4200];
+    for (int i = 0; i <= CIFAR_TRAIN_BATCHES; i++) {
+        if (i < CIFAR_TRAIN_BATCHES) snprintf(p, sizeof p, "%s/data_batch_%d.bin", dir, i + 1);
+        else snprintf(p, sizeof p, "%s/test_batch.bin", dir);
+        if (file_exists(p)) return 1;
+    }
+    return 0;
+}
+
+static int has_idx(const char *dir)
+{
+    char p[4200];
+    for (int i = 0; i < 4; i++)
+        if (find_idx(dir, IDX_NAMES[i], p, sizeof p) == 0) return 1;
     return 0;
 }
 
@@ -192,7 +249,7 @@ static int is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int dataset_load_own(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+static int dataset_load_own(const char *spec, int flags, dataset_t *train, dataset_t *test, char *err, size_t errlen)
 {
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
@@ -225,33 +282,39 @@ static int dataset_load_own(const char *spec, dataset_t *train, dataset_t *test,
             return -1;
         }
     }
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/data_batch_1.bin", dir);
-    if (file_exists(probe)) return load_cifar_dir(dir, train, test, err, errlen);
-    return load_idx_dir(dir, train, test, err, errlen);
+    if (has_cifar(dir)) return load_cifar_dir(dir, flags, train, test, err, errlen);
+    if (has_idx(dir)) return load_idx_dir(dir, train, test, err, errlen);
+    snprintf(err, errlen, "data directory '%s' holds no data set dsgd reads; put in it MNIST-format IDX files "
+             "(train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each raw or .gz) "
+             "or CIFAR-10's binary batches (data_batch_1.bin ... data_batch_5.bin, test_batch.bin), or pass --data fashion-mnist "
+             "or synthetic", dir);
+    return -1;
 }
 
 #ifdef DSGD_SIM
-/* One load per spec for the whole simulation: SMPI_SHARED_CALL runs it for
- * the first rank that asks and hands the same result to every other rank
- * (simulated ranks are threads of one process). Ranks only read it. */
+/* One load per spec and flags for the whole simulation: SMPI_SHARED_CALL
+ * runs it for the first rank that asks and hands the same result to every
+ * other rank (simulated ranks are threads of one process). Ranks only read
+ * it. */
 typedef struct shared_load {
     int rc;
     dataset_t train, test;
     char err[1024];
 } shared_load_t;
 
-static shared_load_t *dataset_load_once(const char *spec)
+static shared_load_t *dataset_load_once(const char *spec, int flags)
 {
     shared_load_t *s = xcalloc(1, sizeof *s);
-    s->rc = dataset_load_own(spec, &s->train, &s->test, s->err, sizeof s->err);
+    s->rc = dataset_load_own(spec, flags, &s->train, &s->test, s->err, sizeof s->err);
     s->train.shared = s->test.shared = 1;
     return s;
 }
 
-int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+int dataset_load(const char *spec, int flags, dataset_t *train, dataset_t *test, char *err, size_t errlen)
 {
-    const shared_load_t *s = SMPI_SHARED_CALL(dataset_load_once, spec, spec);
+    char key[4200];
+    snprintf(key, sizeof key, "%d:%s", flags, spec);
+    const shared_load_t *s = SMPI_SHARED_CALL(dataset_load_once, key, spec, flags);
     if (s->rc != 0) {
         memset(train, 0, sizeof *train);
         memset(test, 0, sizeof *test);
@@ -263,9 +326,9 @@ int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err,
     return 0;
 }
 #else
-int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen)
+int dataset_load(const char *spec, int flags, dataset_t *train, dataset_t *test, char *err, size_t errlen)
 {
-    return dataset_load_own(spec, train, test, err, errlen);
+    return dataset_load_own(spec, flags, train, test, err, errlen);
 }
 #endif
 

@@ -19,7 +19,9 @@
  *                   (train-images-idx3-ubyte, train-labels-idx1-ubyte,
  *                    t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte; each raw or .gz)
  *                   or CIFAR-10 binary batches (data_batch_1.bin … data_batch_5.bin,
- *                   test_batch.bin)
+ *                   test_batch.bin); a CIFAR-10 directory missing some of its
+ *                   training batches is refused unless DATA_PARTIAL is given
+ *                   (--data-partial), and the set then says what it lacks
  */
 #ifndef DSGD_DATA_H
 #define DSGD_DATA_H
@@ -40,15 +42,19 @@ typedef struct dataset {
                               or x · (1/255) (IDX, 0); they differ in 126 of 256 values */
     uint8_t *y;            /* (n) */
     int shared;            /* 1: one copy shared by all simulated ranks; never freed */
+    char note[256];        /* what a partial training set lacks, for the start-up print ("" when whole) */
 } dataset_t;
 
 static inline long dataset_dim(const dataset_t *d) { return (long)d->c * d->h * d->w; }
 /* The float a pixel byte stands for (what the batch gather computes). */
 float dataset_px_value(const dataset_t *d, uint8_t v);
 
+/* dataset_load's flags */
+enum { DATA_PARTIAL = 1 };   /* accept a CIFAR-10 directory that lacks some of its training batches */
+
 /* Load train and test sets. On failure writes a one-line reason into err and
  * returns -1 (nothing is left allocated). */
-int dataset_load(const char *spec, dataset_t *train, dataset_t *test, char *err, size_t errlen);
+int dataset_load(const char *spec, int flags, dataset_t *train, dataset_t *test, char *err, size_t errlen);
 /* Loaders, exposed for tests. */
 int idx_load_pair(const char *images, const char *labels, dataset_t *d, char *err, size_t errlen);
 /* An IDX file held in memory (raw or gzip): the same checks as the loader

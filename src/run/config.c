@@ -26,6 +26,7 @@ const opt_def_t config_train_opts[] = {
     { "weight-decay-bn", OT_LONG, S(weight_decay_bn), "1", "1: weight decay applies to every parameter; 0: not to batch-normalization weights and biases, nor to any bias" },
     { "adagrad-eps", OT_DOUBLE, S(adagrad_eps), "1e-8", "Adagrad epsilon" },
     { "seed", OT_LONG, S(seed), "1", "seed for initialisation, shuffling and partitioning" },
+    { "data-partial", OT_FLAG, S(data_partial), "0", "train on a CIFAR-10 directory that lacks some of data_batch_1.bin ... data_batch_5.bin (refused without it; the start-up lines say which batches are missing)" },
     { "partition", OT_STR, S(partition), "iid", "data partition across workers: iid | full | label-skew" },
     { "augment", OT_STR, S(augment), "none", "training-data augmentation: none | crop | flip | crop,flip (random crop of the zero-padded image by up to 2 pixels, 4 from 32x32; left-right flip)" },
     { "train-subset", OT_LONG, S(train_subset), "0", "use only the first N training samples (0: all)" },
@@ -287,7 +288,7 @@ static void help_line(FILE *f, const opt_def_t *t, const char *help)
  * named in no group is a general one. */
 static const char *const help_groups[][12] = {
     { "general", "model", "sync", NULL },
-    { "data", "data", "partition", "train-subset", "test-subset", "inject-alpha", "inject-beta", NULL },
+    { "data", "data", "data-partial", "partition", "train-subset", "test-subset", "inject-alpha", "inject-beta", NULL },
     { "how long, and when to evaluate", "epochs", "steps", "time-limit", "target-acc", "target-window", "eval-every", "eval-every-s", "eval-offline", NULL },
     { "stragglers and faults", "slowdown", "fail", "timeout", "wait", NULL },
     { "output", "metrics", "checkpoint", "checkpoint-every", "resume", "progress-every", "quiet", NULL },
@@ -328,7 +329,7 @@ void config_help(FILE *f, const opt_def_t *t)
         if (g == 1)
             fputs("  a --data DIR holds train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and\n"
                   "  t10k-labels-idx1-ubyte (each may end in .gz; MNIST's IDX format), or CIFAR-10's binary version:\n"
-                  "  data_batch_1.bin ... data_batch_5.bin and test_batch.bin\n", f);
+                  "  data_batch_1.bin ... data_batch_5.bin and test_batch.bin (all five training batches, unless --data-partial)\n", f);
     }
     /* the paradigms, each owner once, in the order its first flag appears */
     fputs("\nthe flags below belong to the paradigms named; the others ignore them\n", f);

@@ -26,6 +26,7 @@ typedef struct config {
     long target_window;                /* --target-acc: over the mean of this many evaluations */
     const char *lr_horizon;            /* steps | time: what a cosine schedule decays over */
     int eval_offline;                  /* snapshots during the run, evaluated after it */
+    int data_partial;                  /* accept a CIFAR-10 directory without all its training batches */
     long bucket_kb;                    /* bsp: all-reduce buckets (0: per layer) */
     int sync_bn;                       /* bsp: batch normalization over all replicas' batches */
     long period, window;               /* localsgd H; selsync W */

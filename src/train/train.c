@@ -85,9 +85,11 @@ static void evaluate(run_t *r, evaluator_t *ev, int global)
     evaluate_model(r, ev, params, state);
 }
 
-static int load_data(run_t *r, const config_t *cfg)
+/* flags: dataset_load's (dsgd eval reads only the test split, so a
+ * partial training set does not matter to it) */
+static int load_data(run_t *r, const config_t *cfg, int flags)
 {
-    if (dataset_load(cfg->data, &r->train, &r->test, r->err, sizeof r->err) != 0) return -1;
+    if (dataset_load(cfg->data, flags, &r->train, &r->test, r->err, sizeof r->err) != 0) return -1;
     dataset_truncate(&r->train, cfg->train_subset);
     dataset_truncate(&r->test, cfg->test_subset);
     return 0;
@@ -127,14 +129,22 @@ static void print_position_at(const run_t *r, long step)
 
 static void print_position(const run_t *r) { print_position_at(r, r->step); }
 
+/* Decimals that give a time in seconds four significant digits (one from
+ * 100 s up): a simulated run of a small model lasts milliseconds of
+ * simulated time, which one decimal printed as 0.0. */
+static int time_decimals(double t)
+{
+    return t < 1 ? 4 : t < 10 ? 3 : t < 100 ? 2 : 1;
+}
+
 /* An evaluation's line: where (m), what (ev), t seconds since the process began. */
 static void print_progress(run_t *r, const evaluator_t *ev, const snap_meta_t *m, double t)
 {
     if (r->cfg->quiet || !r->lead) return;
     if (live_line(r)) fputs("\r\033[K", stdout);
     print_position_at(r, m->step);
-    printf("  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.1fs",
-           m->train_loss, ev->acc, ev->loss, m->sps, t);
+    printf("  loss %.4f  test_acc %.4f  test_loss %.4f  samples/s %9.0f  time %7.*fs",
+           m->train_loss, ev->acc, ev->loss, m->sps, time_decimals(t), t);
     for (int i = 0; i < m->nstats; i++) printf("  %s %.4g", m->key[i], m->value[i]);
     putchar('\n');
     fflush(stdout);
@@ -144,7 +154,7 @@ static void print_progress(run_t *r, const evaluator_t *ev, const snap_meta_t *m
 static void print_heartbeat(const run_t *r, double train_loss, double sps, double t)
 {
     print_position(r);
-    printf("  of %ld  loss %.4f  samples/s %9.0f  time %7.1fs\n", r->total_steps, train_loss, sps, t);
+    printf("  of %ld  loss %.4f  samples/s %9.0f  time %7.*fs\n", r->total_steps, train_loss, sps, time_decimals(t), t);
     fflush(stdout);
 }
 
@@ -155,6 +165,7 @@ static void print_header(const run_t *r)
     size_t nparams = r->model->full_nparams;
     printf("model %s: %zu parameters; data: %ld train, %ld test samples of %dx%dx%d, %d classes\n",
            cfg->model, nparams, r->train.n, r->test.n, r->train.c, r->train.h, r->train.w, r->train.classes);
+    if (r->train.note[0]) printf("data: %s\n", r->train.note);
     int others = r->comm->size - r->nworkers;
     if (!strcmp(cfg->sync, "sandblaster"))
         printf("ranks: 1 coordinator, %d shard%s, %d replica%s", others - 1, others > 2 ? "s" : "", r->replicas,
@@ -235,7 +246,7 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
 static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ckpt_t *resume)
 {
     const config_t *cfg = r->cfg;
-    if (load_data(r, cfg) != 0) return -1;
+    if (load_data(r, cfg, cfg->data_partial ? DATA_PARTIAL : 0) != 0) return -1;
     if (model_spec_check(cfg->model, r->train.c, r->train.h, r->train.w, r->train.classes, r->err, sizeof r->err) != 0)
         return -1;
     /* data and batches follow the replica: its M ranks see the same samples */
@@ -995,9 +1006,10 @@ static void print_done(run_t *r, const loop_t *L, const bounds_t *bd, const eval
     char extra[512];
     stats_text(r, extra, sizeof extra);
     if (L->tty) fputs("\r\033[K", stdout);
-    printf("done: test accuracy %.4f, test loss %.4f after %ld %s (%.2f epochs) in %.1f s (%.1f s training, %.0f samples/s)%s\n",
+    const double wall = now_s() - L->t0;
+    printf("done: test accuracy %.4f, test loss %.4f after %ld %s (%.2f epochs) in %.*f s (%.*f s training, %.0f samples/s)%s\n",
            ev->acc, ev->loss, r->step, counts_iterations(r) ? "iterations" : "steps",
-           (double)r->step / (double)r->steps_per_epoch, now_s() - L->t0, L->train_s,
+           (double)r->step / (double)r->steps_per_epoch, time_decimals(wall), wall, time_decimals(L->train_s), L->train_s,
            L->train_s > 0 ? steps * L->samples_per_step / L->train_s : 0.0, extra);
     if (bd->why) printf("stopped early: %s\n", bd->why == BOUNDS_TIME ? "time limit reached" : "target accuracy reached");
     /* a preempted run saves instead of evaluating at the end */
@@ -1182,7 +1194,7 @@ int eval_main(const config_t *cfg, comm_t *comm)
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
     r->comm = comm;
-    if (load_data(r, cfg) != 0) die("%s", r->err);
+    if (load_data(r, cfg, DATA_PARTIAL) != 0) die("%s", r->err);
     if (model_spec_check(ck.meta.model, r->test.c, r->test.h, r->test.w, r->test.classes, err, sizeof err) != 0)
         die("checkpoint '%s' holds model '%s', which does not fit this data: %s", cfg->checkpoint, ck.meta.model, err);
     r->model = model_create(ck.meta.model, r->test.c, r->test.h, r->test.w, r->test.classes, EVAL_CHUNK);
