@@ -108,8 +108,8 @@ for s in bsp asp gossip; do
     if msg=$(python3 - "$WORK/reg.jsonl" $s <<'PY'
 import json, sys
 d = [json.loads(l) for l in open(sys.argv[1]) if '"done"' in l][-1]
-c, m, n = d["compute_s"], d["comm_s"], d["steps"]
-ok = c > 0 and m > 0 and abs(d["compute_s_per_step"] * n - c) <= 1e-6 * c and \
+c, m, n = d["compute_s"], d["train_comm_s"], d["steps"]
+ok = c > 0 and 0 < m <= d["comm_s"] and abs(d["compute_s_per_step"] * n - c) <= 1e-6 * c and \
      abs(d["comm_s_per_step"] * n - m) <= 1e-6 * m and abs(d["compute_comm_ratio"] - c / m) <= 1e-6 * c / m
 if sys.argv[2] == "gossip": ok = ok and c / m < 100
 print(f"compute {c:.4f} s, communication {m:.4f} s over {n} steps: ratio {d['compute_comm_ratio']:.3g}")

@@ -73,11 +73,15 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int 
         f[0] = BOUNDS_TARGET;
     /* one verdict from integers every rank holds alike */
     int agreed = 1;
-    if (b->mode == STOP_AGREE && r->comm->size > 1)
-        comm_allreduce_int(r->comm, f, 2, MPI_MAX, "the stop decision all-reduce");
-    else if (b->mode == STOP_OWN_CLOCK && r->mp_size > 1)
-        comm_allreduce_int(&r->mp_comm, f, 2, MPI_MAX, "the replica's stop decision all-reduce");
-    else agreed = 0;
+    comm_t *c = b->mode == STOP_AGREE && r->comm->size > 1 ? r->comm : b->mode == STOP_OWN_CLOCK && r->mp_size > 1 ? &r->mp_comm : NULL;
+    if (c) {
+        /* the wait for the slowest peer lands here: communication, and the stop check's own share */
+        const double c0 = c->comm_s;
+        comm_allreduce_int(c, f, 2, MPI_MAX, c == r->comm ? "the stop decision all-reduce" : "the replica's stop decision all-reduce");
+        b->check_s += c->comm_s - c0;
+    } else {
+        agreed = 0;
+    }
     if (agreed || (!r->lead && b->mode == STOP_OWN_CLOCK)) *t_end = now_s();   /* MPI was called: the step ends later */
     if (f[1] && r->lead && b->next_eval <= t)   /* the next slot of the grid k·every_s after t (missed ones skipped) */
         b->next_eval = (floor(t / b->every_s) + 1) * b->every_s;
