@@ -803,6 +803,7 @@ static int evaluate_during(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, eva
     double tl = L->loss_sum / (double)L->loss_n, sps = L->seg_t > 0 ? L->seg_samples / L->seg_t : 0, at = bounds_now(bd);
     L->beat_last = now_s();
     if (r->ops->sync_bn) r->ops->sync_bn(r);
+    if (r->ops->eval_prepare) r->ops->eval_prepare(r);
     const long samples = r->step * L->samples_per_step;
     if (r->evaluates && r->cfg->eval_offline) {
         snapshot_take(r, mx, ev, tl, sps, at, L->train_s, samples);
