@@ -35,6 +35,14 @@ limit_case gossip-push 3 0 -- --sync gossip --gossip push
 limit_case gossip-round 2 1 -- --sync gossip --gossip round
 limit_case sandblaster 4 1 -- --sync sandblaster --batch-total 512
 limit_case downpour-mp2 5 0 -- --sync downpour --model-parallel 2
+# Where the lead's training time went (the done event's shares): every wait
+# is counted once, the stop decisions' all-reduces as communication and as
+# a share of their own, so computing, communicating and the update make up
+# the step.
+for name in localsgd bsp; do
+    if msg=$(python3 "$HERE/shares_check.py" "$WORK/$name.jsonl" 2>&1); then ok "$name --time-limit: the shares add up: $msg"
+    else bad "$name --time-limit: the shares" "$msg"; fi
+done
 
 # --target-acc: the run stops at the first evaluation at or above the target
 T=(--data synthetic:2048 --model mlp:32 --batch 32 --epochs 100000 --lr 0.02 --test-subset 256 --eval-every 5

@@ -64,6 +64,26 @@ else bad "selsync smoothed_change" "'$sm'"; fi
 d=$(python3 "$HERE/ckpt_diff.py" "$WORK/bsp2.st" "$WORK/ls8.st")
 if awk -v d="$d" 'BEGIN{exit !(d > 1e-4)}'; then ok "localsgd --period 8 departs from bsp (max |diff| $d)"
 else bad "localsgd --period 8" "identical to bsp ($d)"; fi
+# An evaluation mid-round scores the workers' average (all-reduced into a
+# buffer of its own), not the lead's own model: at step 5 of period 8 it
+# scores exactly the model a run ending at step 5 delivers (its final
+# average; the lead's own model read 0.374 there against the average's
+# 0.402), and evaluating every step leaves the run bit for bit as it was.
+for s in "localsgd 2" "fedavg 3 --fedavg-fraction 0.6 --data synthetic:1003"; do
+    set -- $s
+    name=$1 np=$2
+    shift 2
+    E=("${C[@]}" --sync "$name" --period 8 "$@")
+    "${MPIRUN[@]}" -np "$np" "$DSGD" train "${E[@]}" --steps 12 --eval-every 1 --metrics "$WORK/avg1.jsonl" --checkpoint "$WORK/avg1.st" > /dev/null
+    "${MPIRUN[@]}" -np "$np" "$DSGD" train "${E[@]}" --steps 12 --eval-every 1000 --checkpoint "$WORK/avg0.st" > /dev/null
+    "${MPIRUN[@]}" -np "$np" "$DSGD" train "${E[@]}" --steps 5 --metrics "$WORK/avg5.jsonl" > /dev/null
+    mid=$(grep '"event":"eval"' "$WORK/avg1.jsonl" | grep '"step":5,' | grep -o '"test_acc":[^,]*,"test_loss":[^,]*')
+    end=$(grep '"event":"eval"' "$WORK/avg5.jsonl" | tail -n 1 | grep -o '"test_acc":[^,]*,"test_loss":[^,]*')
+    d=$(python3 "$HERE/ckpt_diff.py" "$WORK/avg1.st" "$WORK/avg0.st" 2>&1)
+    if [ -n "$mid" ] && [ "$mid" = "$end" ] && [ "$d" = 0 ]; then
+        ok "$name: an evaluation mid-round scores the average ($mid at step 5, as the run ending there), and leaves the run as it was"
+    else bad "$name's evaluated model" "step 5: '$mid', a run ending there: '$end'; evaluating every step moved the parameters by $d"; fi
+done
 
 # ---- uneven shards: 1003 samples over 3 ranks, same steps everywhere ----
 if "${MPIRUN[@]}" -np 3 "$DSGD" train --data synthetic:1003 --model mlp:16 --batch 16 --epochs 2 --sync bsp \
@@ -108,8 +128,8 @@ for s in bsp asp gossip; do
     if msg=$(python3 - "$WORK/reg.jsonl" $s <<'PY'
 import json, sys
 d = [json.loads(l) for l in open(sys.argv[1]) if '"done"' in l][-1]
-c, m, n = d["compute_s"], d["comm_s"], d["steps"]
-ok = c > 0 and m > 0 and abs(d["compute_s_per_step"] * n - c) <= 1e-6 * c and \
+c, m, n = d["compute_s"], d["train_comm_s"], d["steps"]
+ok = c > 0 and 0 < m <= d["comm_s"] and abs(d["compute_s_per_step"] * n - c) <= 1e-6 * c and \
      abs(d["comm_s_per_step"] * n - m) <= 1e-6 * m and abs(d["compute_comm_ratio"] - c / m) <= 1e-6 * c / m
 if sys.argv[2] == "gossip": ok = ok and c / m < 100
 print(f"compute {c:.4f} s, communication {m:.4f} s over {n} steps: ratio {d['compute_comm_ratio']:.3g}")

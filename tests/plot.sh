@@ -54,6 +54,11 @@ else bad "figure mode" "$mode, not $want"; fi
 if grep -q "ssp s=2, N=2" "$WORK/figs/accuracy_time.svg" && grep -q "selsync" "$WORK/figs/accuracy_time.svg"; then
     ok "curves are labelled by paradigm, flags and workers"
 else bad "curve labels" "$(grep -o '>[^<]*N=[0-9]*<' "$WORK/figs/accuracy_time.svg" | head -3)"; fi
+# the title counts the ranks the runs share: 3 processes of ssp are 2
+# workers and 1 server (it said "2 workers")
+out=$("$PLOT" --out "$WORK/one-ssp" "$WORK/ssp.jsonl" 2>&1)
+if grep -q "2 workers, 1 server<" "$WORK/one-ssp/accuracy_time.svg" 2>/dev/null; then ok "the title of an ssp run of 3 processes says 2 workers, 1 server"
+else bad "the title's workers and servers" "$out $(grep -o 'worker[^<]*<' "$WORK/one-ssp/accuracy_time.svg" 2>/dev/null | head -2)"; fi
 # bsp with and without --sync-bn are two configurations, not repeats of one
 # (summarize.py grouped them into one row of 6 "seeds")
 if out=$(python3 - "$PLOT" 2>&1 <<'EOF'

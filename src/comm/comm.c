@@ -461,12 +461,21 @@ void comm_allreduce_sum(comm_t *c, float *buf, size_t n, const char *what)
 
 void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what)
 {
-    MPI_Request req = MPI_REQUEST_NULL;
-    if (SIM_BLOCKING) MPI_CHECK(c, MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT, op, c->world));
-    else MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_INT, op, c->world, &req));
     c->bytes_sent += (uint64_t)n * sizeof(int);
     c->msgs_sent++;
     c->collectives++;
+    /* the blocking call of the simulated build is the whole wait: it is
+     * communication too (uncounted, a bounded localsgd run's stop decisions
+     * went missing from its accounting) */
+    const double t0 = now_s();
+    if (SIM_BLOCKING) {
+        MPI_CHECK(c, MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT, op, c->world));
+        c->comm_s += now_s() - t0;
+        return;
+    }
+    MPI_Request req;
+    MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_INT, op, c->world, &req));
+    c->comm_s += now_s() - t0;
     comm_waitall(c, 1, &req, what);
 }
 
@@ -487,8 +496,9 @@ void comm_bcast(comm_t *c, void *buf, size_t bytes, int root, const char *what)
 {
     MPI_Request req[16];
     int k = 0;
+    double t0 = now_s();
     for (size_t off = 0; off < bytes; off += CHUNK) {
-        if (k == 16) { comm_waitall(c, k, req, what); k = 0; }
+        if (k == 16) { c->comm_s += now_s() - t0; comm_waitall(c, k, req, what); k = 0; t0 = now_s(); }
         size_t len = bytes - off < CHUNK ? bytes - off : CHUNK;
         req[k] = MPI_REQUEST_NULL;
         if (SIM_BLOCKING) MPI_CHECK(c, MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world));
@@ -497,5 +507,6 @@ void comm_bcast(comm_t *c, void *buf, size_t bytes, int root, const char *what)
         if (c->rank == root) { c->bytes_sent += len; c->msgs_sent++; }
     }
     c->collectives++;
-    comm_waitall(c, k, req, what);
+    c->comm_s += now_s() - t0;   /* the calls themselves (the simulated build's blocking ones: all of it) */
+    if (!SIM_BLOCKING) comm_waitall(c, k, req, what);
 }

@@ -24,6 +24,7 @@ ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, siz
     pc->push_req = xcalloc((size_t)S, sizeof(MPI_Request));
     pc->pull_req = xcalloc((size_t)(2 * S), sizeof(MPI_Request));
     pc->stamp = xcalloc((size_t)S, sizeof(int64_t));
+    pc->version = xcalloc((size_t)S, sizeof(int64_t));
     pc->off = xcalloc((size_t)S, sizeof(size_t));
     pc->cnt = xcalloc((size_t)S, sizeof(size_t));
     pc->slot = xcalloc((size_t)S, sizeof(float *));
@@ -73,7 +74,7 @@ void ps_client_free(ps_client_t *pc)
 {
     if (!pc) return;
     free(pc->shdr); free(pc->rhdr); free(pc->qhdr); free(pc->rbuf);
-    free(pc->lo); free(pc->n); free(pc->push_req); free(pc->pull_req); free(pc->stamp);
+    free(pc->lo); free(pc->n); free(pc->push_req); free(pc->pull_req); free(pc->stamp); free(pc->version);
     free(pc->off); free(pc->cnt);
     free(pc->slot); free(pc->read); free(pc->applied); free(pc->slot_until);
     free(pc->guess_tag); free(pc->guess_buf); free(pc->guess_done);
@@ -230,6 +231,7 @@ void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step)
         hdr_init(pc, k, h);
         h->clock = pc->clock;
         h->stamp = pc->stamp[k];
+        h->version = pc->version[k];
         h->step = step;
         h->lr = lr;
         /* through the shared slot when the shard has applied every push
@@ -308,6 +310,9 @@ static void merge_stats(ps_stats_t *into, const ps_stats_t *s, int first)
     if (s->updates && (!into->updates || s->st_min < into->st_min)) into->st_min = s->st_min;
     if (s->st_max > into->st_max) into->st_max = s->st_max;
     into->st_sum += s->st_sum;
+    if (s->updates && (!into->updates || s->gap_min < into->gap_min)) into->gap_min = s->gap_min;
+    if (s->gap_max > into->gap_max) into->gap_max = s->gap_max;
+    into->gap_sum += s->gap_sum;
     into->updates += s->updates;
     for (int i = 0; i < PS_HIST; i++) into->hist[i] += s->hist[i];
     if (s->returned > into->returned) into->returned = s->returned;
@@ -335,7 +340,7 @@ static void take_headers(ps_client_t *pc, int with_stats)
     for (int k = 0; k < pc->cfg->servers; k++) {
         const ps_hdr_t *h = &pc->rhdr[k];
         if (below_evicted(&h->stats, pc->worker)) pc->lead_gone = 1;
-        if (!with_stats) pc->stamp[k] = h->stamp;   /* gated replies stamp the next gradient */
+        if (!with_stats) pc->stamp[k] = h->stamp, pc->version[k] = h->version;   /* gated replies stamp the next gradient */
         if (h->stop > pc->comm->stop_heard) pc->comm->stop_heard = h->stop;
         if (with_stats) merge_stats(&pc->stats, &h->stats, k == 0);
     }

@@ -10,8 +10,12 @@
  * Clocks and staleness. A worker's clock c is the number of pushes it has
  * made. Every parameter reply is stamped with m = the minimum clock over the
  * live workers: every update with timestamp < m is included. A gradient
- * computed at clock c on parameters stamped m has staleness c − m; the shard
- * records it when the push arrives. The gate that answers a pull from a
+ * computed at clock c on parameters stamped m is c − m clocks behind (the
+ * clock gap, which SSP bounds). Its staleness, as the asynchronous-SGD
+ * papers count it, is the number of updates the shard applied to its slice
+ * between the reply the worker computed on (each reply carries the slice's
+ * version: updates applied so far) and this push; the shard records both
+ * when it applies the push. The gate that answers a pull from a
  * worker whose clock (after its push) is t:
  *   asp       always                     (staleness unbounded)
  *   ssp s     t − min_t ≤ s              (0 ≤ c − m ≤ s; s = 0 is BSP)
@@ -64,9 +68,11 @@ typedef enum ps_gate_kind { GATE_ASP, GATE_SSP, GATE_DSSP } ps_gate_kind_t;
 /* Running statistics of one shard, sent with eval and final replies. */
 typedef struct ps_stats {
     int64_t updates;         /* pushes applied */
-    int64_t st_min, st_max;  /* staleness */
+    int64_t st_min, st_max;  /* staleness: updates applied between the reply computed on and the push */
     double st_sum;
     int64_t hist[PS_HIST];
+    int64_t gap_min, gap_max;/* clock gap c − m */
+    double gap_sum;
     int32_t evicted;         /* workers evicted so far */
     int32_t evicted_list[8]; /* their worker indices (first 8) */
     int32_t returned;        /* evicted workers heard from again (frozen, not dead): they finish with the others */
@@ -85,6 +91,7 @@ typedef struct ps_hdr {
     /* the shared-memory path (shm.h) */
     int64_t read;            /* worker → shard: replies it has read out of the shard's pool */
     int64_t applied;         /* reply: this worker's pushes the shard has applied */
+    int64_t version;         /* reply: updates applied to the slice so far; push: the version the gradient was computed on */
     int32_t buf;             /* push: >= 0, the gradient is in the worker's slot; reply: the
                               * pool buffer holding the parameters; -1: in this message */
     int32_t pad;
@@ -180,6 +187,7 @@ typedef struct ps_client {
     int push_active, pull_active, pull_tag;
     int64_t clock;               /* pushes made */
     int64_t *stamp;              /* (servers) stamp of the last reply from each shard */
+    int64_t *version;            /* (servers) its slice's version */
     ps_stats_t stats;            /* merged statistics of the last eval/final reply */
     int lead_gone;               /* the shards evicted every worker below this one: it leads now */
     /* the shared-memory path, per shard (NULL slot: messages) */

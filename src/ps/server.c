@@ -60,6 +60,7 @@ typedef struct shard {
     int64_t *out_seq;        /* (2·workers) > 0: the reply went through the pool, and its buffer
                               * is in use until the worker has read this many replies */
     ps_stats_t st;
+    int64_t version;         /* updates applied to the slice (replies carry it) */
     double last_keepalive;
     double last_poll;        /* when this shard last looked for messages */
     int stop_all;            /* COMM_STOP_*: every worker is asked to stop: say so in every reply */
@@ -331,6 +332,7 @@ static void send_params(shard_t *s, int p, int tag, int64_t stamp)
     worker_state_t *w = &s->ws[p];
     if (tag == PS_PARAMS) w->served = w->t;
     h->applied = w->applied;
+    h->version = s->version;
     h->buf = tag != PS_FINAL && w->slot ? pool_index(s, s->w) : -1;
     s->out_from[slot] = s->w;
     s->out_seq[slot] = 0;
@@ -379,13 +381,19 @@ static void answer_parked(shard_t *s)
     if (s->ordered && answered) apply_in_order(s);   /* a round that waited for those answers */
 }
 
-static void record_staleness(shard_t *s, int64_t st)
+/* A push about to be applied: st updates were applied to the slice since
+ * the reply it was computed on, and it is gap clocks behind. */
+static void record_staleness(shard_t *s, int64_t st, int64_t gap)
 {
-    if (st < 0) st = 0;   /* a stamp cannot exceed the clock; guard anyway */
+    if (st < 0) st = 0;   /* a version cannot exceed the shard's; guard anyway */
+    if (gap < 0) gap = 0;   /* nor a stamp the clock */
     if (s->st.updates == 0 || st < s->st.st_min) s->st.st_min = st;
     if (st > s->st.st_max) s->st.st_max = st;
     s->st.st_sum += (double)st;
     s->st.hist[st < PS_HIST - 1 ? st : PS_HIST - 1]++;
+    if (s->st.updates == 0 || gap < s->st.gap_min) s->st.gap_min = gap;
+    if (gap > s->st.gap_max) s->st.gap_max = gap;
+    s->st.gap_sum += (double)gap;
     s->st.updates++;
 }
 
@@ -393,7 +401,7 @@ static void record_staleness(shard_t *s, int64_t st)
 static void on_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
 {
     worker_state_t *w = &s->ws[p];
-    record_staleness(s, h->clock - h->stamp);
+    record_staleness(s, s->version - h->version, h->clock - h->stamp);
     float lr = s->cfg->fixed_lr > 0 ? s->cfg->fixed_lr : h->lr;
     if (w->cnt) {
         float *to = update_target(s, w->cnt == s->n);
@@ -419,6 +427,7 @@ static void on_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
             optim_step_into(s->opt, to, s->w, g, 1.0f, w->off, w->cnt, lr);
         }
         s->w = to;
+        s->version++;
     }
     w->applied++;
     s->sum_step += h->step - w->step;

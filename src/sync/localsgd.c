@@ -10,7 +10,12 @@
  * the same set without communicating. Every worker trains each round (the
  * unsampled ones' work is discarded by giving them weight 0), which is
  * equivalent to FedAvg where only the sampled clients train from the global
- * model. Momentum/Adagrad state stays local and is never averaged. */
+ * model. Momentum/Adagrad state stays local and is never averaged.
+ *
+ * The model evaluated during the run is the average θ̄ = Σ_k w_k θ_k with
+ * this round's weights (what averaging now would give): mid-round it is
+ * all-reduced into a buffer of its own on every worker at the evaluation,
+ * so the workers' models, and the run, are what they would have been. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +32,8 @@ typedef struct localsgd {
     double *n_k;           /* (nworkers) sample counts */
     int *chosen;           /* (nworkers) this round's sample */
     sync_rows_t rows;      /* every worker's state, gathered for a checkpoint */
+    float *avg;            /* (nparams + nstate) θ̄ for an evaluation mid-round */
+    int eval_avg;          /* the next evaluation reads avg (else the workers hold θ̄ already) */
 } localsgd_t;
 
 static const char *const STATE_KEYS[] = { "rounds", "workers" };   /* the checkpoint's sync_state */
@@ -38,6 +45,7 @@ static int localsgd_init(run_t *r)
     s->fedavg = !strcmp(r->cfg->sync, "fedavg");
     s->n_k = xcalloc((size_t)r->nworkers, sizeof(double));
     s->chosen = xcalloc((size_t)r->nworkers, sizeof(int));
+    s->avg = xalloc_floats(r->model->nparams + r->model->nstate);
     int mine = (int)r->part_n;
     int *counts = xcalloc((size_t)r->nworkers, sizeof(int));
     MPI_CHECK(r->comm, MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, r->comm->world));
@@ -90,6 +98,28 @@ static int localsgd_step(run_t *r)
     optim_step(r->opt, r->model->params, r->model->grads, 0, r->model->nparams, r->lr);
     if ((r->step + 1) % r->cfg->period == 0) localsgd_average(r);
     return 0;
+}
+
+/* Every worker, before an evaluation: θ̄ into avg, by the arithmetic of
+ * sync_average_params (so an evaluation mid-round scores exactly the model
+ * a run ending there delivers), unless the round has just ended. */
+static void localsgd_eval_prepare(run_t *r)
+{
+    localsgd_t *s = r->sync_state;
+    s->eval_avg = r->step % r->cfg->period != 0;
+    if (!s->eval_avg) return;
+    const float w = round_weight(r, s);
+    const float *p = r->model->params;   /* the state follows in the same allocation */
+    const size_t n = r->model->nparams + r->model->nstate;
+    for (size_t i = 0; i < n; i++) s->avg[i] = p[i] * w;
+    comm_allreduce_sum(r->dp, s->avg, n, "the evaluated model's average");
+}
+
+/* The lead: the parameters to evaluate, the state after them. */
+static float *localsgd_eval_params(run_t *r)
+{
+    localsgd_t *s = r->sync_state;
+    return s->eval_avg ? s->avg : r->model->params;
 }
 
 static void localsgd_finish(run_t *r)
@@ -158,6 +188,7 @@ static void localsgd_destroy(run_t *r)
     sync_rows_free(&s->rows);
     free(s->n_k);
     free(s->chosen);
+    free(s->avg);
     free(s);
     r->sync_state = NULL;
 }
@@ -170,10 +201,11 @@ static int localsgd_stats(run_t *r, sync_stat_t *out, int max, int progress)
     return 1;
 }
 
-#define LOCALSGD_OPS(NAME, HELP) {                                                  \
-        .name = NAME, .help = HELP, .layout = sync_layout_all_workers, .init = localsgd_init, \
-        .step = localsgd_step, .finish = localsgd_finish, .destroy = localsgd_destroy,    \
-        .stats = localsgd_stats, .ckpt_state = localsgd_ckpt_state, .resume = localsgd_resume }
+#define LOCALSGD_OPS(NAME, HELP) {                                                                     \
+        .name = NAME, .help = HELP, .layout = sync_layout_all_workers, .init = localsgd_init,           \
+        .step = localsgd_step, .finish = localsgd_finish, .destroy = localsgd_destroy,                  \
+        .stats = localsgd_stats, .ckpt_state = localsgd_ckpt_state, .resume = localsgd_resume,          \
+        .eval_prepare = localsgd_eval_prepare, .eval_params = localsgd_eval_params, .eval_has_state = 1 }
 
 const sync_ops_t sync_localsgd = LOCALSGD_OPS("localsgd", "H local steps, then parameter averaging");
 const sync_ops_t sync_fedavg = LOCALSGD_OPS("fedavg", "local SGD with per-round client sampling and sample-count weights");

@@ -134,6 +134,11 @@ struct sync_ops {
     /* eval_params' buffer carries the state vector after the parameters
      * (the average of gossip replicas): it is evaluated with that state. */
     int eval_has_state;
+    /* On every worker before each evaluation during the run (and each
+     * --eval-offline snapshot), for lockstep paradigms whose delivered
+     * model takes a collective to assemble (localsgd: the workers' average,
+     * into a buffer of its own; the trajectory is untouched). NULL: none. */
+    void (*eval_prepare)(run_t *r);
     /* The evaluating rank's running statistics do not describe the model it
      * evaluates (Sandblaster's coordinator computes no batch; L-BFGS's line
      * search runs trial points): they are recomputed before each evaluation

@@ -78,11 +78,15 @@ int bounds_after_step(bounds_t *b, run_t *r, double step_t0, double *t_end, int 
         f[0] = BOUNDS_TARGET;
     /* one verdict from integers every rank holds alike */
     int agreed = 1;
-    if (b->mode == STOP_AGREE && r->comm->size > 1)
-        comm_allreduce_int(r->comm, f, nf, MPI_MAX, "the stop decision all-reduce");
-    else if (b->mode == STOP_OWN_CLOCK && r->mp_size > 1)
-        comm_allreduce_int(&r->mp_comm, f, nf, MPI_MAX, "the replica's stop decision all-reduce");
-    else agreed = 0;
+    comm_t *c = b->mode == STOP_AGREE && r->comm->size > 1 ? r->comm : b->mode == STOP_OWN_CLOCK && r->mp_size > 1 ? &r->mp_comm : NULL;
+    if (c) {
+        /* the wait for the slowest peer lands here: communication, and the stop check's own share */
+        const double c0 = c->comm_s;
+        comm_allreduce_int(c, f, nf, MPI_MAX, c == r->comm ? "the stop decision all-reduce" : "the replica's stop decision all-reduce");
+        b->check_s += c->comm_s - c0;
+    } else {
+        agreed = 0;
+    }
     /* the schedule reads integers every rank of a lockstep run holds alike */
     b->sched_t = agreed ? f[2] * 1e-3 : t;
     if (agreed || (!r->lead && b->mode == STOP_OWN_CLOCK)) *t_end = now_s();   /* MPI was called: the step ends later */

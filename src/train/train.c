@@ -615,11 +615,12 @@ static const char *preempt_source(void)
 
 /* After step r->step: 1 if the loop stops for a preemption signal (every
  * worker of a lockstep paradigm returns the same). *probed: when the lead
- * last looked for a notice; *told: the paradigm's stop has been announced. */
-static int preempt_due(run_t *r, const bounds_t *b, double *probed, int *told)
+ * last looked for a notice; *told: the paradigm's stop has been announced;
+ * *waited: seconds in the decision's all-reduce, added. */
+static int preempt_due(run_t *r, const bounds_t *b, double *probed, int *told, double *waited)
 {
 #ifdef DSGD_SIM
-    (void)r; (void)b; (void)probed; (void)told;
+    (void)r; (void)b; (void)probed; (void)told; (void)waited;
     return 0;
 #else
     comm_t *c = r->comm;
@@ -627,12 +628,12 @@ static int preempt_due(run_t *r, const bounds_t *b, double *probed, int *told)
         diverge_check_due(probed, now_s()) && comm_preempt_heard(c))
         c->stop_heard = COMM_STOP_PREEMPT;
     int f = comm_preempt_signal() != 0 || c->stop_heard == COMM_STOP_PREEMPT;
-    if (b->mode == STOP_AGREE && c->size > 1) {
+    comm_t *g = b->mode == STOP_AGREE && c->size > 1 ? c : b->mode == STOP_OWN_CLOCK && r->mp_size > 1 ? &r->mp_comm : NULL;
+    if (g) {
         if (r->step % PREEMPT_EVERY) return 0;
-        comm_allreduce_int(c, &f, 1, MPI_MAX, "the preemption decision all-reduce");
-    } else if (b->mode == STOP_OWN_CLOCK && r->mp_size > 1) {
-        if (r->step % PREEMPT_EVERY) return 0;
-        comm_allreduce_int(&r->mp_comm, &f, 1, MPI_MAX, "the replica's preemption decision all-reduce");
+        const double c0 = g->comm_s;
+        comm_allreduce_int(g, &f, 1, MPI_MAX, g == c ? "the preemption decision all-reduce" : "the replica's preemption decision all-reduce");
+        *waited += g->comm_s - c0;
     }
     /* an asynchronous paradigm's other workers learn of it from the shards */
     if (f && !*told && b->mode == STOP_OWN_CLOCK && r->ops->announce_stop) {
@@ -649,12 +650,22 @@ typedef struct loop {
     int own_data;                /* the paradigm's step draws its samples (Sandblaster's coordinator) */
     long eval_every;             /* steps between evaluations (0: none by steps) */
     long start_step, samples_per_step;
+    /* Where the training time goes: train_s = compute_s + step_comm_s +
+     * update_s + the rest (the loop's bookkeeping). A step runs from its
+     * start ts to the end of its stop decision te, and the next starts
+     * there when nothing happened in between (t_carry); the communication
+     * counters are read at the same points (comm_seconds), so every wait
+     * is counted once. */
     double train_s, compute_s;   /* stepping (all of it); computing the batch's gradient */
+    double step_comm_s;          /* in or waiting for communication within train_s (the final synchronization too) */
+    double update_s;             /* the paradigm's step outside its communication (the optimizer update, averaging arithmetic) */
+    double check_s;              /* of step_comm_s: the preemption decisions' all-reduces (the bounds' are in bounds_t) */
     double loss_sum, seg_t;      /* since the last evaluation: training loss, time */
     long loss_n, seg_samples;
     int tty, beat, leading;      /* a live line; heartbeats; this rank has led */
     double tty_last, beat_last;
     double t_carry;              /* the last step's end, when nothing happened after it (-1: read the clock) */
+    double c_carry;              /* comm_seconds then */
     double t_stop;               /* when the rank left the loop, if it left at a step's end */
     int preempted;
     double preempt_probed;       /* the lead: when it last looked for another rank's preemption notice */
@@ -770,10 +781,10 @@ static double comm_seconds(const run_t *r)
     return s;
 }
 
-/* The next batch's loss and gradient, from ts (the step's start). */
-static void compute_gradient(run_t *r, faults_t *faults, loop_t *L, double ts)
+/* The next batch's loss and gradient, from ts (the step's start; cs:
+ * comm_seconds then); returns when it ended, *cc: comm_seconds then. */
+static double compute_gradient(run_t *r, faults_t *faults, loop_t *L, double ts, double cs, double *cc)
 {
-    const double comm0 = comm_seconds(r);
     batch_iter_next(r->it);
     augment_batch(&r->aug, r->it->x, r->it->nb, (uint64_t)r->cfg->seed, (uint64_t)r->replica, r->step);
     model_forward(r->model, r->it->x, r->it->nb);
@@ -783,8 +794,12 @@ static void compute_gradient(run_t *r, faults_t *faults, loop_t *L, double ts)
     /* the batch, forward and backward (a --slowdown's delay included),
      * without the communication they started and waited for: bsp's
      * all-reduce during backward (blocking in the simulated build), a
-     * model-parallel replica's activations and halos */
-    L->compute_s += now_s() - ts - (comm_seconds(r) - comm0);
+     * model-parallel replica's activations and halos; and without the
+     * preemption decision between the previous step's end and this one's */
+    const double tc = now_s();
+    *cc = comm_seconds(r);
+    L->compute_s += tc - ts - (*cc - cs);
+    return tc;
 }
 
 /* A loss past --diverge-loss (or not finite) here or, said by another
@@ -811,6 +826,7 @@ static int evaluate_during(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, eva
     const double at = mx->prior.run_s + bounds_now(bd), train_s = mx->prior.train_s + L->train_s;
     L->beat_last = now_s();
     if (r->ops->sync_bn) r->ops->sync_bn(r);
+    if (r->ops->eval_prepare) r->ops->eval_prepare(r);
     const long samples = r->step * L->samples_per_step;
     if (r->evaluates && r->cfg->eval_offline) {
         snapshot_take(r, mx, ev, tl, sps, at, train_s, samples);
@@ -884,14 +900,17 @@ static void checkpoint_during(run_t *r, metrics_t *mx, const loop_t *L, const bo
     checkpoint_record(r, mx, L, bd);
 }
 
-/* Everything after a step that ended at te and began at ts: the bounds,
- * preemption, divergence, progress, evaluation and checkpoint schedules.
- * Returns 1 when the loop stops. */
-static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluator_t *ev, double ts, double te)
+/* Everything after a step that ended at te and began at ts (cs:
+ * comm_seconds then): the bounds, preemption, divergence, progress,
+ * evaluation and checkpoint schedules. Returns 1 when the loop stops. */
+static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluator_t *ev, double ts, double te, double cs)
 {
     const config_t *cfg = r->cfg;
     int eval_due, stop = bounds_after_step(bd, r, ts, &te, &eval_due);
-    if (!stop && preempt_due(r, bd, &L->preempt_probed, &L->preempt_announced)) {
+    const double ce = comm_seconds(r);   /* the step's end, its stop decision included */
+    L->step_comm_s += ce - cs;
+    double pw = 0;   /* the preemption decision: the next step's, if it starts at te */
+    if (!stop && preempt_due(r, bd, &L->preempt_probed, &L->preempt_announced, &pw)) {
         stop = L->preempted = 1;
         if (r->lead)
             fprintf(stderr, "dsgd: %s: stopping after step %ld, saving what the run has%s; send it again to stop at once\n",
@@ -930,7 +949,7 @@ static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluato
         if (idle_tail) L->t_stop = te;
         return 1;
     }
-    if (idle_tail && !L->tty) L->t_carry = te;
+    if (idle_tail && !L->tty) L->t_carry = te, L->c_carry = ce, L->check_s += pw;
     return 0;
 }
 
@@ -955,14 +974,27 @@ static void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, 
     metrics_long(mx, "msgs_sent", (long)msgs);
     metrics_long(mx, "collectives", (long)colls);
     metrics_double(mx, "comm_s", comm_s);
+    /* of which within the training time, and of that the stop decisions */
+    const double stop_check_s = bd->check_s + L->check_s;
+    metrics_double(mx, "train_comm_s", L->step_comm_s);
+    metrics_double(mx, "stop_check_s", stop_check_s);
     /* the regime: computing against communicating (or waiting for it), per
      * step of the lead; a paradigm whose step draws its own samples
      * (Sandblaster's coordinator) computes nothing here */
     if (!L->own_data && steps > 0) {
         metrics_double(mx, "compute_s", L->compute_s);
         metrics_double(mx, "compute_s_per_step", L->compute_s / (double)steps);
-        metrics_double(mx, "comm_s_per_step", comm_s / (double)steps);
-        if (comm_s > 0) metrics_double(mx, "compute_comm_ratio", L->compute_s / comm_s);
+        metrics_double(mx, "comm_s_per_step", L->step_comm_s / (double)steps);
+        if (L->step_comm_s > 0) metrics_double(mx, "compute_comm_ratio", L->compute_s / L->step_comm_s);
+    }
+    /* where the training time went, as shares of train_s that add up to 1 */
+    if (steps > 0 && L->train_s > 0) {
+        const double T = L->train_s;
+        if (!L->own_data) metrics_double(mx, "compute_share", L->compute_s / T);
+        metrics_double(mx, "comm_share", L->step_comm_s / T);
+        metrics_double(mx, "stop_check_share", stop_check_s / T);
+        metrics_double(mx, "update_share", L->update_s / T);
+        metrics_double(mx, "other_share", (T - L->compute_s - L->step_comm_s - L->update_s) / T);
     }
     if (faults->transient && faults->steps > 0)   /* the lead's share of steps slowed by a transient schedule */
         metrics_double(mx, "slowed_share", (double)faults->slowed_steps / (double)faults->steps);
@@ -1053,6 +1085,7 @@ static void finish_run(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluat
     ckpt_meta_t state = { .nextra = 0 };
     if (*cfg->checkpoint && !r->server_ckpt && r->ops->ckpt_state && r->ops->ckpt_state(r, &state) != 0) run_abort(mx, "%s", r->err);
     double tf = now_s();
+    const double cf = comm_seconds(r);
     bd->stop_s = (L->t_stop >= 0 ? L->t_stop : tf) - bd->t_start;
     if (r->ops->finish) r->ops->finish(r);
     servers_save_failed(r, mx);
@@ -1062,6 +1095,7 @@ static void finish_run(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluat
     if (r->lead && !L->leading) take_lead(r, mx, cfg, L->t0);   /* the paradigm's finish found the lead dead */
     if (r->lead && r->comm->size > 1) diverge_heard(r, mx);   /* a worker that diverged near the end */
     L->train_s += now_s() - tf;
+    L->step_comm_s += comm_seconds(r) - cf;
     bd->sync_done_s = bounds_now(bd);
     if (L->preempted) {
         /* the launcher may kill the ranks soon after it passed the signal on
@@ -1145,9 +1179,9 @@ int train_main(const config_t *cfg, comm_t *comm)
         }
         /* the clock is read once per step when nothing happens between
          * steps (see bounds_after_step on why that matters in simulation) */
-        double ts = L.t_carry >= 0 ? L.t_carry : now_s();
+        const double ts = L.t_carry >= 0 ? L.t_carry : now_s(), cs = L.t_carry >= 0 ? L.c_carry : comm_seconds(r);
         L.t_carry = -1;
-        if (!L.own_data) compute_gradient(r, &faults, &L, ts);
+        double cc = cs, tc = L.own_data ? ts : compute_gradient(r, &faults, &L, ts, cs, &cc);
         r->lr = lr_at(&r->sched, r->step, bd.sched_t);
         if (r->ops->step(r) != 0) run_abort(&mx, "--sync %s: step %ld failed: %s", cfg->sync, r->step, r->err);
         r->step++;
@@ -1161,7 +1195,8 @@ int train_main(const config_t *cfg, comm_t *comm)
             leave_evicted(r, &mx, cfg);
             break;
         }
-        if (after_step(r, &mx, &L, &bd, &ev, ts, te)) break;
+        L.update_s += te - tc - (comm_seconds(r) - cc);
+        if (after_step(r, &mx, &L, &bd, &ev, ts, te, cs)) break;
     }
 
     finish_run(r, &mx, &L, &bd, &ev);

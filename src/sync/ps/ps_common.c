@@ -304,7 +304,7 @@ void ps_sync_announce_stop(run_t *r, int why)
 int ps_sync_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     ps_sync_t *s = r->sync_state;
-    if (!s || !s->client || max < 6) return 0;
+    if (!s || !s->client || max < 9) return 0;
     const ps_stats_t *st = &s->client->stats;
     int n = 0;
     out[n++] = (sync_stat_t){ "staleness_mean", st->updates ? st->st_sum / (double)st->updates : 0, NULL };
@@ -319,5 +319,9 @@ int ps_sync_stats(run_t *r, sync_stat_t *out, int max, int progress)
         at += (size_t)snprintf(s->hist_json + at, sizeof s->hist_json - at, "%s%lld", i ? "," : "", (long long)st->hist[i]);
     snprintf(s->hist_json + at, sizeof s->hist_json - at, "]");
     out[n++] = (sync_stat_t){ "staleness_hist", 0, s->hist_json };
+    /* the clock gap c − m beside it: what SSP's bound s limits */
+    out[n++] = (sync_stat_t){ "clock_gap_mean", st->updates ? st->gap_sum / (double)st->updates : 0, NULL };
+    out[n++] = (sync_stat_t){ "clock_gap_max", (double)st->gap_max, NULL };
+    out[n++] = (sync_stat_t){ "clock_gap_min", (double)st->gap_min, NULL };
     return n;
 }
