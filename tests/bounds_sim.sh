@@ -20,12 +20,12 @@ LIMIT=0.05
 C=(train --data synthetic:2048 --model mlp:16 --batch 16 --epochs 1000 --lr 0.05 --test-subset 256
    --time-limit "$LIMIT" --quiet)
 # NAME EXTRA_HOSTS LOCKSTEP -- dsgd flags: 16 workers plus the paradigm's
-# server/coordinator ranks, which come first, so the slow hosts are workers
+# server/coordinator ranks; workers 3 and 10 are slow (dsgd-sim --slow-workers)
 case_() {
     local name=$1 extra=$2 lock=$3
     shift 4
-    local h=$((16 + extra)) slow="$((3 + extra))=4,$((10 + extra))=2"
-    if "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts "$h" --slow "$slow" -- "${C[@]}" "$@" \
+    local h=$((16 + extra))
+    if "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts "$h" --slow-workers 3=4,10=2 -- "${C[@]}" "$@" \
             --metrics "$WORK/$name.jsonl" > "$WORK/$name.out" 2>&1; then
         local flags=()
         [ "$lock" = 1 ] && flags=(--lockstep)
