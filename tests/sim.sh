@@ -295,4 +295,11 @@ refused "a bad --transient" "--transient" "$HERE/../scripts/dsgd-sim" --build "$
 refused "--transient with --print-platform" "--print-platform" "$HERE/../scripts/dsgd-sim" --hosts 4 --transient 1-2:4:1:3 --print-platform
 refused "a malformed platform file is named" "$WORK/bad.xml" "$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --platform "$WORK/bad.xml" -- train
 
+# run from another folder, a checkout's dsgd-sim finds the checkout's build
+if [ "$(cd "$HERE/.." && pwd)/build-sim" -ef "$SIM" ]; then
+    if (cd "$WORK" && "$HERE/../scripts/dsgd-sim" --hosts 2 -- train --data synthetic:256 --model mlp:8 --steps 2 --sync bsp --quiet \
+            > "$WORK/elsewhere.out" 2>&1); then ok "dsgd-sim run from another folder finds the checkout's build-sim"
+    else bad "dsgd-sim from another folder" "$(tail -c 300 "$WORK/elsewhere.out")"; fi
+fi
+
 summary sim
