@@ -255,9 +255,9 @@ else bad "--slow-workers mapping" "asp: $sp; sandblaster: $sb; bsp: $sa"; fi
 refused "--slow R=F with shards in the command" "--slow-workers" "$DS" --hosts 5 --slow 3=4 --print-platform -- train --sync asp --servers 2
 refused "--slow-workers beyond the workers" "worker 0 <= W < 3" "$DS" --hosts 5 --slow-workers 3=4 --print-platform -- train --sync asp --servers 2
 # --regime: K = R / R_here, R = 40% of a V100's 15.7 TFLOP/s FP32 peak,
-# R_here = resnet:8,8's measured 64 x 14076288 FLOPs in 0.0171603 s;
+# R_here = resnet:8,8's measured 64 x 14076288 FLOPs in 0.0186016 s;
 # applied, the hosts' speed is K Gf and the link 10 GbE's 1.25e9 B/s
-k=$(awk 'BEGIN { printf "%.6g", 0.4 * 15.7e12 / (64 * 14076288 / 0.0171603) }')
+k=$(awk 'BEGIN { printf "%.6g", 0.4 * 15.7e12 / (64 * 14076288 / 0.0186016) }')
 out=$("$DS" --regime v100,10gbe,resnet:8,8 2>&1); rc=$?
 got=$(echo "$out" | sed -n 's/^ *dsgd-sim --compute-scale \([0-9.e+]*\) --net 10gbe$/\1/p')
 if [ $rc = 0 ] && awk -v a="$got" -v b="$k" 'BEGIN { exit !(a > 0 && a / b > 0.999 && a / b < 1.001) }'; then
