@@ -343,13 +343,17 @@ bench_mp() {
 }
 
 # DSGD_BENCH_SECTIONS="ps mp" runs only those sections (default: all, in this order)
+t_all=$SECONDS
 for sec in ${DSGD_BENCH_SECTIONS:-single resnet denormals dist ps mp}; do
+    t_sec=$SECONDS
     case $sec in
         single|resnet|denormals|dist|ps|mp) "bench_$sec" ;;
         *) echo "bench: unknown section '$sec' in DSGD_BENCH_SECTIONS; choose from single resnet denormals dist ps mp"; exit 2 ;;
     esac
+    echo "($sec: $((SECONDS - t_sec)) s)"
 done
 
 section "summary"
 cat "$logdir/compare.log"
+echo "(make bench: $((SECONDS - t_all)) s)"
 exit "$status"

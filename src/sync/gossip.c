@@ -220,12 +220,13 @@ static sync_stop_mode_t gossip_stop_mode(const run_t *r)
 static int gossip_stats(run_t *r, sync_stat_t *out, int max, int progress)
 {
     gossip_t *g = r->sync_state;
-    if (!g || max < 4) return 0;
+    if (!g || max < 5) return 0;
     out[0] = (sync_stat_t){ "consensus_distance", g->consensus, NULL };
     out[1] = (sync_stat_t){ "mixes", (double)g->mixes, NULL };
     out[2] = (sync_stat_t){ "dead_peers", (double)g->dead, NULL };
     out[3] = (sync_stat_t){ "stale_skips", (double)g->stale_skips, NULL };
-    return 4;
+    out[4] = (sync_stat_t){ "replicas_averaged", (double)g->averaged, NULL };   /* the distance is over these */
+    return 5;
 }
 
 const sync_ops_t sync_gossip = {

@@ -53,6 +53,7 @@ typedef struct gossip {
     int64_t seq;             /* own publication count x 2 */
     long mixes, dead, stale_skips;
     double consensus;        /* at the last evaluation */
+    int averaged;            /* replicas the last evaluation averaged (the lead's own, and peers read whole and not stale) */
     float *avg;              /* (n) lead: average of the published replicas */
     sync_rows_t rows;        /* round: every replica's state, gathered for a checkpoint */
     float *saved;            /* (ranks, n) lead, pull/push: the replicas read for a checkpoint */

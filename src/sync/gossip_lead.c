@@ -51,6 +51,7 @@ float *gossip_average(run_t *r)
         counted++;
     }
     g->consensus = counted ? dist / counted : 0;
+    g->averaged = counted;
     return g->avg;
 }
 
