@@ -180,6 +180,7 @@ static void bsp_destroy(run_t *r)
 
 const sync_ops_t sync_bsp = {
     .name = "bsp",
+    .takes_sync_bn = 1,
     .help = "gradient all-reduce every step, overlapped with backward",
     .layout = sync_layout_all_workers,
     .init = bsp_init,

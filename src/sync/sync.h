@@ -145,6 +145,12 @@ struct sync_ops {
      * and checkpoint, averaged over the first training batches at the
      * evaluated parameters. */
     int recalibrate_bn;
+    /* Rank 0 is a coordinator and the other ranks that are not workers its
+     * shards (Sandblaster): the header names the roles so. */
+    int coordinator;
+    /* Honours --sync-bn (bsp: batch normalization over every replica's
+     * batch); other paradigms refuse the flag. */
+    int takes_sync_bn;
 };
 
 /* Helpers shared by the collective paradigms (common.c). */

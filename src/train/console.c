@@ -77,7 +77,7 @@ void print_header(const run_t *r)
            cfg->model, nparams, r->train.n, r->test.n, r->train.c, r->train.h, r->train.w, r->train.classes);
     if (r->train.note[0]) printf("data: %s\n", r->train.note);
     int others = r->comm->size - r->nworkers;
-    if (!strcmp(cfg->sync, "sandblaster"))
+    if (r->ops->coordinator)
         printf("ranks: 1 coordinator, %d shard%s, %d replica%s", others - 1, others > 2 ? "s" : "", r->replicas,
                r->replicas > 1 ? "s" : "");
     else if (r->mp_size > 1)
@@ -85,7 +85,7 @@ void print_header(const run_t *r)
                r->replicas > 1 ? "s" : "", r->mp_size, r->model->nparams);
     else
         printf("ranks: %d worker%s", r->nworkers, r->nworkers > 1 ? "s" : "");
-    if (others > 0 && strcmp(cfg->sync, "sandblaster")) printf(", %d server shard%s", others, others > 1 ? "s" : "");
+    if (others > 0 && !r->ops->coordinator) printf(", %d server shard%s", others, others > 1 ? "s" : "");
     if (counts_iterations(r))
         printf("; %ld iterations of %ld samples each\n", r->total_steps, r->ops->step_samples((run_t *)r));
     else

@@ -377,6 +377,7 @@ static int sb_stats(run_t *r, sync_stat_t *out, int max, int progress)
 
 const sync_ops_t sync_sandblaster = {
     .name = "sandblaster",
+    .coordinator = 1,
     .help = "Sandblaster L-BFGS: coordinator, sharded L-BFGS state, replicas computing portions with backup tasks",
     .layout = sb_layout,
     .init = sb_init,
