@@ -21,7 +21,7 @@ ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, siz
     pc->rhdr = xcalloc((size_t)S, sizeof(ps_hdr_t));
     pc->qhdr = xcalloc((size_t)S, sizeof(ps_hdr_t));
     pc->rbuf = xalloc_floats(nparams);
-    pc->push_req = xcalloc((size_t)S, sizeof(MPI_Request));
+    pc->push_req = xcalloc((size_t)(2 * S), sizeof(MPI_Request));
     pc->pull_req = xcalloc((size_t)(2 * S), sizeof(MPI_Request));
     pc->stamp = xcalloc((size_t)S, sizeof(int64_t));
     pc->version = xcalloc((size_t)S, sizeof(int64_t));
@@ -37,7 +37,7 @@ ps_client_t *ps_client_create(comm_t *c, const ps_config_t *cfg, int worker, siz
     for (int k = 0; k < S; k++) {
         pc->slot[k] = ps_shm_slot(cfg->shm, worker, k);
         ps_shard_range(nparams, S, k, &pc->lo[k], &pc->n[k]);
-        pc->push_req[k] = MPI_REQUEST_NULL;
+        pc->push_req[k] = pc->push_req[S + k] = MPI_REQUEST_NULL;
         pc->pull_req[k] = pc->pull_req[S + k] = MPI_REQUEST_NULL;
     }
     ps_client_set_range(pc, 0, nparams);
@@ -244,9 +244,15 @@ void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step)
             MPI_CHECK(pc->comm, MPI_Isend(h, (int)sizeof *h, MPI_BYTE, k, PS_PUSH, pc->comm->world, &pc->push_req[k]));
             pc->comm->bytes_sent += sizeof *h;
         } else {
-            MPI_Datatype t = ps_msg_type(h, g + local_at(pc, k), pc->cnt[k]);
-            MPI_CHECK(pc->comm, MPI_Isend(MPI_BOTTOM, 1, t, k, PS_PUSH, pc->comm->world, &pc->push_req[k]));
-            MPI_Type_free(&t);
+            /* the header, then the gradient as a message of its own: the
+             * shard answers headers at once and takes gradients one at a
+             * time, in the order their headers came (server.c) */
+            MPI_CHECK(pc->comm, MPI_Isend(h, (int)sizeof *h, MPI_BYTE, k, PS_PUSH, pc->comm->world, &pc->push_req[k]));
+            if (pc->cnt[k] > 0) {
+                MPI_CHECK(pc->comm, MPI_Isend(g + local_at(pc, k), (int)pc->cnt[k], MPI_FLOAT, k, PS_PUSH_DATA,
+                                              pc->comm->world, &pc->push_req[S + k]));
+                pc->comm->msgs_sent++;
+            }
             pc->comm->bytes_sent += sizeof *h + pc->cnt[k] * sizeof(float);
         }
         pc->comm->msgs_sent++;
@@ -258,7 +264,7 @@ void ps_push_start(ps_client_t *pc, const float *g, float lr, int64_t step)
 void ps_push_wait(ps_client_t *pc)
 {
     if (!pc->push_active) return;
-    wait_shards(pc, pc->cfg->servers, pc->push_req, shard_limit(pc), "a push");
+    wait_shards(pc, 2 * pc->cfg->servers, pc->push_req, shard_limit(pc), "a push");
     pc->push_active = 0;
 }
 

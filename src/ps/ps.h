@@ -59,6 +59,7 @@ typedef enum ps_tag {
     PS_STOP,                 /* worker → shard: the run's target is reached, or it is preempted (stop); tell every worker */
     PS_SNAP,                 /* shard → shard 0: its slice and optimizer state for a checkpoint */
     PS_EVICTED,              /* shard → worker: you were evicted (stamp: your step then; silent_s: why) */
+    PS_PUSH_DATA,            /* worker → shard: a push's gradient, after its header (PS_PUSH) */
 } ps_tag_t;
 
 typedef enum ps_gate_kind { GATE_ASP, GATE_SSP, GATE_DSSP } ps_gate_kind_t;

@@ -25,6 +25,8 @@ typedef struct worker_state {
     int64_t step;            /* its step count (warm start) */
     double last_seen;
     int parked;              /* a pull is waiting for the gate */
+    int queued;              /* its push's header is in and its gradient is queued or coming in */
+    ps_hdr_t qh;             /* that header */
     int alive, done;
     int returned;            /* evicted, then said it is done: it gets the final message */
     size_t off, cnt;         /* its part of this shard's slice (from its messages) */
@@ -48,7 +50,30 @@ typedef struct shard {
     optim_t *opt;            /* state of the slice */
     worker_state_t *ws;      /* (workers) */
     ps_gate_t gate;
-    unsigned char *in;       /* receive buffer: header + n floats */
+    /* Receives. Every worker has a small receive posted at all times for
+     * its next message (a header: a push's, a pull, a stop, ...), so that
+     * pulls are answered while pushes come in. A push's gradient follows its
+     * header as a message of its own, and the shard takes these one at a
+     * time in the order the headers came (first come, first served): over
+     * TCP a message above the eager limit moves only once its receive is
+     * posted, so the one being received has the link to itself while the
+     * replies go out the other way. A shard that probed for any message and
+     * received it whole took pushes ahead of the pulls that followed them
+     * and used its link one direction at a time; one that posted every
+     * push's receive at once shared its link among all of them, so they
+     * finished together and the replies then went out together, again one
+     * direction at a time. A worker's next header is received only once its
+     * gradient is in: its messages are handled in the order it sent them.
+     * rreq: (workers) the headers' receives into hin; then the gradient's,
+     * into in; then shard 0's receive of the other shards' checkpoint
+     * pieces, when there are any. */
+    ps_hdr_t *hin;           /* (workers) */
+    MPI_Request *rreq;       /* (workers + 2) */
+    int nrreq;               /* workers + 1, or + 2 with the pieces' receive */
+    int *fifo;               /* (workers) workers whose gradient waits to be received, in order */
+    int fifo_head, fifo_len;
+    int inflight;            /* the worker whose gradient is being received into in, or −1 */
+    unsigned char *in;       /* receive buffer of gradients: header + n floats */
     /* Replies go out with MPI_Isend, one slot per worker and kind (pull or
      * evaluation): a blocking send to a worker that died after asking would
      * never return (large messages wait for the receiver). */
@@ -86,6 +111,7 @@ typedef struct shard {
     int64_t clk_updates;
     int final_done;          /* the final snapshot is complete */
     unsigned char *snap_in;  /* receive buffer: header + the largest piece */
+    size_t snap_in_bytes;
 } shard_t;
 
 #define SNAP_FINAL INT64_MAX
@@ -124,7 +150,8 @@ static void snap_setup(shard_t *s)
     for (int k = 0; k < cfg->servers; k++) s->have[k] = -1;
     s->clk_t = xcalloc((size_t)cfg->workers, sizeof(int64_t));
     s->clk_step = xcalloc((size_t)cfg->workers, sizeof(int64_t));
-    s->snap_in = xmalloc(sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * most * sizeof(float));
+    s->snap_in_bytes = sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * most * sizeof(float);
+    s->snap_in = xmalloc(s->snap_in_bytes);
 }
 
 static void snap_free(shard_t *s)
@@ -184,20 +211,30 @@ static void snap_take(shard_t *s, int64_t c)
     MPI_Type_free(&t);
 }
 
-/* shard 0: receive the probed piece from another shard */
+/* shard 0: post the receive of the next piece from another shard */
+static void snap_post(shard_t *s)
+{
+    if (s->nrreq <= s->cfg->workers + 1) return;
+    MPI_CHECK(s->c, MPI_Irecv(s->snap_in, (int)s->snap_in_bytes, MPI_BYTE, MPI_ANY_SOURCE, PS_SNAP, s->c->world,
+                              &s->rreq[s->cfg->workers + 1]));
+}
+
+/* shard 0: a piece from another shard has come in; receive the next */
 static void snap_recv(shard_t *s, const MPI_Status *st)
 {
-    int bytes;
+    int bytes, from = st->MPI_SOURCE;
     MPI_Get_count(st, MPI_BYTE, &bytes);
     size_t lo, n;
-    ps_shard_range(s->nparams, s->cfg->servers, st->MPI_SOURCE, &lo, &n);
+    if (from <= 0 || from >= s->cfg->servers)
+        die("server shard 0: rank %d sent a checkpoint piece, but it is not a shard; the ranks disagree on --servers", from);
+    ps_shard_range(s->nparams, s->cfg->servers, from, &lo, &n);
     if ((size_t)bytes != sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * n * sizeof(float))
         die("server shard 0: shard %d's checkpoint piece has %d bytes, not the %zu of its slice; the shards disagree on the run",
-            st->MPI_SOURCE, bytes, sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * n * sizeof(float));
-    MPI_CHECK(s->c, MPI_Recv(s->snap_in, bytes, MPI_BYTE, st->MPI_SOURCE, PS_SNAP, s->c->world, MPI_STATUS_IGNORE));
+            from, bytes, sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * n * sizeof(float));
     ps_hdr_t h;
     memcpy(&h, s->snap_in, sizeof h);
-    snap_piece(s, st->MPI_SOURCE, h.clock, (const float *)(s->snap_in + sizeof h));
+    snap_piece(s, from, h.clock, (const float *)(s->snap_in + sizeof h));
+    snap_post(s);
 }
 
 /* After the last push: the final snapshot, assembled on shard 0. */
@@ -208,7 +245,7 @@ static void snap_final(shard_t *s)
     /* the other shards' final pieces (some may have come in already) */
     while (s->k == 0 && !s->final_done) {
         MPI_Status st;
-        MPI_CHECK(s->c, MPI_Probe(MPI_ANY_SOURCE, PS_SNAP, s->c->world, &st));
+        MPI_CHECK(s->c, MPI_Wait(&s->rreq[s->cfg->workers + 1], &st));
         snap_recv(s, &st);
     }
 }
@@ -508,10 +545,13 @@ static void hold_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
     w->has_held = 1;
 }
 
+static void drop_gradient(shard_t *s, int p);
+
 static void evict(shard_t *s, int p, double silent)
 {
     s->ws[p].alive = 0;
     s->ws[p].parked = 0;
+    drop_gradient(s, p);
     if (s->st.evicted < 8) s->st.evicted_list[s->st.evicted] = p;
     s->st.evicted++;
     s->c->peer_lost = 1;
@@ -539,22 +579,78 @@ static void on_returned(shard_t *s, int p)
     s->c->peer_lost = s->st.evicted > s->st.returned;
 }
 
-/* Receive the probed message. A worker that dies while its message is in
- * flight never finishes sending it, so the receive is nonblocking and gives
- * up after the timeout: the sender is evicted and the buffer, which MPI may
- * still own, is abandoned for a fresh one. */
-static int recv_or_evict(shard_t *s, const MPI_Status *st, int p)
+/* Post worker p's next header receive. */
+static void post_header(shard_t *s, int p)
 {
-    MPI_Request req;
-    MPI_CHECK(s->c, MPI_Irecv(s->in, (int)msg_bytes(s->n), MPI_BYTE, st->MPI_SOURCE, st->MPI_TAG, s->c->world, &req));
-    double t0 = now_s();
-    if (comm_wait_bounded(s->c, &req, s->cfg->timeout_s, NULL, NULL) == 0) return 0;
-    s->in = xmalloc(msg_bytes(s->n));   /* the old buffer stays with the dead request */
-    if (p >= 0 && p < s->cfg->workers && s->ws[p].alive) {
-        evict(s, p, now_s() - t0);
-        answer_parked(s);
+    MPI_CHECK(s->c, MPI_Irecv(&s->hin[p], (int)sizeof(ps_hdr_t), MPI_BYTE, worker_rank(s, p), MPI_ANY_TAG,
+                              s->c->world, &s->rreq[p]));
+}
+
+/* Start receiving the next queued gradient, if none is coming in. It goes
+ * straight to its offset in the slice's vector. */
+static void next_gradient(shard_t *s, double now)
+{
+    const int W = s->cfg->workers;
+    while (s->inflight < 0 && s->fifo_len > 0) {
+        int p = s->fifo[s->fifo_head];
+        s->fifo_head = (s->fifo_head + 1) % W;
+        s->fifo_len--;
+        worker_state_t *w = &s->ws[p];
+        float *g = (float *)(s->in + sizeof(ps_hdr_t)) + w->qh.off;
+        MPI_CHECK(s->c, MPI_Irecv(g, (int)w->qh.cnt, MPI_FLOAT, worker_rank(s, p), PS_PUSH_DATA, s->c->world,
+                                  &s->rreq[W]));
+        s->inflight = p;
+        w->last_seen = now;   /* its silence counts from now, not from its wait in the queue */
     }
-    return -1;
+}
+
+/* Worker p is evicted: a gradient of its still to come is left to MPI (one
+ * of a dead worker never arrives; one of a frozen worker lands in a buffer
+ * no one reads), and the queue moves on. */
+static void drop_gradient(shard_t *s, int p)
+{
+    worker_state_t *w = &s->ws[p];
+    if (!w->queued) return;
+    w->queued = 0;
+    const int W = s->cfg->workers;
+    if (s->inflight == p) {
+        MPI_Request_free(&s->rreq[W]);
+        s->in = xmalloc(msg_bytes(s->n));   /* the old buffer stays with the abandoned receive */
+        s->inflight = -1;
+    } else {
+        for (int i = 0; i < s->fifo_len; i++) {
+            int j = (s->fifo_head + i) % W;
+            if (s->fifo[j] != p) continue;
+            for (int m = i; m + 1 < s->fifo_len; m++) s->fifo[(s->fifo_head + m) % W] = s->fifo[(s->fifo_head + m + 1) % W];
+            s->fifo_len--;
+            break;
+        }
+        float *sink = xalloc_floats((size_t)w->qh.cnt ? (size_t)w->qh.cnt : 1);   /* MPI's until the end */
+        MPI_Request r;
+        MPI_CHECK(s->c, MPI_Irecv(sink, (int)w->qh.cnt, MPI_FLOAT, worker_rank(s, p), PS_PUSH_DATA, s->c->world, &r));
+        MPI_Request_free(&r);
+    }
+    post_header(s, p);   /* its later messages are still read: a frozen worker may say it is done */
+    next_gradient(s, now_s());
+}
+
+/* At the end: take back the receives still posted (a header's is cancelled;
+ * one that MPI cannot cancel keeps its buffer). */
+static void cancel_receives(shard_t *s)
+{
+    for (int j = 0; j < s->nrreq; j++) {
+        if (s->rreq[j] == MPI_REQUEST_NULL) continue;
+        MPI_Cancel(&s->rreq[j]);
+        int done = 0;
+        double t0 = now_s();
+        while (!done && now_s() - t0 < 0.5)
+            if (MPI_Test(&s->rreq[j], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (done) continue;
+        MPI_Request_free(&s->rreq[j]);
+        if (j < s->cfg->workers) s->hin = NULL;
+        else if (j == s->cfg->workers) s->in = NULL;
+        else s->snap_in = NULL;
+    }
 }
 
 /* A reply still on its way: it moves only while this shard is in an MPI
@@ -575,6 +671,82 @@ static int all_finished(const shard_t *s)
 {
     for (int p = 0; p < s->cfg->workers; p++)
         if (s->ws[p].alive && !s->ws[p].done) return 0;
+    return 1;
+}
+
+/* A push's gradient g (at its offset in the slice) is in. */
+static void on_gradient(shard_t *s, int p, const ps_hdr_t *h, float *g)
+{
+    worker_state_t *w = &s->ws[p];
+    w->t++;
+    if (s->ordered) hold_push(s, p, h, g);
+    else on_push(s, p, h, g);
+    answer_parked(s);
+}
+
+/* Worker p's header has come into hin[p]. Returns 1 when p's next header
+ * may be received, 0 when its gradient is to come first. */
+static int on_message(shard_t *s, int p, int tag, int bytes, double now)
+{
+    const ps_config_t *cfg = s->cfg;
+    if (bytes < (int)sizeof(ps_hdr_t)) return 1;   /* not the protocol's (e.g. a roll call): ignore */
+    ps_hdr_t h = s->hin[p];
+    worker_state_t *w = &s->ws[p];
+    if (!w->alive) {                             /* an evicted worker stays out */
+        if (tag == PS_DONE) on_returned(s, p);
+        if (tag == PS_PUSH && h.buf < 0 && h.cnt > 0 && h.cnt <= (int64_t)s->n) {   /* its gradient: received, dropped */
+            w->qh = h;
+            w->queued = 1;
+            drop_gradient(s, p);
+            return 0;
+        }
+        return 1;
+    }
+    w->last_seen = now;
+    if (h.read > w->read) w->read = h.read;
+    if (h.off < 0 || h.cnt < 0 || (size_t)(h.off + h.cnt) > s->n)
+        die("server shard %d: worker %d sent keys [%lld, %lld) outside its slice of %zu; the ranks disagree on the model",
+            s->k, p, (long long)h.off, (long long)(h.off + h.cnt), s->n);
+    w->off = (size_t)h.off;
+    w->cnt = (size_t)h.cnt;
+    switch (tag) {
+    case PS_PUSH:
+        if (h.buf >= 0) {   /* in the worker's slot, at its offset */
+            if (!w->slot)
+                die("server shard %d: worker %d pushed through a shared slot it does not have here; the ranks disagree on --ps-transport", s->k, p);
+            ps_shm_sync(cfg->shm);
+            on_gradient(s, p, &h, w->slot);
+        } else if (h.cnt > 0) {   /* in a message of its own: queued */
+            w->qh = h;
+            w->queued = 1;
+            s->fifo[(s->fifo_head + s->fifo_len++) % cfg->workers] = p;
+            next_gradient(s, now);
+            return 0;
+        } else {
+            on_gradient(s, p, &h, (float *)(s->in + sizeof h));
+        }
+        break;
+    case PS_PULL:
+        w->parked = 1;
+        answer_parked(s);
+        break;
+    case PS_EVAL_PULL: {
+        int slow;
+        send_params(s, p, PS_EVAL_PARAMS, min_clock(s, &slow));
+        break;
+    }
+    case PS_STOP:
+        if (h.stop == COMM_STOP_DIVERGED) s->no_snap = 1;
+        else if (h.stop > s->stop_all) s->stop_all = h.stop;
+        else if (!s->stop_all) s->stop_all = COMM_STOP_TARGET;
+        break;
+    case PS_DONE:
+        w->done = 1;
+        answer_parked(s);   /* a finished worker no longer holds the warm start */
+        break;
+    default:
+        break;
+    }
     return 1;
 }
 
@@ -622,7 +794,6 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         s->round = min_clock(s, &slow);   /* a resumed run's clocks differ by at most one */
     }
     snap_setup(s);
-    s->in = xmalloc(msg_bytes(s->n));
     s->out = xcalloc((size_t)(2 * cfg->workers), sizeof(ps_hdr_t));
     s->out_req = xcalloc((size_t)(2 * cfg->workers), sizeof(MPI_Request));
     s->out_from = xcalloc((size_t)(2 * cfg->workers), sizeof(float *));
@@ -633,16 +804,28 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     for (int p = 0; p < cfg->workers; p++) s->ev_req[p] = MPI_REQUEST_NULL;
 
     comm_idle_t idle = comm_idle_start(s->c);
+    s->nrreq = cfg->workers + 1 + (s->k == 0 && s->snap_in && cfg->servers > 1);
+    s->hin = xcalloc((size_t)cfg->workers, sizeof(ps_hdr_t));
+    s->rreq = xcalloc((size_t)s->nrreq, sizeof(MPI_Request));
+    s->fifo = xcalloc((size_t)cfg->workers, sizeof(int));
+    s->inflight = -1;
+    s->in = xmalloc(msg_bytes(s->n));
+    int *idx = xcalloc((size_t)s->nrreq, sizeof(int));
+    MPI_Status *sts = xcalloc((size_t)s->nrreq, sizeof(MPI_Status));
+    for (int j = 0; j < s->nrreq; j++) s->rreq[j] = MPI_REQUEST_NULL;
+    for (int p = 0; p < cfg->workers; p++) post_header(s, p);
+    snap_post(s);
     while (!all_finished(s)) {
-        int flag = 0;
-        MPI_Status stt;
+        int nready = 0;
 #ifdef DSGD_SIM
         /* simulated workers never die: block instead of polling, which the
-         * simulator would pay for as one event per failed probe */
-        MPI_CHECK(c, MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &stt));
-        flag = 1;
+         * simulator would pay for as one event per failed test. Waitany,
+         * not Waitsome: SimGrid's Waitsome tests every request and charges
+         * the cost of a failed test (smpi/test) for each one still open. */
+        MPI_CHECK(c, MPI_Waitany(s->nrreq, s->rreq, &idx[0], &sts[0]));
+        nready = idx[0] == MPI_UNDEFINED ? 0 : 1;
 #else
-        MPI_CHECK(c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &flag, &stt));
+        MPI_CHECK(c, MPI_Testsome(s->nrreq, s->rreq, &nready, idx, sts));
 #endif
         double now = now_s();
         /* a preemption signal to this shard stops every worker (they see it in their replies) */
@@ -656,11 +839,14 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         if (s->last_poll > 0 && away > quarter)
             for (int p = 0; p < cfg->workers; p++) s->ws[p].last_seen += away;
         s->last_poll = now;
-        if (!flag) {
-            /* evict workers silent for too long (a parked worker is waiting on us, not silent) */
+        if (nready <= 0) {
+            /* evict workers silent for too long (a parked worker is waiting on
+             * us, not silent); one that died in the middle of a message never
+             * completes its receive, and is evicted the same way */
             for (int p = 0; p < cfg->workers; p++) {
                 worker_state_t *w = &s->ws[p];
-                if (w->alive && !w->done && !w->parked && now - w->last_seen > cfg->timeout_s) {
+                if (w->alive && !w->done && !w->parked && !(w->queued && s->inflight != p) &&
+                    now - w->last_seen > cfg->timeout_s) {
                     evict(s, p, now - w->last_seen);
                     answer_parked(s);
                 }
@@ -679,64 +865,26 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
             continue;
         }
         comm_idle_reset(&idle);
-        int src = stt.MPI_SOURCE, p = src - cfg->servers;
-        if (stt.MPI_TAG == PS_SNAP && src < cfg->servers && s->k == 0) { snap_recv(s, &stt); continue; }
-        if (recv_or_evict(s, &stt, p) != 0) continue;
-        if (p < 0 || p >= cfg->workers) continue;   /* not a worker: ignore (e.g. a roll call) */
-        ps_hdr_t h;
-        memcpy(&h, s->in, sizeof h);
-        worker_state_t *w = &s->ws[p];
-        if (!w->alive) {                             /* an evicted worker stays out */
-            if (stt.MPI_TAG == PS_DONE) on_returned(s, p);
-            continue;
-        }
-        w->last_seen = now;
-        if (h.read > w->read) w->read = h.read;
-        if (h.off < 0 || h.cnt < 0 || (size_t)(h.off + h.cnt) > s->n)
-            die("server shard %d: worker %d sent keys [%lld, %lld) outside its slice of %zu; the ranks disagree on the model",
-                s->k, p, (long long)h.off, (long long)(h.off + h.cnt), s->n);
-        w->off = (size_t)h.off;
-        w->cnt = (size_t)h.cnt;
-        switch (stt.MPI_TAG) {
-        case PS_PUSH: {
-            float *g;
-            if (h.buf >= 0) {   /* in the worker's slot, at its offset */
-                if (!w->slot)
-                    die("server shard %d: worker %d pushed through a shared slot it does not have here; the ranks disagree on --ps-transport", s->k, p);
-                ps_shm_sync(cfg->shm);
-                g = w->slot;
-            } else {            /* in the message: moved to its offset */
-                g = (float *)(s->in + sizeof h);
-                if (w->off) memmove(g + w->off, g, w->cnt * sizeof(float));
+        for (int i = 0; i < nready; i++) {
+            int p = idx[i], bytes;
+            if (p > cfg->workers) { snap_recv(s, &sts[i]); continue; }
+            if (p == cfg->workers) {   /* a gradient is in */
+                p = s->inflight;
+                s->inflight = -1;
+                worker_state_t *w = &s->ws[p];
+                w->queued = 0;
+                w->last_seen = now;
+                on_gradient(s, p, &w->qh, (float *)(s->in + sizeof(ps_hdr_t)));   /* base of the slice */
+                post_header(s, p);
+                next_gradient(s, now);
+                continue;
             }
-            w->t++;
-            if (s->ordered) hold_push(s, p, &h, g);
-            else on_push(s, p, &h, g);
-            answer_parked(s);
-            break;
-        }
-        case PS_PULL:
-            w->parked = 1;
-            answer_parked(s);
-            break;
-        case PS_EVAL_PULL: {
-            int slow;
-            send_params(s, p, PS_EVAL_PARAMS, min_clock(s, &slow));
-            break;
-        }
-        case PS_STOP:
-            if (h.stop == COMM_STOP_DIVERGED) s->no_snap = 1;
-            else if (h.stop > s->stop_all) s->stop_all = h.stop;
-            else if (!s->stop_all) s->stop_all = COMM_STOP_TARGET;
-            break;
-        case PS_DONE:
-            w->done = 1;
-            answer_parked(s);   /* a finished worker no longer holds the warm start */
-            break;
-        default:
-            break;
+            MPI_Get_count(&sts[i], MPI_BYTE, &bytes);
+            if (on_message(s, p, sts[i].MPI_TAG, bytes, now)) post_header(s, p);
         }
     }
+    free(idx);
+    free(sts);
     /* every worker is done or evicted: the final checkpoint first, so that
      * the final replies can say whether it was written; then each survivor
      * gets the final slice and statistics (the lead keeps the parameters;
@@ -748,6 +896,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     for (int p = 0; p < cfg->workers; p++)
         if (s->ws[p].alive || s->ws[p].returned) send_params(s, p, PS_FINAL, m);
     if (s->snap_out) MPI_CHECK(c, MPI_Wait(&s->snap_req, MPI_STATUS_IGNORE));
+    cancel_receives(s);
     snap_free(s);
     int keep = 0;   /* a reply to a dead worker that MPI may still read from: its buffer is not freed */
     for (int p = 0; p < cfg->workers; p++) {
@@ -767,7 +916,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     }
     free(s->ev_req);
     for (int p = 0; p < cfg->workers; p++) free(s->ws[p].held);
-    free(s->in); free(s->out_req); free(s->out_from); free(s->out_seq); free(s->wb); free(s->ws);
+    free(s->in); free(s->hin); free(s->fifo); free(s->rreq); free(s->out_req); free(s->out_from); free(s->out_seq); free(s->wb); free(s->ws);
     ps_gate_free(&s->gate);
     optim_free(s->opt);
     return 0;
