@@ -13,6 +13,7 @@
 # microseconds); the simulated links get --latency 50us.
 #
 # Usage: experiments/net_calibration.sh [--quick] [--repeats R] [--mpi openmpi|mpich]
+#                                       [--rates "100mbit 1gbit"] [--ns "2 3 4"] [--paradigms "bsp asp gossip"]
 #   full: 100mbit and 1gbit, N = 2, 3, 4, bsp/asp/gossip, 3 repeats (8
 #   minutes on a quiet 2-core machine). --quick: 1gbit, N = 2 and 4, bsp
 #   and asp, 1 repeat (about 2 minutes). Needs root (network namespaces),
@@ -20,19 +21,25 @@
 #   the load average at the start is printed with the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-QUICK=0 REPS="" MPI=openmpi
+QUICK=0 REPS="" MPI=openmpi ORATES="" ONS="" OPARS=""
 while [ $# -gt 0 ]; do
-    case "$1" in --repeats|--mpi) [ $# -ge 2 ] || { echo "net_calibration: $1 needs a value" >&2; exit 2; } ;; esac
+    case "$1" in --repeats|--mpi|--rates|--ns|--paradigms) [ $# -ge 2 ] || { echo "net_calibration: $1 needs a value" >&2; exit 2; } ;; esac
     case "$1" in
         --quick) QUICK=1; shift ;;
         --repeats) REPS=$2; shift 2 ;;
         --mpi) MPI=$2; shift 2 ;;
+        --rates) ORATES=$2; shift 2 ;;
+        --ns) ONS=$2; shift 2 ;;
+        --paradigms) OPARS=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) echo "net_calibration: unknown option '$1' (--quick, --repeats R, --mpi openmpi|mpich)" >&2; exit 2 ;;
+        *) echo "net_calibration: unknown option '$1' (--quick, --repeats R, --mpi openmpi|mpich, --rates, --ns, --paradigms)" >&2; exit 2 ;;
     esac
 done
 if [ $QUICK = 1 ]; then RATES=(1gbit); NS=(2 4); PARS=(bsp asp); REPS=${REPS:-1}
 else RATES=(100mbit 1gbit); NS=(2 3 4); PARS=(bsp asp gossip); REPS=${REPS:-3}; fi
+[ -z "$ORATES" ] || read -r -a RATES <<< "$ORATES"
+[ -z "$ONS" ] || read -r -a NS <<< "$ONS"
+[ -z "$OPARS" ] || read -r -a PARS <<< "$OPARS"
 BIN=build/dsgd; [ "$MPI" = mpich ] && BIN=build-mpich/dsgd
 for f in "$BIN" build-sim/dsgd; do
     [ -x "$f" ] || { echo "net_calibration: $f missing (make$([ "$MPI" = mpich ] && echo ' MPI=mpich') && make sim)" >&2; exit 1; }
