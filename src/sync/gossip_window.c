@@ -46,7 +46,7 @@ void gossip_publish(run_t *r, gossip_t *g, int64_t step)
     volatile int64_t *hdr = (volatile int64_t *)g->pub;
     hdr[1] = ++g->seq;                                   /* odd: writing */
     MPI_CHECK(r->comm, MPI_Win_sync(g->win));
-    if (step == g->die_publishing) _exit(3);   /* a death mid-copy, as kill -9 can cause */
+    if (faults_should_die_publishing(r->faults, step)) _exit(3);   /* a death mid-copy, as kill -9 can cause */
     memcpy(g->pub + sizeof(published_t), r->model->params, g->n * sizeof(float));
     hdr[0] = step;
     MPI_CHECK(r->comm, MPI_Win_sync(g->win));
@@ -79,25 +79,6 @@ static void watchdog(const run_t *r, int on)
 #else
     (void)r; (void)on;
 #endif
-}
-
-void gossip_test_hooks(run_t *r, gossip_t *g)
-{
-    int die_rank;
-    long die_step;
-    /* DSGD_TEST_DIE_PUBLISHING=R@S: rank R exits halfway through publishing
-     * step S, leaving its copy marked as being written forever (the tests'
-     * way to place a death where kill -9 lands only by chance) */
-    g->die_publishing = -1;
-    const char *die = getenv("DSGD_TEST_DIE_PUBLISHING");
-    if (die && sscanf(die, "%d@%ld", &die_rank, &die_step) == 2 && die_rank == r->comm->rank) g->die_publishing = die_step;
-    /* DSGD_TEST_STOP_JUDGING=R@S: rank R stops itself (SIGSTOP, for the test
-     * to continue) at step S between reading a peer's step and judging how
-     * long it has been silent: a freeze at the one moment where a rank's
-     * own absence could pass for its peer's */
-    g->stop_judging = -1;
-    const char *stop = getenv("DSGD_TEST_STOP_JUDGING");
-    if (stop && sscanf(stop, "%d@%ld", &die_rank, &die_step) == 2 && die_rank == r->comm->rank) g->stop_judging = die_step;
 }
 
 void gossip_window_open(run_t *r, gossip_t *g)

@@ -17,6 +17,7 @@
 #include "../optim/optim.h"
 #include "../run/checkpoint.h"
 #include "../run/config.h"
+#include "../run/faults.h"
 
 typedef struct sync_ops sync_ops_t;
 
@@ -52,6 +53,7 @@ typedef struct run {
     long steps_per_epoch, total_steps;
     float lr;                /* learning rate of the current step */
     float loss;              /* loss of the current batch */
+    faults_t *faults;        /* this worker's --slowdown and --fail (set up before init) */
     int is_worker;           /* runs the worker loop (else ops->serve) */
     int lead;                /* evaluates, prints and writes metrics/checkpoints */
     int server_ckpt;         /* set by layout: the server shards hold the global model and optimizer
