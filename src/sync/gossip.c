@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 #include "gossip.h"
 
@@ -93,9 +94,7 @@ static void step_pull(run_t *r, gossip_t *g)
         if (j < 0) return;
         int64_t step;
         int got = gossip_read_peer(r, g, j, &step);
-#ifndef DSGD_SIM
-        if (faults_should_freeze(r->faults, r->step)) raise(SIGSTOP);   /* --fail W@S:freeze */
-#endif
+        if (!sim_build() && faults_should_freeze(r->faults, r->step)) raise(SIGSTOP);   /* --fail W@S:freeze */
         if (got < 0) continue;
         /* a peer that has finished (a rank that evaluates runs behind) is
          * not dead: nothing new to mix, and the lead still awaits it */

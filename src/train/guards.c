@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 #include "record.h"
 
@@ -143,10 +144,7 @@ const char *preempt_source(void)
  * *waited: seconds in the decision's all-reduce, added. */
 int preempt_due(run_t *r, const bounds_t *b, double *probed, int *told, double *waited)
 {
-#ifdef DSGD_SIM
-    (void)r; (void)b; (void)probed; (void)told; (void)waited;
-    return 0;
-#else
+    if (sim_build()) return 0;   /* nobody is preempted in simulation */
     comm_t *c = r->comm;
     if (!comm_preempt_signal() && c->stop_heard != COMM_STOP_PREEMPT && r->lead && c->size > 1 &&
         diverge_check_due(probed, now_s()) && comm_preempt_heard(c))
@@ -165,7 +163,6 @@ int preempt_due(run_t *r, const bounds_t *b, double *probed, int *told, double *
         *told = 1;
     }
     return f;
-#endif
 }
 
 void __attribute__((noreturn)) run_save_failed(const run_t *r, metrics_t *mx)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../util/blas.h"
+#include "../util/sim.h"
 #include "../util/util.h"
 
 /* The done event's first fields; the caller adds its own and ends it. */
@@ -102,13 +103,8 @@ int open_record(run_t *r, metrics_t *mx, double t0)
     metrics_double(mx, "wake_us", comm->wake_s * 1e6);
     metrics_double(mx, "poll_us", (comm->wait_spin ? 50e-6 : comm->poll_s) * 1e6);
     metrics_long(mx, "oversubscribed", comm->oversubscribed);
-#ifdef DSGD_SIM
-    metrics_str(mx, "clock", "simulated");   /* times are simulated seconds (dsgd-plot says so) */
-    /* the simulated cluster: hosts, link, topology, compute scale, slow hosts, eager limit (scripts/dsgd-sim) */
-    metrics_object(mx, "platform", getenv("DSGD_SIM_PLATFORM"));
-#else
-    metrics_str(mx, "clock", "real");
-#endif
+    metrics_str(mx, "clock", sim_build() ? "simulated" : "real");   /* simulated: times are simulated seconds (dsgd-plot says so) */
+    if (sim_build()) metrics_object(mx, "platform", sim_platform());   /* the simulated cluster (scripts/dsgd-sim) */
     metrics_end(mx);
     return continued;
 }
