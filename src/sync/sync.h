@@ -158,9 +158,10 @@ struct sync_ops {
 /* Helpers shared by the collective paradigms (common.c). */
 int  sync_layout_all_workers(run_t *r);      /* every rank is a worker; rank 0 leads */
 int  sync_bcast_params(run_t *r);            /* rank 0's initial parameters to all */
-/* params := Σ_i weight_i · params_i over all ranks (weight 1/N: the mean),
- * and the state vector (batch-norm statistics) with them. */
-void sync_average_params(run_t *r, float weight, const char *what);
+/* dst := Σ_i weight_i · params_i over all ranks (weight 1/N: the mean),
+ * and the state vector (batch-norm statistics) after them: dst holds
+ * nparams + nstate floats, and may be r->model->params itself. */
+void sync_average_params(run_t *r, float *dst, float weight, const char *what);
 
 /* Every worker's state in a checkpoint, for the collective paradigms: each
  * vector is gathered on the lead (rank 0) as a [workers, n] tensor. Call
