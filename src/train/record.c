@@ -193,9 +193,8 @@ void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, const e
     metrics_long(mx, "collectives", (long)colls);
     metrics_double(mx, "comm_s", comm_s);
     /* of which within the training time, and of that the stop decisions */
-    const double stop_check_s = bd->check_s + L->check_s;
     metrics_double(mx, "train_comm_s", L->step_comm_s);
-    metrics_double(mx, "stop_check_s", stop_check_s);
+    metrics_double(mx, "stop_check_s", bd->check_s);
     /* the regime: computing against communicating (or waiting for it), per
      * step of the lead; a paradigm whose step draws its own samples
      * (Sandblaster's coordinator) computes nothing here */
@@ -210,7 +209,7 @@ void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, const e
         const double T = L->train_s;
         if (!L->own_data) metrics_double(mx, "compute_share", L->compute_s / T);
         metrics_double(mx, "comm_share", L->step_comm_s / T);
-        metrics_double(mx, "stop_check_share", stop_check_s / T);
+        metrics_double(mx, "stop_check_share", bd->check_s / T);
         metrics_double(mx, "update_share", L->update_s / T);
         metrics_double(mx, "other_share", (T - L->compute_s - L->step_comm_s - L->update_s) / T);
     }

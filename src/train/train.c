@@ -162,7 +162,7 @@ static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluato
         if (idle_tail) L->t_stop = te;
         return 1;
     }
-    if (idle_tail && !L->tty) L->t_carry = te, L->c_carry = ce, L->check_s += pw;
+    if (idle_tail && !L->tty) L->t_carry = te, L->c_carry = ce, bd->check_s += pw;
     return 0;
 }
 
