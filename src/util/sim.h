@@ -1,7 +1,7 @@
 /* util/sim — the simulated build, decided once.
  *
  * `make SIM=1` builds the same sources with SimGrid's smpicc (docs/simulation.md).
- * Three things differ there, and every place that cares asks sim_build():
+ * Four things differ there, and every place that cares asks sim_build():
  *
  *   - nobody dies: a simulated peer never crashes, freezes or is preempted,
  *     so a wait blocks where a real one polls against --timeout (and every
@@ -10,6 +10,8 @@
  *   - one process: the simulated ranks are threads of one process, which
  *     share signals, alarms and one load of the data (sim_shared_call);
  *   - one clock: time is simulated, and the ranks' clocks can be compared.
+ *   - SimGrid's own limits (3.32): its nonblocking collectives, and the cost
+ *     of a message completed by MPI_Test (comm.c, the shard's loop).
  *
  * This is the one file that tests the build's macro; code that would not
  * compile under the other MPI stays here too. */
