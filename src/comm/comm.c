@@ -15,8 +15,9 @@
 
 #define CHUNK COMM_MAX_SPAN  /* MPI counts are int: large vectors go in pieces */
 
-/* The simulated build reduces and broadcasts with the blocking calls, for
- * two reasons (SimGrid 3.32; docs/simulation.md). Its in-place
+/* The simulated build (sim_build(), util/sim.h) reduces and broadcasts
+ * with the blocking calls in the functions below, for two reasons
+ * (SimGrid 3.32; docs/simulation.md). Its in-place
  * MPI_Iallreduce is wrong: with several in flight (bsp's per-layer spans)
  * elements come back wrong from 17000 floats on, and a single one crashed.
  * And SMPI's nonblocking collectives are its naive linear algorithms, which
