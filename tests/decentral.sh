@@ -118,11 +118,11 @@ for mode in "${modes[@]}"; do
     else bad "gossip $mode, rank 2 frozen" "pid '$fp', exit $rc, status '$st', dead_peers '$dp': $(grep -v '^$' "$WORK/frz.err" | head -4)"; fi
     # The same freeze placed where it once broke the job (1 run in ~30):
     # between reading a peer's step and judging its silence (pull only: push
-    # reads no peer). Woken, rank 2 took its own 3 s away for the peer's
+    # reads no peer; --fail 2@300:freeze). Woken, rank 2 took its own 3 s away for the peer's
     # silence and declared it dead.
     [ "$mode" = pull ] || continue
     rm -f "$WORK"/frz.*
-    "${MPIRUN[@]}" -np 4 env DSGD_TEST_STOP_JUDGING=2@300 "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --epochs 100000 --quiet \
+    "${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --epochs 100000 --quiet --fail 2@300:freeze \
         --sync gossip --gossip $mode --time-limit 8 --timeout 1 --metrics "$WORK/frz.jsonl" > "$WORK/frz.out" 2> "$WORK/frz.err" &
     pid=$!
     fp= stopped=0

@@ -97,7 +97,7 @@ EOF
 
 # ---- bsp: every replica's running statistics equal after the final evaluation ----
 rm -f "$WORK"/bn.*
-DSGD_TEST_BN_DUMP="$WORK/bn" launch 2 "${E[@]}" --sync bsp > "$WORK/bnd.out" 2>&1
+launch 2 "${E[@]}" --sync bsp --fail dump-state:"$WORK/bn" > "$WORK/bnd.out" 2>&1
 if [ -s "$WORK/bn.0" ] && cmp -s "$WORK/bn.0" "$WORK/bn.1"; then
     ok "bsp: both replicas hold the same running statistics after the evaluation ($(stat -c %s "$WORK/bn.0") bytes)"
 else bad "bsp: running statistics on the replicas" "rank 0 and rank 1 differ or are missing: $(tail -c 300 "$WORK/bnd.out")"; fi
@@ -106,13 +106,13 @@ else bad "bsp: running statistics on the replicas" "rank 0 and rank 1 differ or 
 # that merged nothing would show here. On label skew, where the replicas'
 # own batches differ most.
 rm -f "$WORK"/bn.*
-DSGD_TEST_BN_DUMP="$WORK/bn" launch 2 "${E[@]}" --sync bsp --sync-bn --partition label-skew > "$WORK/bns.out" 2>&1
+launch 2 "${E[@]}" --sync bsp --fail dump-state:"$WORK/bn" --sync-bn --partition label-skew > "$WORK/bns.out" 2>&1
 if [ -s "$WORK/bn.0" ] && cmp -s "$WORK/bn.0" "$WORK/bn.1"; then
     ok "bsp --sync-bn: both replicas' running statistics are the same bits without the evaluation's average"
 else bad "bsp --sync-bn: running statistics on the replicas" "rank 0 and rank 1 differ or are missing: $(tail -c 300 "$WORK/bns.out")"; fi
 # ... where they would differ without the average: each replica normalizes its own batches
 rm -f "$WORK"/bn.*
-DSGD_TEST_BN_DUMP="$WORK/bn" launch 3 "${E[@]}" --sync asp > "$WORK/bnl.out" 2>&1
+launch 3 "${E[@]}" --sync asp --fail dump-state:"$WORK/bn" > "$WORK/bnl.out" 2>&1
 if [ -s "$WORK/bn.1" ] && [ -s "$WORK/bn.2" ] && ! cmp -s "$WORK/bn.1" "$WORK/bn.2"; then
     ok "the workers' statistics do differ where nothing averages them (asp: each worker keeps its own)"
 else bad "worker statistics without averaging" "expected ranks 1 and 2 to differ: $(tail -c 300 "$WORK/bnl.out")"; fi

@@ -279,11 +279,11 @@ else bad "gossip resume after a takeover" "$(grep dsgd "$WORK/klr.out" | head -2
 # A rank that dies halfway through publishing its copy leaves it marked as
 # being written for good; the lead, reading every replica for a periodic
 # checkpoint, retried such a copy forever (a hang found by
-# experiments/soak.sh). DSGD_TEST_DIE_PUBLISHING places that death.
+# experiments/soak.sh). --fail 1@200:publishing places that death.
 rm -f "$WORK"/rc.* "$WORK/kp.st"
-DSGD_LAUNCH_LIMIT=120 "${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 3 "${RECORD_RC[@]}" env DSGD_TEST_DIE_PUBLISHING=1@200 \
+DSGD_LAUNCH_LIMIT=120 "${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 3 "${RECORD_RC[@]}" \
     "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 3000 --quiet --sync gossip --gossip pull \
-    --timeout 3 --checkpoint-every 50 --checkpoint "$WORK/kp.st" --metrics "$WORK/kp.jsonl" > "$WORK/kp.out" 2>&1
+    --fail 1@200:publishing --timeout 3 --checkpoint-every 50 --checkpoint "$WORK/kp.st" --metrics "$WORK/kp.jsonl" > "$WORK/kp.out" 2>&1
 rcs="$(cat "$WORK/rc.0" "$WORK/rc.2" 2>/dev/null | tr '\n' ' ')"
 dead=$(json_field "$WORK/kp.jsonl" done dead_peers 2>/dev/null)
 if [ "$rcs" = "0 0 " ] && [ "$dead" = 1 ] && [ -s "$WORK/kp.st" ]; then

@@ -96,11 +96,34 @@ static void test_transient(void)
     CHECK(ever, "worker 6 of 8 is inside: slowed at some time in 100 s");
 }
 
+/* --fail's kinds: each names its worker and step, and asks nothing of the others */
+static void test_fail(void)
+{
+    faults_t f;
+    char err[256];
+    CHECK(faults_parse(&f, "", "1@20,2@30:publishing,2@40:freeze,dump-state:/tmp/x/bn", 2, 4, 1, err, sizeof err) == 0,
+          "the kinds mix in one list: %s", err);
+    CHECK(f.fail_step == -1, "worker 2 does not exit at step 20");
+    CHECK(faults_should_die_publishing(&f, 30) && !faults_should_die_publishing(&f, 29), "it dies publishing step 30");
+    CHECK(!faults_should_freeze(&f, 39) && faults_should_freeze(&f, 40) && !faults_should_freeze(&f, 40),
+          "it freezes at step 40, once");
+    CHECK(!strcmp(f.dump_prefix, "/tmp/x/bn"), "dump-state keeps its prefix: '%s'", f.dump_prefix);
+    CHECK(faults_parse(&f, "", "1@20,2@30:publishing", 1, 4, 1, err, sizeof err) == 0 && f.fail_step == 20 &&
+          !faults_should_die_publishing(&f, 30) && !f.dump_prefix[0], "worker 1 exits at step 20, and only that");
+    const char *bad[] = { "1@", "4@2", "1@2:later", "1@-1", "dump-state:", "x" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        CHECK(faults_parse(&f, "", bad[i], 0, 4, 1, err, sizeof err) != 0 && strstr(err, "--fail") && strstr(err, "W@S"),
+              "--fail '%s' is refused naming the form: %s", bad[i], err);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
     RUN(test_static);
     RUN(test_refused);
     RUN(test_transient);
+    RUN(test_fail);
     return TEST_END("test_faults");
 }

@@ -10,12 +10,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 
 #define CHUNK COMM_MAX_SPAN  /* MPI counts are int: large vectors go in pieces */
 
-/* The simulated build reduces and broadcasts with the blocking calls, for
- * two reasons (SimGrid 3.32; docs/simulation.md). Its in-place
+/* The simulated build (sim_build(), util/sim.h) reduces and broadcasts
+ * with the blocking calls in the functions below, for two reasons
+ * (SimGrid 3.32; docs/simulation.md). Its in-place
  * MPI_Iallreduce is wrong: with several in flight (bsp's per-layer spans)
  * elements come back wrong from 17000 floats on, and a single one crashed.
  * And SMPI's nonblocking collectives are its naive linear algorithms, which
@@ -24,11 +26,6 @@
  * Open MPI selector picks). The price: bsp's overlap of the all-reduce with
  * backward is not simulated. A simulated peer never dies, so nothing is lost
  * by not polling with a timeout there. */
-#ifdef DSGD_SIM
-#define SIM_BLOCKING 1
-#else
-#define SIM_BLOCKING 0
-#endif
 
 double comm_wake_latency(void)
 {
@@ -58,7 +55,7 @@ double comm_wake_latency(void)
 static void idle_calibrate(comm_t *c)
 {
     c->poll_s = 50e-6;
-#if !SIM_BLOCKING
+    if (sim_build()) return;
 #ifdef PR_SET_TIMERSLACK
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
 #endif
@@ -85,7 +82,6 @@ static void idle_calibrate(comm_t *c)
     c->oversubscribed = cores > 0 && local > cores;
     double p = c->wake_s < 20e-6 ? 20e-6 : c->wake_s > 200e-6 ? 200e-6 : c->wake_s;
     c->poll_s = c->oversubscribed ? 0 : p;
-#endif
 }
 
 void comm_init(comm_t *c, int *argc, char ***argv)
@@ -141,14 +137,14 @@ void comm_finalize(comm_t *c)
         MPI_Comm_free(&c->kept_comm);
         c->has_kept_win = 0;
     }
-#if defined(MPICH_VERSION) && !defined(DSGD_SIM)
+#ifdef MPICH_VERSION
     /* MPICH 4.0 over UCX's tcp transport: a rank's MPI_Finalize flushes each
      * endpoint and waits for the peer's acknowledgement, but a peer that has
      * finished its own flush stops sending them, and the rank waits forever
      * (1 run in 3 when the lead enters it long after the others; MPICH 4.2
      * adds a barrier inside). Entering together makes it rare, not
      * impossible (scripts/mpi-env.sh). */
-    if (c->size > 1) MPI_Barrier(c->world);
+    if (!sim_build() && c->size > 1) MPI_Barrier(c->world);
 #endif
     MPI_Finalize();
 }
@@ -344,7 +340,7 @@ void comm_idle(comm_idle_t *w)
          * busy machine, most of a simulation's wall time went there) and
          * moves no simulated clock. The MPI call that polled has already
          * advanced it (smpi/test, smpi/iprobe). */
-        if (!SIM_BLOCKING) sched_yield();
+        if (!sim_build()) sched_yield();
         return;
     }
     /* Short sleeps while the wait is young: a rank that sleeps also stops
@@ -369,29 +365,18 @@ size_t comm_window_bytes(size_t bytes)
 
 int comm_testall(int n, MPI_Request *reqs, int *done)
 {
-#ifdef DSGD_SIM
     /* SimGrid's MPI_Testall lets the other simulated ranks run; a loop of
-     * MPI_Test calls may never do so */
-    return MPI_Testall(n, reqs, done, MPI_STATUSES_IGNORE);
-#endif
-    int all = 1;
-    for (int i = 0; i < n; i++) {
-        int f = 0;
-        int rc = MPI_Test(&reqs[i], &f, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return rc;
-        all &= f;
-    }
-    *done = all;
-    return MPI_SUCCESS;
+     * MPI_Test calls may never do so (util/sim.h) */
+    return sim_testall(n, reqs, done);
 }
 
 int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
 {
     double t0 = now_s();
-    if (SIM_BLOCKING) {
+    if (sim_build()) {
         /* every failed test is a simulated event: polling ranks cost the
          * simulator more than everything else (and nobody dies there) */
-        if (MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS) comm_rollcall_and_exit(c, what, 1);
+        if (sim_waitall(n, reqs) != MPI_SUCCESS) comm_rollcall_and_exit(c, what, 1);
         c->comm_s += now_s() - t0;
         return 0;
     }
@@ -416,7 +401,7 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
 
 int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick)(void *), void *arg)
 {
-    if (SIM_BLOCKING) return MPI_Wait(req, MPI_STATUS_IGNORE) == MPI_SUCCESS ? 0 : -1;
+    if (sim_build()) return MPI_Wait(req, MPI_STATUS_IGNORE) == MPI_SUCCESS ? 0 : -1;
     double t0 = now_s(), last = t0;
     comm_idle_t idle = comm_idle_start(c);
     for (;;) {
@@ -436,7 +421,7 @@ void comm_iallreduce_sum(comm_t *c, float *buf, size_t n, MPI_Request *req)
 {
     if (n > CHUNK) die("comm_iallreduce_sum: span of %zu floats exceeds one MPI call; split it", n);
     double t0 = now_s();
-    if (SIM_BLOCKING) {
+    if (sim_build()) {
         MPI_CHECK(c, MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->world));
         *req = MPI_REQUEST_NULL;
     } else {
@@ -468,7 +453,7 @@ void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what)
      * communication too (uncounted, a bounded localsgd run's stop decisions
      * went missing from its accounting) */
     const double t0 = now_s();
-    if (SIM_BLOCKING) {
+    if (sim_build()) {
         MPI_CHECK(c, MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT, op, c->world));
         c->comm_s += now_s() - t0;
         return;
@@ -483,7 +468,7 @@ void comm_allgather_double(comm_t *c, const double *mine, double *all, int n, co
 {
     MPI_Request req = MPI_REQUEST_NULL;
     const double t0 = now_s();
-    if (SIM_BLOCKING) MPI_CHECK(c, MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, c->world));
+    if (sim_build()) MPI_CHECK(c, MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, c->world));
     else MPI_CHECK(c, MPI_Iallgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, c->world, &req));
     c->comm_s += now_s() - t0;
     c->bytes_sent += (uint64_t)n * sizeof(double);
@@ -501,12 +486,12 @@ void comm_bcast(comm_t *c, void *buf, size_t bytes, int root, const char *what)
         if (k == 16) { c->comm_s += now_s() - t0; comm_waitall(c, k, req, what); k = 0; t0 = now_s(); }
         size_t len = bytes - off < CHUNK ? bytes - off : CHUNK;
         req[k] = MPI_REQUEST_NULL;
-        if (SIM_BLOCKING) MPI_CHECK(c, MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world));
+        if (sim_build()) MPI_CHECK(c, MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world));
         else MPI_CHECK(c, MPI_Ibcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world, &req[k]));
         k++;
         if (c->rank == root) { c->bytes_sent += len; c->msgs_sent++; }
     }
     c->collectives++;
     c->comm_s += now_s() - t0;   /* the calls themselves (the simulated build's blocking ones: all of it) */
-    if (!SIM_BLOCKING) comm_waitall(c, k, req, what);
+    if (!sim_build()) comm_waitall(c, k, req, what);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 #include "comm.h"
 
@@ -69,12 +70,11 @@ void comm_mp_gather(void *ctx, float *full, const float *local, int B, int R, co
     }
     double t0 = now_s();
     MPI_Request req = MPI_REQUEST_NULL;
-#ifdef DSGD_SIM
-    MPI_CHECK(c, MPI_Allgatherv(local, g->counts[c->rank], MPI_FLOAT, g->stage, g->counts, g->displs, MPI_FLOAT, c->world));
-#else
-    MPI_CHECK(c, MPI_Iallgatherv(local, g->counts[c->rank], MPI_FLOAT, g->stage, g->counts, g->displs, MPI_FLOAT,
-                                 c->world, &req));
-#endif
+    if (sim_build())
+        MPI_CHECK(c, MPI_Allgatherv(local, g->counts[c->rank], MPI_FLOAT, g->stage, g->counts, g->displs, MPI_FLOAT, c->world));
+    else
+        MPI_CHECK(c, MPI_Iallgatherv(local, g->counts[c->rank], MPI_FLOAT, g->stage, g->counts, g->displs, MPI_FLOAT,
+                                     c->world, &req));
     c->comm_s += now_s() - t0;
     comm_waitall(c, 1, &req, "the model-parallel activation gather");
     c->bytes_sent += (uint64_t)g->counts[c->rank] * sizeof(float) * (uint64_t)(M - 1);

@@ -5,9 +5,7 @@
 
 #include "data.h"
 
-#ifdef DSGD_SIM
-#include <smpi/smpi.h>
-#endif
+#include "../util/sim.h"
 
 #define DEBIAN_DATASETS "/usr/share/datasets"
 
@@ -291,30 +289,34 @@ static int dataset_load_own(const char *spec, int flags, dataset_t *train, datas
     return -1;
 }
 
-#ifdef DSGD_SIM
-/* One load per spec and flags for the whole simulation: SMPI_SHARED_CALL
+/* One load per spec and flags for the whole simulation: sim_shared_call
  * runs it for the first rank that asks and hands the same result to every
  * other rank (simulated ranks are threads of one process). Ranks only read
  * it. */
 typedef struct shared_load {
     int rc;
+    const char *spec;
+    int flags;
     dataset_t train, test;
     char err[1024];
 } shared_load_t;
 
-static shared_load_t *dataset_load_once(const char *spec, int flags)
+static void *dataset_load_once(void *arg)
 {
+    const shared_load_t *in = arg;
     shared_load_t *s = xcalloc(1, sizeof *s);
-    s->rc = dataset_load_own(spec, flags, &s->train, &s->test, s->err, sizeof s->err);
+    s->rc = dataset_load_own(in->spec, in->flags, &s->train, &s->test, s->err, sizeof s->err);
     s->train.shared = s->test.shared = 1;
     return s;
 }
 
 int dataset_load(const char *spec, int flags, dataset_t *train, dataset_t *test, char *err, size_t errlen)
 {
+    if (!sim_build()) return dataset_load_own(spec, flags, train, test, err, errlen);
     char key[4200];
     snprintf(key, sizeof key, "%d:%s", flags, spec);
-    const shared_load_t *s = SMPI_SHARED_CALL(dataset_load_once, key, spec, flags);
+    shared_load_t in = { .spec = spec, .flags = flags };
+    const shared_load_t *s = sim_shared_call("dataset_load_once", key, dataset_load_once, &in);
     if (s->rc != 0) {
         memset(train, 0, sizeof *train);
         memset(test, 0, sizeof *test);
@@ -325,12 +327,6 @@ int dataset_load(const char *spec, int flags, dataset_t *train, dataset_t *test,
     *test = s->test;
     return 0;
 }
-#else
-int dataset_load(const char *spec, int flags, dataset_t *train, dataset_t *test, char *err, size_t errlen)
-{
-    return dataset_load_own(spec, flags, train, test, err, errlen);
-}
-#endif
 
 /* ---- partitions ---- */
 

@@ -6,7 +6,7 @@
  * batch at a time, through a 256-entry table that holds exactly the float
  * each loader has always produced for each byte value.
  *
- * Under SimGrid (DSGD_SIM) all simulated ranks live in one process: the first
+ * In the simulated build (util/sim.h) all simulated ranks live in one process: the first
  * rank to load a dataset loads it, the others share that read-only copy.
  *
  * --data accepts:

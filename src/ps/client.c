@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 #include "ps.h"
 
@@ -174,14 +175,15 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
     comm_t *c = pc->comm;
     double t0 = now_s();
     if (pc->worker != 0) limit += pc->cfg->timeout_s + 5;
-#ifdef DSGD_SIM
-    /* simulated shards never die, and every failed test would be a simulated
-     * event: a polling worker costs the simulator more than its computation */
-    if (MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-        die("%s failed: a server shard is unreachable; stopping", what);
-    c->comm_s += now_s() - t0;
-    return;
-#endif
+    if (sim_build()) {
+        /* simulated shards never die, and every failed test would be a
+         * simulated event: a polling worker costs the simulator more than
+         * its computation */
+        if (sim_waitall(n, reqs) != MPI_SUCCESS)
+            die("%s failed: a server shard is unreachable; stopping", what);
+        c->comm_s += now_s() - t0;
+        return;
+    }
     /* A reply in flight moves only while this worker is in an MPI call
      * (the shared-memory transport hands a large message over in fragments
      * that the receiver must take), so the worker yields but does not sleep
@@ -443,12 +445,12 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
     double last = now_s();
     int all = 0;
     comm_idle_t idle = comm_idle_start(pc->comm);
-#ifdef DSGD_SIM
-    /* shards do not send keep-alives in simulation (see the shard loop) */
-    if (MPI_Waitall(S, pc->pull_req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-        die("waiting for the final parameters failed: a server shard is unreachable; stopping");
-    all = 1;
-#endif
+    if (sim_build()) {
+        /* shards do not send keep-alives in simulation (see the shard loop) */
+        if (sim_waitall(S, pc->pull_req) != MPI_SUCCESS)
+            die("waiting for the final parameters failed: a server shard is unreachable; stopping");
+        all = 1;
+    }
     while (!all) {
         if (comm_testall(S, pc->pull_req, &all) != MPI_SUCCESS) {
             if (take_notice(pc)) break;

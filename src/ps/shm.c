@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 #include "ps.h"
 
@@ -28,7 +29,6 @@ int ps_transport_parse(const char *s, ps_transport_t *out)
     return 0;
 }
 
-#ifndef DSGD_SIM
 /* Each buffer starts on its own page (no two ranks write one cache line). */
 static size_t stride_of(size_t floats) { return comm_window_bytes(floats * sizeof(float)); }
 
@@ -41,15 +41,10 @@ static size_t slice_of(size_t nparams, int servers, int k)
     return n;
 }
 
-#endif
-
 ps_shm_t *ps_shm_open(comm_t *c, int servers, int workers, size_t nparams, ps_transport_t mode)
 {
-#ifdef DSGD_SIM
-    (void)c; (void)servers; (void)workers; (void)nparams; (void)mode;
-    return NULL;
-#else
-    if (mode == PS_MESSAGES || c->size != servers + workers) return NULL;
+    /* the simulated build passes messages only (shm.h) */
+    if (sim_build() || mode == PS_MESSAGES || c->size != servers + workers) return NULL;
     MPI_Comm host;
     MPI_CHECK(c, MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &host));
     /* which world ranks share this host, and their ranks in it */
@@ -137,7 +132,6 @@ ps_shm_t *ps_shm_open(comm_t *c, int servers, int workers, size_t nparams, ps_tr
     comm_keep_window(c, m->win, host);
     free(all); free(at);
     return m;
-#endif
 }
 
 void ps_shm_close(ps_shm_t *m)

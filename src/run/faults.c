@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../util/util.h"
 
@@ -35,12 +36,35 @@ static int parse_transient(faults_t *f, const char *spec, int wrank, int nworker
     return 0;
 }
 
+/* one item of --fail: W@S[:publishing|:freeze] or dump-state:PREFIX */
+static int parse_fail(faults_t *f, char *tok, const char *fail, int wrank, int nworkers, char *err, size_t errlen)
+{
+    if (strncmp(tok, "dump-state:", 11) == 0 && tok[11]) {
+        snprintf(f->dump_prefix, sizeof f->dump_prefix, "%s", tok + 11);
+        return 0;
+    }
+    char *at = strchr(tok, '@'), *how = at ? strchr(at, ':') : NULL;
+    long rank, step;
+    if (how) *how++ = 0;
+    if (!at || (*at = 0, parse_long(tok, &rank)) || parse_long(at + 1, &step) || step < 0 || rank < 0 ||
+        rank >= nworkers || (how && strcmp(how, "publishing") && strcmp(how, "freeze"))) {
+        snprintf(err, errlen, "bad --fail '%s'; want W@S with worker index 0 <= W < %d and step S >= 0, e.g. %d@50 "
+                 "(gossip also W@S:publishing, W@S:freeze)", fail, nworkers, nworkers - 1);
+        return -1;
+    }
+    if (rank != wrank) return 0;
+    if (!how) f->fail_step = step;
+    else if (!strcmp(how, "publishing")) f->publishing_step = step;
+    else f->freeze_step = step;
+    return 0;
+}
+
 int faults_parse(faults_t *f, const char *slowdown, const char *fail, int wrank, int nworkers,
                  uint64_t seed, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
     f->slowdown = 1.0;
-    f->fail_step = -1;
+    f->fail_step = f->publishing_step = f->freeze_step = -1;
     char buf[512];
     if (strncmp(slowdown, "transient:", 10) == 0) {
         if (parse_transient(f, slowdown, wrank, nworkers, seed, err, errlen) != 0) return -1;
@@ -73,17 +97,8 @@ int faults_parse(faults_t *f, const char *slowdown, const char *fail, int wrank,
     }
     if (*fail) {
         snprintf(buf, sizeof buf, "%s", fail);
-        for (char *s = buf, *tok; (tok = strsep(&s, ",")) != NULL;) {
-            char *at = strchr(tok, '@');
-            long rank, step;
-            if (!at || (*at = 0, parse_long(tok, &rank)) || parse_long(at + 1, &step) || step < 0 ||
-                rank < 0 || rank >= nworkers) {
-                snprintf(err, errlen, "bad --fail '%s'; want W@S with worker index 0 <= W < %d and step S >= 0, e.g. %d@50",
-                         fail, nworkers, nworkers - 1);
-                return -1;
-            }
-            if (rank == wrank) f->fail_step = step;
-        }
+        for (char *s = buf, *tok; (tok = strsep(&s, ",")) != NULL;)
+            if (parse_fail(f, tok, fail, wrank, nworkers, err, errlen) != 0) return -1;
     }
     return 0;
 }
@@ -117,4 +132,32 @@ void faults_delay(faults_t *f, double compute_s, double now)
     double d = (F - 1.0) * compute_s;
     struct timespec ts = { .tv_sec = (time_t)d, .tv_nsec = (long)((d - floor(d)) * 1e9) };
     nanosleep(&ts, NULL);
+}
+
+void faults_exit_if_due(const faults_t *f, long step, const char *who, int index, int rank, const char *when)
+{
+    if (step != f->fail_step) return;
+    fprintf(stderr, "dsgd: %s %d (rank %d) exits %s %ld as --fail asked\n", who, index, rank, when, step);
+    fflush(stderr);
+    _exit(3);   /* abrupt: no goodbye to the peers */
+}
+
+int faults_should_die_publishing(const faults_t *f, long step) { return step == f->publishing_step; }
+
+int faults_should_freeze(faults_t *f, long step)
+{
+    if (step != f->freeze_step) return 0;
+    f->freeze_step = -1;
+    return 1;
+}
+
+void faults_dump_state(const faults_t *f, int rank, const float *state, size_t n)
+{
+    if (!f->dump_prefix[0] || !n) return;
+    char path[300];
+    snprintf(path, sizeof path, "%s.%d", f->dump_prefix, rank);
+    FILE *out = fopen(path, "wb");
+    if (!out) return;
+    fwrite(state, sizeof(float), n, out);
+    fclose(out);
 }

@@ -11,7 +11,22 @@
  *                             per worker from --seed, and the first state is
  *                             slow with probability SLOW/(SLOW+FAST) (the
  *                             share of time slowed is that from the start)
- *   --fail R@S[,R@S...]       worker R exits abruptly at its step S
+ *   --fail W@S[,W@S...]       worker W exits abruptly at its step S
+ *   --fail W@S:publishing     gossip: worker W exits halfway through
+ *                             publishing its step S's parameters, its copy
+ *                             left marked as being written for good (a death
+ *                             that kill -9 lands on only by chance)
+ *   --fail W@S:freeze         gossip: worker W stops itself (SIGSTOP, for
+ *                             whoever runs it to continue) at step S between
+ *                             reading a peer's step and judging how long the
+ *                             peer has been silent: the one moment where its
+ *                             own absence could pass for the peer's
+ *   --fail dump-state:PREFIX  not a fault, for tests: every worker writes its
+ *                             non-trained state (batch normalization's
+ *                             running statistics) as raw floats to
+ *                             PREFIX.RANK after the final evaluation
+ *
+ * The kinds mix in one comma-separated list; PREFIX holds no comma.
  *
  * A slowdown is a delay of (F−1)·(the step's measured compute time) after
  * backward, so it scales with the model and machine. R is the worker index
@@ -29,6 +44,9 @@
 typedef struct faults {
     double slowdown;   /* this worker's factor while slowed (1: none) */
     long fail_step;    /* step at which this worker exits (-1: never) */
+    long publishing_step;   /* gossip: exits while publishing this step (-1: never) */
+    long freeze_step;       /* gossip: stops itself between a read and its judgement at this step (-1: never) */
+    char dump_prefix[256];  /* dump-state's PREFIX ("": none) */
     /* a transient schedule: this worker's state, switched at next_switch */
     int transient;     /* 1: the factor applies only within slowed intervals */
     double slow_s, fast_s;   /* the intervals' means, seconds */
@@ -48,5 +66,16 @@ double faults_factor(faults_t *f, double now);
 /* Sleep (F−1)·compute_s where F is the factor at clock `now`; counts the
  * step. No-op when F = 1. */
 void faults_delay(faults_t *f, double compute_s, double now);
+/* --fail W@S: at `step` == S this worker exits abruptly (status 3, no
+ * goodbye to its peers) after one line, "dsgd: WHO INDEX (rank RANK) exits
+ * WHEN STEP as --fail asked" (WHEN: "at step", "before its portion"). */
+void faults_exit_if_due(const faults_t *f, long step, const char *who, int index, int rank, const char *when);
+/* W@S:publishing: this worker is to die halfway through publishing `step`. */
+int faults_should_die_publishing(const faults_t *f, long step);
+/* W@S:freeze: this worker is to stop itself now, at `step`; once. */
+int faults_should_freeze(faults_t *f, long step);
+/* dump-state:PREFIX: writes the n floats of `state` to PREFIX.RANK (quietly
+ * nothing without it, or when the file cannot be written). */
+void faults_dump_state(const faults_t *f, int rank, const float *state, size_t n);
 
 #endif

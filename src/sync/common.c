@@ -21,12 +21,12 @@ int sync_bcast_params(run_t *r)
     return 0;
 }
 
-void sync_average_params(run_t *r, float weight, const char *what)
+void sync_average_params(run_t *r, float *dst, float weight, const char *what)
 {
-    float *w = r->model->params;   /* the state follows in the same allocation */
+    const float *w = r->model->params;   /* the state follows in the same allocation */
     const size_t n = r->model->nparams + r->model->nstate;
-    for (size_t i = 0; i < n; i++) w[i] *= weight;
-    comm_allreduce_sum(r->dp, w, n, what);
+    for (size_t i = 0; i < n; i++) dst[i] = w[i] * weight;
+    comm_allreduce_sum(r->dp, dst, n, what);
 }
 
 /* ---- every worker's state in a checkpoint (collective paradigms) ---- */

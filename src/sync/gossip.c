@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 #include "gossip.h"
 
@@ -72,7 +73,6 @@ static int gossip_init(run_t *r)
     g->mixed_step = xcalloc((size_t)N, sizeof(int64_t));
     double now = gossip_awake_now(r, g);
     for (int j = 0; j < N; j++) { g->alive[j] = 1; g->seen_step[j] = g->mixed_step[j] = -1; g->seen_time[j] = now; }
-    gossip_test_hooks(r, g);
     for (int k = 0; k < NSEND; k++) { g->sbuf[k] = xmalloc(g->n * sizeof(float)); g->sreq[k] = MPI_REQUEST_NULL; }
     if (r->lead) g->avg = xalloc_floats(g->n);
     gossip_window_open(r, g);
@@ -94,9 +94,7 @@ static void step_pull(run_t *r, gossip_t *g)
         if (j < 0) return;
         int64_t step;
         int got = gossip_read_peer(r, g, j, &step);
-#ifndef DSGD_SIM
-        if (r->step == g->stop_judging) { g->stop_judging = -1; raise(SIGSTOP); }
-#endif
+        if (!sim_build() && faults_should_freeze(r->faults, r->step)) raise(SIGSTOP);   /* --fail W@S:freeze */
         if (got < 0) continue;
         /* a peer that has finished (a rank that evaluates runs behind) is
          * not dead: nothing new to mix, and the lead still awaits it */

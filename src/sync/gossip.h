@@ -59,8 +59,6 @@ typedef struct gossip {
     float *saved;            /* (ranks, n) lead, pull/push: the replicas read for a checkpoint */
     float *saved_avg;        /* (n) their mean */
     ckpt_tensor_t tensor;
-    int64_t die_publishing;  /* test hook: exit while publishing this step (-1: never) */
-    int64_t stop_judging;    /* test hook: stop (SIGSTOP) between reading a peer and judging it, at this step */
     int64_t fin_step;        /* "alive after all", to the lead (sent from here) */
     double last_step_t;      /* when the last step began: a gap past --timeout was a freeze */
     double revive_t;         /* the lead: when it last looked for a frozen peer's word */
@@ -72,7 +70,6 @@ typedef struct gossip {
  * post a receive for each, mix (sum into g->mix; first: the first one
  * replaces it) those that are complete, declare dead a sender whose message
  * stays incomplete for --timeout. Returns how many were mixed. */
-void gossip_test_hooks(run_t *r, gossip_t *g);
 void gossip_window_open(run_t *r, gossip_t *g);
 void gossip_window_close(gossip_t *g);
 double gossip_awake_now(const run_t *r, gossip_t *g);

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 #include "gossip.h"
 
@@ -113,11 +114,9 @@ void gossip_finish(run_t *r)
             comm_idle(&idle);
         }
     }
-#ifdef DSGD_SIM
     /* nobody dies in simulation, and polling a peer's window until it has
      * finished costs the simulator a 1 MB read per poll: wait for all once */
-    MPI_Barrier(r->comm->world);
-#endif
+    if (sim_build()) MPI_Barrier(r->comm->world);
     if (r->lead) {
         gossip_lead_final(r, g);
     } else {

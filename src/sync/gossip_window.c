@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 #include "gossip.h"
 #include "rules.h"
@@ -46,7 +47,7 @@ void gossip_publish(run_t *r, gossip_t *g, int64_t step)
     volatile int64_t *hdr = (volatile int64_t *)g->pub;
     hdr[1] = ++g->seq;                                   /* odd: writing */
     MPI_CHECK(r->comm, MPI_Win_sync(g->win));
-    if (step == g->die_publishing) _exit(3);   /* a death mid-copy, as kill -9 can cause */
+    if (faults_should_die_publishing(r->faults, step)) _exit(3);   /* a death mid-copy, as kill -9 can cause */
     memcpy(g->pub + sizeof(published_t), r->model->params, g->n * sizeof(float));
     hdr[0] = step;
     MPI_CHECK(r->comm, MPI_Win_sync(g->win));
@@ -59,7 +60,6 @@ void gossip_publish(run_t *r, gossip_t *g, int64_t step)
  * around each read (twice the --timeout and more, so it never fires before
  * the read's own deadline) turns that hang into a one-line error. (Not
  * under SimGrid, whose simulated ranks share one process.) */
-#ifndef DSGD_SIM
 static void rma_stuck(int sig)
 {
     static const char msg[] = "dsgd: error: a one-sided read of a gossip peer's parameters did not complete within "
@@ -70,41 +70,15 @@ static void rma_stuck(int sig)
     (void)sig;
     _exit(1);
 }
-#endif
 
 static void watchdog(const run_t *r, int on)
 {
-#ifndef DSGD_SIM
-    alarm(on ? (unsigned)ceil(2 * r->cfg->timeout + 5) : 0);
-#else
-    (void)r; (void)on;
-#endif
-}
-
-void gossip_test_hooks(run_t *r, gossip_t *g)
-{
-    int die_rank;
-    long die_step;
-    /* DSGD_TEST_DIE_PUBLISHING=R@S: rank R exits halfway through publishing
-     * step S, leaving its copy marked as being written forever (the tests'
-     * way to place a death where kill -9 lands only by chance) */
-    g->die_publishing = -1;
-    const char *die = getenv("DSGD_TEST_DIE_PUBLISHING");
-    if (die && sscanf(die, "%d@%ld", &die_rank, &die_step) == 2 && die_rank == r->comm->rank) g->die_publishing = die_step;
-    /* DSGD_TEST_STOP_JUDGING=R@S: rank R stops itself (SIGSTOP, for the test
-     * to continue) at step S between reading a peer's step and judging how
-     * long it has been silent: a freeze at the one moment where a rank's
-     * own absence could pass for its peer's */
-    g->stop_judging = -1;
-    const char *stop = getenv("DSGD_TEST_STOP_JUDGING");
-    if (stop && sscanf(stop, "%d@%ld", &die_rank, &die_step) == 2 && die_rank == r->comm->rank) g->stop_judging = die_step;
+    if (!sim_build()) alarm(on ? (unsigned)ceil(2 * r->cfg->timeout + 5) : 0);
 }
 
 void gossip_window_open(run_t *r, gossip_t *g)
 {
-#ifndef DSGD_SIM
-    signal(SIGALRM, rma_stuck);
-#endif
+    if (!sim_build()) signal(SIGALRM, rma_stuck);
     /* MPI_Win_allocate lets the MPI place the window (Open MPI's shared-memory
      * one-sided component only serves windows it allocates itself) */
     MPI_CHECK(r->comm, MPI_Win_allocate((MPI_Aint)comm_window_bytes(g->bytes), 1, MPI_INFO_NULL, r->comm->world, &g->pub, &g->win));
@@ -242,9 +216,7 @@ int gossip_drain_inbox(run_t *r, gossip_t *g, int first)
         in->src = st.MPI_SOURCE;
         in->since = gossip_awake_now(r, g);
         MPI_CHECK(r->comm, MPI_Irecv(in->buf, (int)g->n, MPI_FLOAT, in->src, TAG_GOSSIP, r->comm->world, &in->req));
-#ifdef DSGD_SIM
-        MPI_Wait(&in->req, MPI_STATUS_IGNORE);   /* nobody dies in simulation: one event, not a poll per step */
-#endif
+        if (sim_build()) MPI_Wait(&in->req, MPI_STATUS_IGNORE);   /* nobody dies in simulation: one event, not a poll per step */
     }
     /* mix what has come in whole; a message still incomplete after --timeout
      * (of this rank's awake time) is a dead sender's */
@@ -283,7 +255,7 @@ int gossip_drain_inbox(run_t *r, gossip_t *g, int first)
  * the goodbye). Nobody freezes in simulation. */
 void gossip_tell_alive(run_t *r, gossip_t *g)
 {
-#ifndef DSGD_SIM
+    if (sim_build()) return;
     const int me = r->comm->rank;
     int lead = 0;
     while (lead < me && !g->alive[lead]) lead++;
@@ -291,14 +263,11 @@ void gossip_tell_alive(run_t *r, gossip_t *g)
     MPI_Request f;
     g->fin_step = r->step;
     if (MPI_Isend(&g->fin_step, 1, MPI_INT64_T, lead, TAG_GOSSIP_FIN, r->comm->world, &f) == MPI_SUCCESS) MPI_Request_free(&f);
-#else
-    (void)r; (void)g;
-#endif
 }
 
 void gossip_revive_frozen(run_t *r, gossip_t *g)
 {
-#ifndef DSGD_SIM
+    if (sim_build()) return;
     const int N = r->comm->size, me = r->comm->rank;
     for (int j = 0; j < N && g->dead > 0; j++) {
         int flag = 0;
@@ -313,7 +282,4 @@ void gossip_revive_frozen(run_t *r, gossip_t *g)
                 me, j, (long long)step);
     }
     r->comm->peer_lost = g->dead > 0;
-#else
-    (void)r; (void)g;
-#endif
 }

@@ -89,7 +89,7 @@ static float round_weight(run_t *r, localsgd_t *s)
 static void localsgd_average(run_t *r)
 {
     localsgd_t *s = r->sync_state;
-    sync_average_params(r, round_weight(r, s), "the parameter average");
+    sync_average_params(r, r->model->params, round_weight(r, s), "the parameter average");
     s->rounds++;
 }
 
@@ -100,19 +100,15 @@ static int localsgd_step(run_t *r)
     return 0;
 }
 
-/* Every worker, before an evaluation: θ̄ into avg, by the arithmetic of
- * sync_average_params (so an evaluation mid-round scores exactly the model
- * a run ending there delivers), unless the round has just ended. */
+/* Every worker, before an evaluation: θ̄ into avg, by the round's own
+ * average (so an evaluation mid-round scores exactly the model a run
+ * ending there delivers), unless the round has just ended. */
 static void localsgd_eval_prepare(run_t *r)
 {
     localsgd_t *s = r->sync_state;
     s->eval_avg = r->step % r->cfg->period != 0;
     if (!s->eval_avg) return;
-    const float w = round_weight(r, s);
-    const float *p = r->model->params;   /* the state follows in the same allocation */
-    const size_t n = r->model->nparams + r->model->nstate;
-    for (size_t i = 0; i < n; i++) s->avg[i] = p[i] * w;
-    comm_allreduce_sum(r->dp, s->avg, n, "the evaluated model's average");
+    sync_average_params(r, s->avg, round_weight(r, s), "the evaluated model's average");
 }
 
 /* The lead: the parameters to evaluate, the state after them. */

@@ -123,7 +123,7 @@ static void selsync_finish(run_t *r)
     selsync_t *s = r->sync_state;
     /* the run ends on one model: the replicas' average */
     if (!s->grad_agg || s->syncs < s->steps || r->model->nstate)   /* batch-norm statistics always differ */
-        sync_average_params(r, 1.0f / (float)r->nworkers, "the final parameter average");
+        sync_average_params(r, r->model->params, 1.0f / (float)r->nworkers, "the final parameter average");
 }
 
 /* Between synchronizations the replicas differ, and each worker's gradient

@@ -17,6 +17,7 @@
 #include "../optim/optim.h"
 #include "../run/checkpoint.h"
 #include "../run/config.h"
+#include "../run/faults.h"
 
 typedef struct sync_ops sync_ops_t;
 
@@ -52,6 +53,7 @@ typedef struct run {
     long steps_per_epoch, total_steps;
     float lr;                /* learning rate of the current step */
     float loss;              /* loss of the current batch */
+    faults_t *faults;        /* this worker's --slowdown and --fail (set up before init) */
     int is_worker;           /* runs the worker loop (else ops->serve) */
     int lead;                /* evaluates, prints and writes metrics/checkpoints */
     int server_ckpt;         /* set by layout: the server shards hold the global model and optimizer
@@ -156,9 +158,10 @@ struct sync_ops {
 /* Helpers shared by the collective paradigms (common.c). */
 int  sync_layout_all_workers(run_t *r);      /* every rank is a worker; rank 0 leads */
 int  sync_bcast_params(run_t *r);            /* rank 0's initial parameters to all */
-/* params := Σ_i weight_i · params_i over all ranks (weight 1/N: the mean),
- * and the state vector (batch-norm statistics) with them. */
-void sync_average_params(run_t *r, float weight, const char *what);
+/* dst := Σ_i weight_i · params_i over all ranks (weight 1/N: the mean),
+ * and the state vector (batch-norm statistics) after them: dst holds
+ * nparams + nstate floats, and may be r->model->params itself. */
+void sync_average_params(run_t *r, float *dst, float weight, const char *what);
 
 /* Every worker's state in a checkpoint, for the collective paradigms: each
  * vector is gathered on the lead (rank 0) as a [workers, n] tensor. Call

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 
 /* Per-rank figures gathered at the end, in this order. */
@@ -34,15 +35,16 @@ void bounds_start(bounds_t *b, run_t *r)
         b->workers[j] &= 1;
     }
     b->t_start = now_s();
-#ifdef DSGD_SIM
-    /* One simulated clock: ranks leave the all-gather at different instants,
-     * so each would measure the limit from its own origin, and a rank that
-     * stops on its replica's verdict (--model-parallel) could leave a few
-     * microseconds before the limit by its own. The latest exit is the
-     * origin of every rank. (Real hosts' clocks cannot be compared so.) */
-    double t0 = b->t_start;
-    MPI_CHECK(r->comm, MPI_Allreduce(&t0, &b->t_start, 1, MPI_DOUBLE, MPI_MAX, r->comm->world));
-#endif
+    if (sim_build()) {
+        /* One simulated clock: ranks leave the all-gather at different
+         * instants, so each would measure the limit from its own origin, and
+         * a rank that stops on its replica's verdict (--model-parallel) could
+         * leave a few microseconds before the limit by its own. The latest
+         * exit is the origin of every rank. (Real hosts' clocks cannot be
+         * compared so.) */
+        double t0 = b->t_start;
+        MPI_CHECK(r->comm, MPI_Allreduce(&t0, &b->t_start, 1, MPI_DOUBLE, MPI_MAX, r->comm->world));
+    }
     b->next_eval = b->every_s;
 }
 
@@ -148,13 +150,13 @@ void bounds_gather(bounds_t *b, run_t *r, long steps, long samples, double train
     const int N = r->comm->size;
     double mine[NF] = { r->is_worker, r->wrank, r->mp_index, (double)steps, (double)samples, train_s, b->stop_s, b->last_step_s };
     b->all = xcalloc((size_t)N * NF, sizeof(double));
-#ifdef DSGD_SIM
-    MPI_CHECK(r->comm, MPI_Allgather(mine, NF, MPI_DOUBLE, b->all, NF, MPI_DOUBLE, r->comm->world));
-#else
-    MPI_Request q;
-    MPI_CHECK(r->comm, MPI_Iallgather(mine, NF, MPI_DOUBLE, b->all, NF, MPI_DOUBLE, r->comm->world, &q));
-    comm_waitall(r->comm, 1, &q, "gathering the per-worker figures");
-#endif
+    if (sim_build()) {
+        MPI_CHECK(r->comm, MPI_Allgather(mine, NF, MPI_DOUBLE, b->all, NF, MPI_DOUBLE, r->comm->world));
+    } else {
+        MPI_Request q;
+        MPI_CHECK(r->comm, MPI_Iallgather(mine, NF, MPI_DOUBLE, b->all, NF, MPI_DOUBLE, r->comm->world, &q));
+        comm_waitall(r->comm, 1, &q, "gathering the per-worker figures");
+    }
     b->gathered = 1;
 }
 

@@ -43,7 +43,8 @@ typedef struct bounds {
     long ttt_step;
     double prev_check;               /* when this rank took its previous stop decision */
     double stop_s, last_step_s;      /* when this rank left the loop; its last step (decision to decision) */
-    double check_s;                  /* seconds in the stop decisions' all-reduces (in its comm_s too) */
+    double check_s;                  /* seconds in the stop decisions' all-reduces (in its comm_s too), and
+                                        in the preemption decisions' within the training time (train.c) */
     double sync_done_s, final_eval_s;/* lead: when finish returned; when the final evaluation began */
     double *all;                     /* (world size, BOUNDS_FIELDS) gathered per-rank figures */
     int gathered;

@@ -5,11 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 #include "record.h"
 
-/* A run-time failure after the metrics file is open: remove the partial
- * file, then stop every rank. */
 void __attribute__((noreturn, format(printf, 2, 3))) run_abort(metrics_t *mx, const char *fmt, ...)
 {
     char msg[1024];
@@ -62,9 +61,6 @@ void diverge_notify(run_t *r, diverge_watch_t *dw, int lead_rank, const char *wh
     }
 }
 
-/* The lead looks at most every 50 ms: a probe makes MPI poll its
- * transports, which costs a step of a small model several times its time
- * (and SimGrid charges each probe simulated time). */
 int diverge_check_due(double *last, double now)
 {
     if (now - *last < 0.05) return 0;
@@ -72,7 +68,6 @@ int diverge_check_due(double *last, double now)
     return 1;
 }
 
-/* On the lead: a worker's notice, if one has arrived, ends the run. */
 void diverge_heard(run_t *r, metrics_t *mx)
 {
     int flag = 0;
@@ -85,7 +80,6 @@ void diverge_heard(run_t *r, metrics_t *mx)
     run_diverged_at(r, mx, note, "%s", n + 1 < NOTICE_LEN ? note + n + 1 : "");
 }
 
-/* 1 if every parameter is finite */
 int params_finite(const model_t *m)
 {
     int ok = 1;
@@ -93,9 +87,6 @@ int params_finite(const model_t *m)
     return ok;
 }
 
-/* The lead worker was lost and this worker is next in line (parameter-server
- * paradigms): it evaluates from now on, and continues the dead lead's
- * metrics file with a takeover event, so the run's record is not lost. */
 void take_lead(run_t *r, metrics_t *mx, const config_t *cfg, double t0)
 {
     char err[512];
@@ -112,9 +103,6 @@ void take_lead(run_t *r, metrics_t *mx, const config_t *cfg, double t0)
     fflush(stderr);
 }
 
-/* Evicted after a silence past --timeout (frozen, not dead): the servers
- * went on without this worker. It says so in one line and stops; a former
- * lead leaves the metrics file to the worker that took it over. */
 void leave_evicted(run_t *r, metrics_t *mx, const config_t *cfg)
 {
     const comm_t *comm = r->comm;
@@ -131,22 +119,14 @@ void leave_evicted(run_t *r, metrics_t *mx, const config_t *cfg)
 
 /* ---- preemption (guards.h) ---- */
 
-/* Where the preemption came from, for the lead's lines. */
 const char *preempt_source(void)
 {
     return comm_preempt_signal() ? comm_preempt_name() : "a signal to another rank of the job";
 }
 
-/* After step r->step: 1 if the loop stops for a preemption signal (every
- * worker of a lockstep paradigm returns the same). *probed: when the lead
- * last looked for a notice; *told: the paradigm's stop has been announced;
- * *waited: seconds in the decision's all-reduce, added. */
 int preempt_due(run_t *r, const bounds_t *b, double *probed, int *told, double *waited)
 {
-#ifdef DSGD_SIM
-    (void)r; (void)b; (void)probed; (void)told; (void)waited;
-    return 0;
-#else
+    if (sim_build()) return 0;   /* nobody is preempted in simulation */
     comm_t *c = r->comm;
     if (!comm_preempt_signal() && c->stop_heard != COMM_STOP_PREEMPT && r->lead && c->size > 1 &&
         diverge_check_due(probed, now_s()) && comm_preempt_heard(c))
@@ -165,7 +145,6 @@ int preempt_due(run_t *r, const bounds_t *b, double *probed, int *told, double *
         *told = 1;
     }
     return f;
-#endif
 }
 
 void __attribute__((noreturn)) run_save_failed(const run_t *r, metrics_t *mx)
@@ -174,10 +153,6 @@ void __attribute__((noreturn)) run_save_failed(const run_t *r, metrics_t *mx)
     die("%s; the previous checkpoint, if any, is kept, and so is the metrics record", r->err);
 }
 
-/* The same when the parameter-server shard that writes the checkpoints
- * failed (it says so in the replies, COMM_STOP_SAVE_FAILED, and has
- * printed the job's one line): the lead keeps the record and stops the
- * job; the other workers go on until it does. */
 void servers_save_failed(run_t *r, metrics_t *mx)
 {
     if (r->comm->stop_heard != COMM_STOP_SAVE_FAILED || !r->lead) return;

@@ -77,12 +77,13 @@ void __attribute__((noreturn)) run_save_failed(const run_t *r, metrics_t *mx);
  * job; the other workers go on until it does. */
 void servers_save_failed(run_t *r, metrics_t *mx);
 
-/* The lead worker was lost and this worker is next in line: it evaluates
- * from now on and continues the dead lead's metrics with a takeover event. */
+/* The lead worker was lost and this worker is next in line (parameter-server
+ * paradigms): it evaluates from now on, and continues the dead lead's
+ * metrics file with a takeover event, so the run's record is not lost. */
 void take_lead(run_t *r, metrics_t *mx, const config_t *cfg, double t0);
-/* Evicted after a silence past --timeout (frozen, not dead): this worker
- * says so in one line and stops training; a former lead leaves the
- * metrics to the worker that took them over. */
+/* Evicted after a silence past --timeout (frozen, not dead): the servers
+ * went on without this worker. It says so in one line and stops training;
+ * a former lead leaves the metrics file to the worker that took it over. */
 void leave_evicted(run_t *r, metrics_t *mx, const config_t *cfg);
 
 #endif

@@ -20,7 +20,6 @@ typedef struct loop {
     double train_s, compute_s;   /* stepping (all of it); computing the batch's gradient */
     double step_comm_s;          /* in or waiting for communication within train_s (the final synchronization too) */
     double update_s;             /* the paradigm's step outside its communication (the optimizer update, averaging arithmetic) */
-    double check_s;              /* of step_comm_s: the preemption decisions' all-reduces (the bounds' are in bounds_t) */
     double loss_sum, seg_t;      /* since the last evaluation: training loss, time */
     long loss_n, seg_samples;
     int tty, beat, leading;      /* a live line; heartbeats; this rank has led */

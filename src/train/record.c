@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../util/blas.h"
+#include "../util/sim.h"
 #include "../util/util.h"
 
 /* The done event's first fields; the caller adds its own and ends it. */
@@ -102,13 +103,8 @@ int open_record(run_t *r, metrics_t *mx, double t0)
     metrics_double(mx, "wake_us", comm->wake_s * 1e6);
     metrics_double(mx, "poll_us", (comm->wait_spin ? 50e-6 : comm->poll_s) * 1e6);
     metrics_long(mx, "oversubscribed", comm->oversubscribed);
-#ifdef DSGD_SIM
-    metrics_str(mx, "clock", "simulated");   /* times are simulated seconds (dsgd-plot says so) */
-    /* the simulated cluster: hosts, link, topology, compute scale, slow hosts, eager limit (scripts/dsgd-sim) */
-    metrics_object(mx, "platform", getenv("DSGD_SIM_PLATFORM"));
-#else
-    metrics_str(mx, "clock", "real");
-#endif
+    metrics_str(mx, "clock", sim_build() ? "simulated" : "real");   /* simulated: times are simulated seconds (dsgd-plot says so) */
+    if (sim_build()) metrics_object(mx, "platform", sim_platform());   /* the simulated cluster (scripts/dsgd-sim) */
     metrics_end(mx);
     return continued;
 }
@@ -197,9 +193,8 @@ void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, const e
     metrics_long(mx, "collectives", (long)colls);
     metrics_double(mx, "comm_s", comm_s);
     /* of which within the training time, and of that the stop decisions */
-    const double stop_check_s = bd->check_s + L->check_s;
     metrics_double(mx, "train_comm_s", L->step_comm_s);
-    metrics_double(mx, "stop_check_s", stop_check_s);
+    metrics_double(mx, "stop_check_s", bd->check_s);
     /* the regime: computing against communicating (or waiting for it), per
      * step of the lead; a paradigm whose step draws its own samples
      * (Sandblaster's coordinator) computes nothing here */
@@ -214,7 +209,7 @@ void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, const e
         const double T = L->train_s;
         if (!L->own_data) metrics_double(mx, "compute_share", L->compute_s / T);
         metrics_double(mx, "comm_share", L->step_comm_s / T);
-        metrics_double(mx, "stop_check_share", stop_check_s / T);
+        metrics_double(mx, "stop_check_share", bd->check_s / T);
         metrics_double(mx, "update_share", L->update_s / T);
         metrics_double(mx, "other_share", (T - L->compute_s - L->step_comm_s - L->update_s) / T);
     }

@@ -149,6 +149,7 @@ void setup(run_t *r, const config_t *cfg, comm_t *comm, ckpt_t *resume, faults_t
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
     r->comm = comm;
+    r->faults = faults;
     optim_cfg_t oc;
     part_kind_t pk;
     comm->timeout_s = cfg->timeout;

@@ -21,21 +21,6 @@
 #include "record.h"
 #include "setup.h"
 
-/* DSGD_TEST_BN_DUMP=PREFIX: every worker writes its state vector (batch-norm
- * running statistics) as raw floats to PREFIX.RANK after the final
- * evaluation, so that a test can compare the replicas' statistics. */
-static void dump_state_for_tests(const run_t *r)
-{
-    const char *prefix = getenv("DSGD_TEST_BN_DUMP");
-    if (!prefix || !r->model->nstate) return;
-    char path[512];
-    snprintf(path, sizeof path, "%s.%d", prefix, r->comm->rank);
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
-    fwrite(r->model->state, sizeof(float), r->model->nstate, f);
-    fclose(f);
-}
-
 static void loop_start(loop_t *L, run_t *r, double t0)
 {
     const config_t *cfg = r->cfg;
@@ -177,7 +162,7 @@ static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluato
         if (idle_tail) L->t_stop = te;
         return 1;
     }
-    if (idle_tail && !L->tty) L->t_carry = te, L->c_carry = ce, L->check_s += pw;
+    if (idle_tail && !L->tty) L->t_carry = te, L->c_carry = ce, bd->check_s += pw;
     return 0;
 }
 
@@ -297,11 +282,7 @@ int train_main(const config_t *cfg, comm_t *comm)
 
     while (r->step < r->total_steps) {
         comm->step = r->step;
-        if (r->step == faults.fail_step && !L.own_data) {
-            fprintf(stderr, "dsgd: worker %d (rank %d) exits at step %ld as --fail asked\n", r->wrank, comm->rank, r->step);
-            fflush(stderr);
-            _exit(3);  /* abrupt: no goodbye to the peers */
-        }
+        if (!L.own_data) faults_exit_if_due(&faults, r->step, "worker", r->wrank, comm->rank, "at step");
         /* the clock is read once per step when nothing happens between
          * steps (see bounds_after_step on why that matters in simulation) */
         const double ts = L.t_carry >= 0 ? L.t_carry : now_s(), cs = L.t_carry >= 0 ? L.c_carry : run_comm_seconds(r);
@@ -325,7 +306,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     }
 
     finish_run(r, &mx, &L, &bd, &ev);
-    dump_state_for_tests(r);
+    faults_dump_state(&faults, comm->rank, r->model->state, r->model->nstate);
     const long steps = r->step - L.start_step;
     bounds_gather(&bd, r, steps, steps * (L.own_data ? L.samples_per_step : (long)r->it->nb), L.train_s);
     comm->on_fault = NULL;   /* from here on a fault is not the run's: it has ended */

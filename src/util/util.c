@@ -1,4 +1,5 @@
 #include "util.h"
+#include "sim.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,22 +39,22 @@ static void __attribute__((noreturn)) die_v(int code, const char *fmt, va_list a
 
 void stop_job(int code, int size)
 {
-#ifdef DSGD_SIM
-    /* SimGrid turns MPI_Abort into a backtrace and status 134; scripts/dsgd-sim
-     * reports this status instead */
-    const char *exit_file = getenv("DSGD_EXIT_FILE");
-    FILE *ef = exit_file ? fopen(exit_file, "w") : NULL;
-    if (ef) { fprintf(ef, "%d\n", code); fclose(ef); }
-#endif
+    if (sim_build()) {
+        /* SimGrid turns MPI_Abort into a backtrace and status 134;
+         * scripts/dsgd-sim reports this status instead */
+        const char *exit_file = getenv("DSGD_EXIT_FILE");
+        FILE *ef = exit_file ? fopen(exit_file, "w") : NULL;
+        if (ef) { fprintf(ef, "%d\n", code); fclose(ef); }
+    }
     if (size > 1) {
-#ifndef DSGD_SIM
-        /* the launcher forwards a rank's output through a pipe and stops
-         * reading it once MPI_Abort reaches it: under MPICH die's one line
-         * was lost once in a CI run. A tenth of a second lets the lines
-         * already written (this rank's or another's) go out first. */
-        struct timespec ts = { 0, 100000000L };
-        nanosleep(&ts, NULL);
-#endif
+        if (!sim_build()) {
+            /* the launcher forwards a rank's output through a pipe and stops
+             * reading it once MPI_Abort reaches it: under MPICH die's one
+             * line was lost once in a CI run. A tenth of a second lets the
+             * lines already written (this rank's or another's) go out first. */
+            struct timespec ts = { 0, 100000000L };
+            nanosleep(&ts, NULL);
+        }
         MPI_Abort(MPI_COMM_WORLD, code);
     }
     exit(code);

@@ -302,12 +302,7 @@ static int replica_run(run_t *r)
             fetch_x(r, t.pass);
             my_pass = t.pass;
         }
-        if (s->started++ == s->faults.fail_step) {
-            fprintf(stderr, "dsgd: replica %d (rank %d) exits before its portion %lld as --fail asked\n", s->me,
-                    r->comm->rank, (long long)(s->started - 1));
-            fflush(stderr);
-            _exit(3);  /* abrupt: no goodbye to the peers */
-        }
+        faults_exit_if_due(&s->faults, s->started++, "replica", s->me, r->comm->rank, "before its portion");
         double t0 = now_s();
         double loss = sb_portion_grad(&s->data, r->model, t.batch, t.portion, s->gp);
         double t1 = now_s();
