@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/sim.h"
 #include "../util/util.h"
 #include "gate.h"
 #include "ps.h"
@@ -283,17 +284,17 @@ static int buffer_busy(shard_t *s, const float *b)
             continue;
         }
         if (s->out_req[j] == MPI_REQUEST_NULL) continue;
-#ifdef DSGD_SIM
-        /* SimGrid 3.32 keeps a message completed by MPI_Test in its
-         * sender's list of activities for good and scans that whole list at
-         * every later completion, so a shard that tests its replies slows
-         * the simulation down quadratically (95% of the time in that scan;
-         * 3.34 fixed it). The simulated shard never tests a reply: a buffer
-         * is busy until send_params waits for the reply of its slot, which
-         * keeps at most 2·workers + 1 buffers. */
-        busy = 1;
-        continue;
-#endif
+        if (sim_build()) {
+            /* SimGrid 3.32 keeps a message completed by MPI_Test in its
+             * sender's list of activities for good and scans that whole list at
+             * every later completion, so a shard that tests its replies slows
+             * the simulation down quadratically (95% of the time in that scan;
+             * 3.34 fixed it). The simulated shard never tests a reply: a buffer
+             * is busy until send_params waits for the reply of its slot, which
+             * keeps at most 2·workers + 1 buffers. */
+            busy = 1;
+            continue;
+        }
         int done = 0;
         MPI_CHECK(s->c, MPI_Test(&s->out_req[j], &done, MPI_STATUS_IGNORE));
         if (done) s->out_from[j] = NULL;
@@ -817,16 +818,17 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     snap_post(s);
     while (!all_finished(s)) {
         int nready = 0;
-#ifdef DSGD_SIM
-        /* simulated workers never die: block instead of polling, which the
-         * simulator would pay for as one event per failed test. Waitany,
-         * not Waitsome: SimGrid's Waitsome tests every request and charges
-         * the cost of a failed test (smpi/test) for each one still open. */
-        MPI_CHECK(c, MPI_Waitany(s->nrreq, s->rreq, &idx[0], &sts[0]));
-        nready = idx[0] == MPI_UNDEFINED ? 0 : 1;
-#else
-        MPI_CHECK(c, MPI_Testsome(s->nrreq, s->rreq, &nready, idx, sts));
-#endif
+        if (sim_build()) {
+            /* simulated workers never die: block instead of polling, which
+             * the simulator would pay for as one event per failed test.
+             * Waitany, not Waitsome: SimGrid's Waitsome tests every request
+             * and charges the cost of a failed test (smpi/test) for each
+             * one still open. */
+            MPI_CHECK(c, MPI_Waitany(s->nrreq, s->rreq, &idx[0], &sts[0]));
+            nready = idx[0] == MPI_UNDEFINED ? 0 : 1;
+        } else {
+            MPI_CHECK(c, MPI_Testsome(s->nrreq, s->rreq, &nready, idx, sts));
+        }
         double now = now_s();
         /* a preemption signal to this shard stops every worker (they see it in their replies) */
         if (comm_preempt_signal() && s->stop_all < COMM_STOP_PREEMPT) s->stop_all = COMM_STOP_PREEMPT;
