@@ -534,8 +534,8 @@ static void hold_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
 {
     worker_state_t *w = &s->ws[p];
     if (w->has_held) die("server shard %d: worker %d pushed twice in one round at staleness 0 (a bug)", s->k, p);
-    if (g == w->slot) {
-        w->held_g = w->slot;
+    if (g != (const float *)(s->in + sizeof(ps_hdr_t))) {   /* in its slot, or an empty push */
+        w->held_g = (float *)g;
     } else {
         unsigned char *spare = w->held ? w->held : xmalloc(msg_bytes(s->n));
         w->held = s->in;
@@ -723,8 +723,8 @@ static int on_message(shard_t *s, int p, int tag, int bytes, double now)
             s->fifo[(s->fifo_head + s->fifo_len++) % cfg->workers] = p;
             next_gradient(s, now);
             return 0;
-        } else {
-            on_gradient(s, p, &h, (float *)(s->in + sizeof h));
+        } else {   /* an empty push: nothing to receive (the receive buffer may be in use) */
+            on_gradient(s, p, &h, w->slot);
         }
         break;
     case PS_PULL:
