@@ -1,0 +1,74 @@
+/* util/par — a worker's threads inside one compute kernel (--threads T).
+ *
+ * Rule (docs/design.md, "Threads"): threads exist only inside a compute
+ * kernel, and all their work is joined before the kernel returns; the
+ * paradigm and communication logic run on the rank's one thread, which
+ * alone calls MPI. A kernel's parallel loop runs over pieces whose
+ * boundaries depend on the shapes only, never on T, and each piece is
+ * computed as the one-thread kernel computes it (one-thread BLAS, the same
+ * vector loops, every sum over the batch in its order), so the result is
+ * the same bits for every T: only which thread computes a piece changes.
+ *
+ * The pool is OpenMP's (GCC's libgomp): a parallel region forks to threads
+ * that persist between regions and joins at its end. Measured on this
+ * 2-core EPYC (bench/par_bench.c): an empty region with 2 threads costs
+ * about 1 us, close to what a hand-written spinning pthread pool costs,
+ * so the mlp's ~10 kernels of a 0.7 ms step pay ~1-2% for it; a region
+ * below PAR_MIN_FLOATS of work runs on the calling thread alone (the if
+ * clause). Its thread count is libgomp's nthreads-var, set once per
+ * process by cpu_compute_setup (util/cpu.h) before any kernel runs and
+ * only read afterwards: the one piece of state, set up once, in the
+ * runtime, not a global of dsgd's. The simulated build (SimGrid runs ranks
+ * as threads of one process) is compiled without OpenMP: every PAR_ macro
+ * is then empty, and every kernel runs its pieces in order on one thread.
+ */
+#ifndef DSGD_PAR_H
+#define DSGD_PAR_H
+
+/* The most threads a kernel that needs a workspace per thread uses (its
+ * workspace is laid out for PAR_SLOTS, whatever T, so that a model's
+ * layout does not depend on T); and the pieces such a kernel's batch is
+ * cut into (fixed, so T does not move a boundary). */
+enum { PAR_SLOTS = 4 };
+/* Below about this many floats of work a region costs more than it saves. */
+enum { PAR_MIN_FLOATS = 16384 };
+
+#ifdef _OPENMP
+#include <omp.h>
+#define PAR_STR_(x) #x
+/* a parallel for over the loop that follows, if cond holds */
+#define PAR_FOR_IF(cond) _Pragma(PAR_STR_(omp parallel for schedule(static) if(cond)))
+/* the same, handing out iterations one at a time in order: for pieces of
+ * unequal cost */
+#define PAR_FOR_DYN_IF(cond) _Pragma(PAR_STR_(omp parallel for schedule(dynamic, 1) if(cond)))
+/* the same with at most PAR_SLOTS threads: for loops whose iterations use
+ * a workspace slot each (par_slot) */
+#define PAR_FOR_SLOTS(cond) _Pragma(PAR_STR_(omp parallel for schedule(static) if(cond) num_threads(par_slots())))
+static inline int par_threads(void) { return omp_get_max_threads(); }
+static inline int par_slots(void) { int t = omp_get_max_threads(); return t < PAR_SLOTS ? t : PAR_SLOTS; }
+/* this thread's slot within a PAR_FOR_SLOTS loop, 0 .. PAR_SLOTS−1 */
+static inline int par_slot(void) { return omp_get_thread_num(); }
+#else
+#define PAR_FOR_IF(cond)
+#define PAR_FOR_DYN_IF(cond)
+#define PAR_FOR_SLOTS(cond)
+static inline int par_threads(void) { return 1; }
+static inline int par_slots(void) { return 1; }
+static inline int par_slot(void) { return 0; }
+#endif
+
+/* Pieces for an element-wise pass over n floats, whose bits no cut
+ * changes: one per thread, or 1 when it is too small to share. */
+static inline int par_elems(long n) { return n < PAR_MIN_FLOATS ? 1 : par_threads(); }
+
+/* Piece i of n over [0, len), its start; boundaries are multiples of align
+ * (the last piece takes the rest). */
+static inline long par_cut(long len, int n, int i, long align)
+{
+    if (i >= n) return len;
+    long b = len * i / n;
+    b = b / align * align;
+    return b < len ? b : len;
+}
+
+#endif
