@@ -68,9 +68,11 @@ static void idle_calibrate(comm_t *c)
     cpu_set_t mask;
     CPU_ZERO(&mask);
     const int have_mask = sched_getaffinity(0, sizeof mask, &mask) == 0;
+    if (have_mask) c->own_cores = CPU_COUNT(&mask);
     MPI_Comm node;
     if (c->size > 1 && MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
         MPI_Comm_size(node, &local);
+        c->host_ranks = local;
         int all_have = have_mask;
         MPI_Allreduce(MPI_IN_PLACE, &all_have, 1, MPI_INT, MPI_LAND, node);
         if (all_have) {
@@ -86,6 +88,27 @@ static void idle_calibrate(comm_t *c)
     double p = c->wake_s < 20e-6 ? 20e-6 : c->wake_s > 200e-6 ? 200e-6 : c->wake_s;
     c->poll_s = c->oversubscribed ? 0 : p;
 #endif
+}
+
+int comm_threads(comm_t *c, long requested)
+{
+#ifdef DSGD_SIM
+    /* simulated ranks are threads of one process, each one simulated core:
+     * the kernels run on one thread (the build has no OpenMP) */
+    c->threads = 1;
+    snprintf(c->threads_from, sizeof c->threads_from, "simulated build%s", requested > 1 ? ", --threads ignored" : "");
+#else
+    if (requested > 0) {
+        c->threads = (int)requested;
+        snprintf(c->threads_from, sizeof c->threads_from, "--threads");
+    } else {
+        const int t = c->own_cores / (c->host_ranks > 0 ? c->host_ranks : 1);
+        c->threads = t < 1 ? 1 : t;
+        snprintf(c->threads_from, sizeof c->threads_from, "auto: %d core%s for %d rank%s on this host", c->own_cores,
+                 c->own_cores == 1 ? "" : "s", c->host_ranks, c->host_ranks == 1 ? "" : "s");
+    }
+#endif
+    return c->threads;
 }
 
 void comm_init(comm_t *c, int *argc, char ***argv)
@@ -121,6 +144,9 @@ void comm_init(comm_t *c, int *argc, char ***argv)
     int len = 0;
     MPI_Get_processor_name(c->host, &len);
     c->timeout_s = 60;
+    c->host_ranks = 1;
+    c->own_cores = 1;
+    c->threads = 1;
     idle_calibrate(c);
 }
 
