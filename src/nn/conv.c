@@ -296,10 +296,13 @@ static void out_moments(double *moments, const float *out, const conv_geom_t *g,
     }
 }
 
-/* The batch's pieces (util/par.h): PAR_SLOTS of them whatever --threads,
- * piece i holding samples [piece_lo(B, i), piece_lo(B, i + 1)) and using
- * workspace slot i; np of them hold samples. */
+/* The batch's pieces (util/par.h), piece i holding samples
+ * [piece_lo(B, np, i), piece_lo(B, np, i + 1)) and using workspace slot i:
+ * where each sample is computed alone, one per thread (at most PAR_SLOTS);
+ * for the im2col path's weight gradient, whose pieces each sum their
+ * samples, PAR_SLOTS whatever --threads. */
 static int batch_pieces(int B) { return B < PAR_SLOTS ? B : PAR_SLOTS; }
+static int sample_pieces(int B) { return par_pieces(B < PAR_SLOTS ? B : PAR_SLOTS); }
 static int piece_lo(int B, int np, int i) { return (int)par_cut(B, np, i, 1); }
 
 /* Forward: every sample is computed alone (the same bits in any piece):
@@ -308,7 +311,7 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
                                 const float *w, const float *b, double *moments, const conv_geom_t *g)
 {
     const conv_layout_t L = conv_layout(g);
-    const int np = batch_pieces(g->B), OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
+    const int np = sample_pieces(g->B), OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
     const long plane = L.HP * L.WP, work = (long)g->B * g->OC * OHW * CKK;
     const int par = work >= 64L * PAR_MIN_FLOATS;
     if (par) {   /* pad_input's planes apart */
@@ -376,15 +379,17 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
     const conv_layout_t L = conv_layout(g);
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW, KK = g->KH * g->KW;
     const long plane = (long)g->C * L.HP * L.WP;
-    const int np = batch_pieces(g->B);
+    /* the im2col path's weight gradient sums fixed pieces; every other
+     * loop over the batch computes each sample alone */
+    const int np = L.direct || L.flat ? sample_pieces(g->B) : batch_pieces(g->B);
     const int par = (long)g->B * g->OC * OHW * CKK >= 64L * PAR_MIN_FLOATS;
     float *acc = cb + L.n_col;
     if (L.direct) {
         /* acc(OC, KK + 1, TW): per-tap lanes, the bias last; the threads
          * take output channels */
         float *a = (float *)(((uintptr_t)acc + 63) & ~(uintptr_t)63);
-        const int nq = g->OC < PAR_SLOTS ? g->OC : PAR_SLOTS;
-        PAR_FOR_DYN_IF(par && nq > 1)
+        const int nq = par_pieces(g->OC);
+        PAR_FOR_IF(par && nq > 1)
         for (int q = 0; q < nq; q++)
             k->direct_backward(a, P, dout, g, &L, k->nt, (int)par_cut(g->OC, nq, q, 1), (int)par_cut(g->OC, nq, q + 1, 1));
         for (int oc = 0; oc < g->OC; oc++) {
@@ -432,7 +437,7 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
             const long nvalid = (long)g->OH * L.WP, OCp = L.OCp;
             float *dwt = acc, *dT = acc + (long)g->C * 9 * OCp;
             memset(dwt, 0, sizeof(float) * (size_t)(g->C * 9 * OCp));
-            const int nc = g->C / 2 < PAR_SLOTS ? (g->C + 1) / 2 : PAR_SLOTS;
+            const int nc = par_pieces((g->C + 1) / 2);
             for (int b0 = 0; b0 < g->B; b0 += L.dchunk) {
                 const int nb = g->B - b0 < L.dchunk ? g->B - b0 : L.dchunk;
                 PAR_FOR_IF(par && nb > 1)
@@ -458,7 +463,7 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
                     for (int t = 0; t < 9; t++) dw[((long)oc * g->C + c) * 9 + t] = dwt[((long)c * 9 + t) * OCp + oc];
         } else {
             /* the threads take output channels, at the tiles' boundaries */
-            const int nt = (g->OC + k->doc - 1) / k->doc, nq = nt < PAR_SLOTS ? nt : PAR_SLOTS;
+            const int nq = par_pieces((g->OC + k->doc - 1) / k->doc);
             PAR_FOR_DYN_IF(par && nq > 1)
             for (int q = 0; q < nq; q++) {
                 const int o0 = (int)par_cut(g->OC, nq, q, k->doc), o1 = (int)par_cut(g->OC, nq, q + 1, k->doc);

@@ -37,25 +37,26 @@ enum { PAR_MIN_FLOATS = 16384 };
 #include <omp.h>
 #define PAR_STR_(x) #x
 /* a parallel for over the loop that follows, if cond holds */
-#define PAR_FOR_IF(cond) _Pragma(PAR_STR_(omp parallel for schedule(static) if(cond)))
+#define PAR_FOR_IF(cond) _Pragma(PAR_STR_(omp parallel for schedule(static) if((cond) && par_threads() > 1)))
 /* the same, handing out iterations one at a time in order: for pieces of
  * unequal cost */
-#define PAR_FOR_DYN_IF(cond) _Pragma(PAR_STR_(omp parallel for schedule(dynamic, 1) if(cond)))
-/* the same with at most PAR_SLOTS threads: for loops whose iterations use
- * a workspace slot each (par_slot) */
-#define PAR_FOR_SLOTS(cond) _Pragma(PAR_STR_(omp parallel for schedule(static) if(cond) num_threads(par_slots())))
+#define PAR_FOR_DYN_IF(cond) _Pragma(PAR_STR_(omp parallel for schedule(dynamic, 1) if((cond) && par_threads() > 1)))
 static inline int par_threads(void) { return omp_get_max_threads(); }
-static inline int par_slots(void) { int t = omp_get_max_threads(); return t < PAR_SLOTS ? t : PAR_SLOTS; }
-/* this thread's slot within a PAR_FOR_SLOTS loop, 0 .. PAR_SLOTS−1 */
-static inline int par_slot(void) { return omp_get_thread_num(); }
 #else
-#define PAR_FOR_IF(cond)
-#define PAR_FOR_DYN_IF(cond)
-#define PAR_FOR_SLOTS(cond)
+/* (the condition still counts as used; a statement before the loop) */
+#define PAR_FOR_IF(cond) (void)(cond);
+#define PAR_FOR_DYN_IF(cond) (void)(cond);
 static inline int par_threads(void) { return 1; }
-static inline int par_slots(void) { return 1; }
-static inline int par_slot(void) { return 0; }
 #endif
+
+/* Pieces of work whose bits do not depend on where they are cut (each
+ * output computed alone, in the same tiles): as many as threads, at most
+ * max, at least 1. */
+static inline int par_pieces(long max)
+{
+    const int t = par_threads();
+    return max < 1 ? 1 : max < t ? (int)max : t;
+}
 
 /* Pieces for an element-wise pass over n floats, whose bits no cut
  * changes: one per thread, or 1 when it is too small to share. */
