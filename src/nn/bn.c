@@ -27,7 +27,9 @@
  * as fast as with the baseline's SSE2, so each is built for those too and
  * the CPU picks at load time. No FMA contraction (ISO C's default) and the
  * same explicit lanes in every clone: every clone gives the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* (not under ThreadSanitizer, whose instrumented ifunc resolvers run
+ * before it is initialized) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define BN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define BN_CLONES

@@ -102,7 +102,9 @@ static inline __attribute__((always_inline)) void step_span(optim_t *o, float *d
  * every step: with AVX2 (x86-64-v3) it runs about twice as fast as with the
  * baseline's SSE2, so both are built and the CPU picks at load time. No FMA
  * contraction (ISO C's default): every clone gives the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* (not under ThreadSanitizer, whose instrumented ifunc resolvers run
+ * before it is initialized) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define STEP_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define STEP_CLONES
