@@ -106,7 +106,7 @@ BN_CLONES static void normalize_planes(float *out, const float *inp, const float
     do {                                                                             \
         const long np_all_ = (long)(B) * (C);                                        \
         const int npc_ = par_elems(np_all_ * (HW));                                  \
-        PAR_FOR_IF(npc_ > 1)                                                         \
+        PAR_FOR_DYN_IF(npc_ > 1)                                                         \
         for (int q_ = 0; q_ < npc_; q_++) {                                          \
             const long p0 = par_cut(np_all_, npc_, q_, 1), p1 = par_cut(np_all_, npc_, q_ + 1, 1); \
             if (p1 > p0) call;                                                       \
@@ -348,8 +348,8 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, co
     const double *sg = scratch, *sgx = scratch + C;
     {   /* the threads take channels, each summing its own over the batch in
          * sample order: the bits of a one-thread pass */
-        const int np = (long)B * C * HW < PAR_MIN_FLOATS ? 1 : par_threads() < C ? par_threads() : C;
-        PAR_FOR_IF(np > 1)
+        const int np = (long)B * C * HW < PAR_MIN_FLOATS ? 1 : par_pieces(C);
+        PAR_FOR_DYN_IF(np > 1)
         for (int q = 0; q < np; q++)
             grad_sums(scratch, scratch + C, dout, inp, mean, invstd, gamma, beta, B, C, HW, relu, (int)par_cut(C, np, q, 1),
                       (int)par_cut(C, np, q + 1, 1));
@@ -419,7 +419,7 @@ BN_CLONES static void add_backward_range(float *dsum, const float *dout, const f
 #define RANGE_PIECES(n, call)                                                        \
     do {                                                                             \
         const int npc_ = par_elems(n);                                               \
-        PAR_FOR_IF(npc_ > 1)                                                         \
+        PAR_FOR_DYN_IF(npc_ > 1)                                                         \
         for (int q_ = 0; q_ < npc_; q_++) {                                          \
             const long i0 = par_cut((n), npc_, q_, 16), i1 = par_cut((n), npc_, q_ + 1, 16); \
             if (i1 > i0) call;                                                       \

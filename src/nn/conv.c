@@ -296,29 +296,29 @@ static void out_moments(double *moments, const float *out, const conv_geom_t *g,
     }
 }
 
-/* The batch's pieces (util/par.h), piece i holding samples
- * [piece_lo(B, np, i), piece_lo(B, np, i + 1)) and using workspace slot i:
- * where each sample is computed alone, one per thread (at most PAR_SLOTS);
- * for the im2col path's weight gradient, whose pieces each sum their
- * samples, PAR_SLOTS whatever --threads. */
+/* The im2col path's batch pieces (util/par.h), piece i holding samples
+ * [piece_lo(B, np, i), piece_lo(B, np, i + 1)) and using workspace slot
+ * i: its weight gradient sums each piece's samples, so PAR_SLOTS pieces
+ * whatever --threads. Elsewhere a sample is a piece, on the slot of the
+ * thread that computes it. */
 static int batch_pieces(int B) { return B < PAR_SLOTS ? B : PAR_SLOTS; }
-static int sample_pieces(int B) { return par_pieces(B < PAR_SLOTS ? B : PAR_SLOTS); }
 static int piece_lo(int B, int np, int i) { return (int)par_cut(B, np, i, 1); }
 
-/* Forward: every sample is computed alone (the same bits in any piece):
- * the pieces of the batch go to the threads. */
+/* Forward: every sample is computed alone (the same bits on any thread). */
 static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, float *cb, const float *inp,
                                 const float *w, const float *b, double *moments, const conv_geom_t *g)
 {
     const conv_layout_t L = conv_layout(g);
-    const int np = sample_pieces(g->B), OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
+    const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
     const long plane = L.HP * L.WP, work = (long)g->B * g->OC * OHW * CKK;
     const int par = work >= 64L * PAR_MIN_FLOATS;
     if (par) {   /* pad_input's planes apart */
-        if (L.flat) memset(P + (long)g->B * g->C * plane, 0, sizeof(float) * (size_t)(L.n_pad - (long)g->B * g->C * plane));
-        PAR_FOR_IF(np > 1)
+        const long n = (long)g->B * g->C;
+        const int np = par_elems(n * plane);
+        if (L.flat) memset(P + n * plane, 0, sizeof(float) * (size_t)(L.n_pad - n * plane));
+        PAR_FOR_DYN_IF(np > 1)
         for (int i = 0; i < np; i++) {
-            const long c0 = (long)piece_lo(g->B, np, i) * g->C, c1 = (long)piece_lo(g->B, np, i + 1) * g->C;
+            const long c0 = par_cut(n, np, i, 1), c1 = par_cut(n, np, i + 1, 1);
             pad_planes(P + c0 * plane, inp + c0 * g->H * g->W, c1 - c0, g->H, g->W, g->pad, L.HP, L.WP);
         }
     } else {
@@ -329,28 +329,22 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
         memset(z, 0, sizeof(float) * (size_t)g->OC);
         b = z;
     }
-    PAR_FOR_DYN_IF(par && np > 1)
-    for (int i = 0; i < np; i++) {
-        const int b0 = piece_lo(g->B, np, i), b1 = piece_lo(g->B, np, i + 1);
+    /* one sample at a time to whichever thread is free, each thread with
+     * its workspace slot */
+    PAR_FOR_SLOTS_IF(par && g->B > 1)
+    for (int bb = 0; bb < g->B; bb++) {
+        const int slot = par_slot();
         if (L.direct) {
-            /* the piece as a batch of its own: its last store stops at its end */
+            /* the sample as a batch of its own: its last store stops at its end */
             conv_geom_t gi = *g;
-            gi.B = b1 - b0;
-            if (gi.B > 0) k->direct_forward(out + (long)b0 * g->OC * OHW, P + (long)b0 * plane, w, b, &gi, &L, k->nt);
-            for (int bb = b0; bb < b1; bb++) out_moments(moments, out, g, bb);
-            continue;
-        }
-        if (L.flat) {
-            float *y = cb + (long)i * g->OC * L.FS;
-            for (int bb = b0; bb < b1; bb++) {
-                k->flat_conv(y, L.FS, P + (long)bb * g->C * plane, plane, w, g->C, g->OC, g->KH, g->KW, L.WP, L.FS);
-                flat_unpack(out + (long)bb * g->OC * OHW, y, g->OC, g->OH, g->OW, L.WP, L.FS, b);
-                out_moments(moments, out, g, bb);
-            }
-            continue;
-        }
-        float *col = cb + (long)i * (L.n_col / PAR_SLOTS);
-        for (int bb = b0; bb < b1; bb++) {
+            gi.B = 1;
+            k->direct_forward(out + (long)bb * g->OC * OHW, P + (long)bb * plane, w, b, &gi, &L, k->nt);
+        } else if (L.flat) {
+            float *y = cb + (long)slot * g->OC * L.FS;
+            k->flat_conv(y, L.FS, P + (long)bb * g->C * plane, plane, w, g->C, g->OC, g->KH, g->KW, L.WP, L.FS);
+            flat_unpack(out + (long)bb * g->OC * OHW, y, g->OC, g->OH, g->OW, L.WP, L.FS, b);
+        } else {
+            float *col = cb + (long)slot * (L.n_col / PAR_SLOTS);
             k->im2col(col, P + (long)bb * g->C * plane, g, &L);
             float *o = out + (long)bb * g->OC * OHW;
             if (b)
@@ -359,8 +353,8 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
             /* out_b(OC, OHW) (+)= w · col_b */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, OHW, CKK,
                         1.0f, w, CKK, col, OHW, b ? 1.0f : 0.0f, o, OHW);
-            out_moments(moments, out, g, bb);
         }
+        out_moments(moments, out, g, bb);
     }
 }
 
@@ -379,9 +373,9 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
     const conv_layout_t L = conv_layout(g);
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW, KK = g->KH * g->KW;
     const long plane = (long)g->C * L.HP * L.WP;
-    /* the im2col path's weight gradient sums fixed pieces; every other
-     * loop over the batch computes each sample alone */
-    const int np = L.direct || L.flat ? sample_pieces(g->B) : batch_pieces(g->B);
+    /* the im2col path's weight gradient sums fixed pieces; the direct
+     * path's input gradient takes the same pieces, one slot each */
+    const int np = batch_pieces(g->B);
     const int par = (long)g->B * g->OC * OHW * CKK >= 64L * PAR_MIN_FLOATS;
     float *acc = cb + L.n_col;
     if (L.direct) {
@@ -389,7 +383,7 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
          * take output channels */
         float *a = (float *)(((uintptr_t)acc + 63) & ~(uintptr_t)63);
         const int nq = par_pieces(g->OC);
-        PAR_FOR_IF(par && nq > 1)
+        PAR_FOR_DYN_IF(par && nq > 1)
         for (int q = 0; q < nq; q++)
             k->direct_backward(a, P, dout, g, &L, k->nt, (int)par_cut(g->OC, nq, q, 1), (int)par_cut(g->OC, nq, q + 1, 1));
         for (int oc = 0; oc < g->OC; oc++) {
@@ -406,9 +400,11 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
         const long dplane = L.HP * L.WP;
         float *D = cb, *yd0 = cb + (long)g->B * g->OC * dplane + L.slack, *wt = acc + L.n_acc;
         if (dout) {   /* else: its producer wrote it there (conv2d_dout_padded) */
-            PAR_FOR_IF(par && np > 1)
-            for (int i = 0; i < np; i++) {
-                const long c0 = (long)piece_lo(g->B, np, i) * g->OC, c1 = (long)piece_lo(g->B, np, i + 1) * g->OC;
+            const long n = (long)g->B * g->OC;
+            const int npd = par ? par_elems(n * dplane) : 1;
+            PAR_FOR_DYN_IF(npd > 1)
+            for (int i = 0; i < npd; i++) {
+                const long c0 = par_cut(n, npd, i, 1), c1 = par_cut(n, npd, i + 1, 1);
                 pad_planes(D + c0 * dplane, dout + c0 * OHW, c1 - c0, g->OH, g->OW, g->pad, L.HP, L.WP);
             }
         }
@@ -440,7 +436,7 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
             const int nc = par_pieces((g->C + 1) / 2);
             for (int b0 = 0; b0 < g->B; b0 += L.dchunk) {
                 const int nb = g->B - b0 < L.dchunk ? g->B - b0 : L.dchunk;
-                PAR_FOR_IF(par && nb > 1)
+                PAR_FOR_DYN_IF(par && nb > 1)
                 for (int bb = 0; bb < nb; bb++) {
                     const float *Db = D + (long)(b0 + bb) * g->OC * dplane + g->pad * L.WP + g->pad;
                     float *Tb = dT + (long)bb * nvalid * OCp;
@@ -477,13 +473,11 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
         for (int oc = 0; oc < g->OC; oc++)
             for (int c = 0; c < g->C; c++)
                 for (int t = 0; t < KK; t++) wt[((long)c * g->OC + oc) * KK + KK - 1 - t] = w[((long)oc * g->C + c) * KK + t];
-        PAR_FOR_DYN_IF(par && np > 1)
-        for (int i = 0; i < np; i++) {
-            float *yd = yd0 + (long)i * g->C * L.FS;
-            for (int bb = piece_lo(g->B, np, i); bb < piece_lo(g->B, np, i + 1); bb++) {
-                k->flat_conv(yd, L.FS, D + (long)bb * g->OC * dplane, dplane, wt, g->OC, g->C, g->KH, g->KW, L.WP, L.FS);
-                flat_unpack(dinp + (long)bb * g->C * g->H * g->W, yd, g->C, g->H, g->W, L.WP, L.FS, NULL);
-            }
+        PAR_FOR_SLOTS_IF(par && g->B > 1)
+        for (int bb = 0; bb < g->B; bb++) {
+            float *yd = yd0 + (long)par_slot() * g->C * L.FS;
+            k->flat_conv(yd, L.FS, D + (long)bb * g->OC * dplane, dplane, wt, g->OC, g->C, g->KH, g->KW, L.WP, L.FS);
+            flat_unpack(dinp + (long)bb * g->C * g->H * g->W, yd, g->C, g->H, g->W, L.WP, L.FS, NULL);
         }
         return;
     }

@@ -11,7 +11,7 @@
 #define ELEMENTWISE(n, body)                                                   \
     do {                                                                       \
         const int np_ = par_elems(n);                                          \
-        PAR_FOR_IF(np_ > 1)                                                    \
+        PAR_FOR_DYN_IF(np_ > 1)                                                    \
         for (int p_ = 0; p_ < np_; p_++) {                                     \
             const long e_ = par_cut((n), np_, p_ + 1, 16);                     \
             for (long i = par_cut((n), np_, p_, 16); i < e_; i++) body;        \
@@ -42,7 +42,7 @@ void dense_forward(float *out, const float *inp, const float *w, const float *b,
                    int B, int IN, int OUT)
 {
     const int np = dense_pieces(OUT, (long)B * IN * OUT);
-    PAR_FOR_IF(np > 1)
+    PAR_FOR_DYN_IF(np > 1)
     for (int p = 0; p < np; p++) {
         const int o0 = (int)par_cut(OUT, np, p, 16), o1 = (int)par_cut(OUT, np, p + 1, 16);
         if (o1 <= o0) continue;

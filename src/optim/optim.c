@@ -188,7 +188,7 @@ STEP_CLONES static void step_into_stream(optim_t *o, float *dst, const float *w,
 #define OPTIM_PIECES(fn)                                                              \
     do {                                                                              \
         const int np = par_elems((long)count);                                        \
-        PAR_FOR_IF(np > 1)                                                            \
+        PAR_FOR_DYN_IF(np > 1)                                                        \
         for (int p = 0; p < np; p++) {                                                \
             const size_t a = (size_t)par_cut((long)count, np, p, 1024);               \
             const size_t e = (size_t)par_cut((long)count, np, p + 1, 1024);           \

@@ -41,26 +41,39 @@ enum { PAR_MIN_FLOATS = 16384 };
 /* the same, handing out iterations one at a time in order: for pieces of
  * unequal cost */
 #define PAR_FOR_DYN_IF(cond) _Pragma(PAR_STR_(omp parallel for schedule(dynamic, 1) if((cond) && par_threads() > 1)))
+/* the same on at most PAR_SLOTS threads, each using workspace slot
+ * par_slot(): for pieces that need scratch space */
+#define PAR_FOR_SLOTS_IF(cond) \
+    _Pragma(PAR_STR_(omp parallel for schedule(dynamic, 1) if((cond) && par_threads() > 1) num_threads(par_slots())))
 static inline int par_threads(void) { return omp_get_max_threads(); }
+static inline int par_slots(void) { const int t = omp_get_max_threads(); return t < PAR_SLOTS ? t : PAR_SLOTS; }
+static inline int par_slot(void) { return omp_get_thread_num(); }
 #else
 /* (the condition still counts as used; a statement before the loop) */
 #define PAR_FOR_IF(cond) (void)(cond);
 #define PAR_FOR_DYN_IF(cond) (void)(cond);
+#define PAR_FOR_SLOTS_IF(cond) (void)(cond);
 static inline int par_threads(void) { return 1; }
+static inline int par_slot(void) { return 0; }
 #endif
 
 /* Pieces of work whose bits do not depend on where they are cut (each
- * output computed alone, in the same tiles): as many as threads, at most
- * max, at least 1. */
+ * output computed alone, in the same tiles): PAR_GRAIN per thread, handed
+ * out one at a time, so that a thread the OS deschedules holds up only
+ * its current piece (the others take the rest); at most max, at least 1;
+ * 1 on one thread. */
+enum { PAR_GRAIN = 4 };
 static inline int par_pieces(long max)
 {
     const int t = par_threads();
-    return max < 1 ? 1 : max < t ? (int)max : t;
+    const long n = t > 1 ? (long)t * PAR_GRAIN : 1;
+    return max < 1 ? 1 : max < n ? (int)max : (int)n;
 }
 
 /* Pieces for an element-wise pass over n floats, whose bits no cut
- * changes: one per thread, or 1 when it is too small to share. */
-static inline int par_elems(long n) { return n < PAR_MIN_FLOATS ? 1 : par_threads(); }
+ * changes: at least PAR_MIN_FLOATS / PAR_GRAIN floats each; 1 when the
+ * pass is too small to share. */
+static inline int par_elems(long n) { return n < PAR_MIN_FLOATS ? 1 : par_pieces(n / (PAR_MIN_FLOATS / PAR_GRAIN)); }
 
 /* Piece i of n over [0, len), its start; boundaries are multiples of align
  * (the last piece takes the rest). */
