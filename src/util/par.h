@@ -10,25 +10,32 @@
  * the same bits for every T: only which thread computes a piece changes.
  *
  * The pool is OpenMP's (GCC's libgomp): a parallel region forks to threads
- * that persist between regions and joins at its end. Measured on this
- * 2-core EPYC (bench/par_bench.c): an empty region with 2 threads costs
- * about 1 us, close to what a hand-written spinning pthread pool costs,
- * so the mlp's ~10 kernels of a 0.7 ms step pay ~1-2% for it; a region
- * below PAR_MIN_FLOATS of work runs on the calling thread alone (the if
- * clause). Its thread count is libgomp's nthreads-var, set once per
- * process by cpu_compute_setup (util/cpu.h) before any kernel runs and
- * only read afterwards: the one piece of state, set up once, in the
- * runtime, not a global of dsgd's. The simulated build (SimGrid runs ranks
- * as threads of one process) is compiled without OpenMP: every PAR_ macro
- * is then empty, and every kernel runs its pieces in order on one thread.
+ * that persist between regions and joins at its end. Chosen over a small
+ * pthread fork-join pool of dsgd's own after measuring the per-call cost
+ * (bench/par_bench, 2 threads, this 2-core EPYC): an empty region costs
+ * libgomp about 0.6 us, a bare spinning pthread pool 0.05 us. At the mlp's
+ * ~15 regions in a 0.7 ms step that is ~1% (resnet:20,16: ~150 regions in
+ * ~90 ms, 0.1%), which libgomp buys back: its idle threads spin a while
+ * and then sleep (a bare spinning pool burns the cores while the rank
+ * communicates), it hands out pieces dynamically (a thread the OS
+ * deschedules holds up one piece, not half a kernel: see PAR_GRAIN), and
+ * a kernel's parallel loop stays a loop, not a callback and a context
+ * struct. A region below PAR_MIN_FLOATS of work, or with one thread, runs
+ * on the calling thread alone (the if clause). The thread count is
+ * libgomp's nthreads-var, set once per process by cpu_compute_setup
+ * (util/cpu.h) before any kernel runs and only read afterwards: the one
+ * piece of state, set up once, in the runtime, not a global of dsgd's.
+ * The simulated build (SimGrid runs ranks as threads of one process) is
+ * compiled without OpenMP: every PAR_ macro then runs its loop in order on
+ * the calling thread.
  */
 #ifndef DSGD_PAR_H
 #define DSGD_PAR_H
 
 /* The most threads a kernel that needs a workspace per thread uses (its
  * workspace is laid out for PAR_SLOTS, whatever T, so that a model's
- * layout does not depend on T); and the pieces such a kernel's batch is
- * cut into (fixed, so T does not move a boundary). */
+ * layout does not depend on T); and the pieces the im2col path's weight
+ * gradient cuts the batch into (fixed, so T does not move a boundary). */
 enum { PAR_SLOTS = 4 };
 /* Below about this many floats of work a region costs more than it saves. */
 enum { PAR_MIN_FLOATS = 16384 };
