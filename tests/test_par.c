@@ -16,6 +16,7 @@
 #include "nn/layers.h"
 #include "optim/optim.h"
 #include "test.h"
+#include "util/cpu.h"
 #include "util/par.h"
 #include "util/util.h"
 
@@ -213,10 +214,27 @@ static void test_concurrent_sgemm(void)
 #endif
 }
 
+/* the pool's threads flush subnormals as the calling thread does, after
+ * cpu_compute_setup, and stop when it says keep */
+static void test_pool_denormals(void)
+{
+#ifdef _OPENMP
+    for (int flush = 1; flush >= 0; flush--) {
+        cpu_compute_setup(2, flush);
+        int agree = 0;
+#pragma omp parallel num_threads(2) reduction(+ : agree)
+        agree += cpu_flushes_denormals() == flush;
+        CHECK(agree == 2, "%d of 2 pool threads %s subnormals", agree, flush ? "flush" : "keep");
+    }
+    cpu_compute_setup(1, 1);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
     rng_seed(&R, 7, 0);
+    RUN(test_pool_denormals);
     RUN(test_concurrent_sgemm);
     RUN(test_conv_paths);
     RUN(test_dense);
