@@ -136,7 +136,11 @@ void comm_init(comm_t *c, int *argc, char ***argv)
      * 98-115 us, and 5-rank asp on 2 cores 64k -> 73k samples/s (medians of
      * 8, spread 61-80k -> 70-77k). */
     setenv("OMPI_MCA_pml_ob1_send_pipeline_depth", "64", 0);
-    if (!up && MPI_Init(argc, argv) != MPI_SUCCESS) die("MPI_Init failed; check the MPI installation (mpirun --version)");
+    /* funneled: the kernels' threads (--threads) never call MPI; only the
+     * thread that called MPI_Init does */
+    int provided = 0;
+    if (!up && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        die("MPI_Init failed; check the MPI installation (mpirun --version)");
     c->world = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->world, &c->rank);
