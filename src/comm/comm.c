@@ -88,13 +88,12 @@ static void idle_calibrate(comm_t *c)
 
 int comm_threads(comm_t *c, long requested)
 {
-#ifdef DSGD_SIM
-    /* simulated ranks are threads of one process, each one simulated core:
-     * the kernels run on one thread (the build has no OpenMP) */
-    c->threads = 1;
-    snprintf(c->threads_from, sizeof c->threads_from, "simulated build%s", requested > 1 ? ", --threads ignored" : "");
-#else
-    if (requested > 0) {
+    if (sim_build()) {
+        /* simulated ranks are threads of one process, each one simulated
+         * core: the kernels run on one thread (the build has no OpenMP) */
+        c->threads = 1;
+        snprintf(c->threads_from, sizeof c->threads_from, "simulated build%s", requested > 1 ? ", --threads ignored" : "");
+    } else if (requested > 0) {
         c->threads = (int)requested;
         snprintf(c->threads_from, sizeof c->threads_from, "--threads");
     } else {
@@ -103,7 +102,6 @@ int comm_threads(comm_t *c, long requested)
         snprintf(c->threads_from, sizeof c->threads_from, "auto: %d core%s for %d rank%s on this host", c->own_cores,
                  c->own_cores == 1 ? "" : "s", c->host_ranks, c->host_ranks == 1 ? "" : "s");
     }
-#endif
     return c->threads;
 }
 

@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "../util/par.h"
+#include "../util/sim.h"
 #include "../util/util.h"
 
-#if defined(__SSE__) && !defined(DSGD_SIM)
+#if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
 
@@ -155,7 +156,11 @@ STEP_CLONES static void step_into(optim_t *o, float *dst, const float *w, const 
 STEP_CLONES static void step_into_stream(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
                                         size_t count, float lr)
 {
-#if defined(__SSE__) && !defined(DSGD_SIM)
+#if defined(__SSE__)
+    if (sim_build()) {   /* (the simulated build keeps plain stores) */
+        step_into(o, dst, w, g, gscale, off, count, lr);
+        return;
+    }
     enum { CHUNK = 1024 };
     float tmp[CHUNK] __attribute__((aligned(64)));
     for (size_t c0 = off, end = off + count; c0 < end;) {
@@ -242,16 +247,18 @@ float lr_at(const lr_sched_t *s, long step, double t)
     float lr = s->base;
     if (s->kind == LR_STEP && s->step_every > 0)
         lr *= powf(s->gamma, (float)(step / s->step_every));
-    if (s->kind == LR_COSINE && s->horizon_s > 0) {   /* over time: the warm-up still counts steps */
-        double u = t / s->horizon_s;
-        if (u >= 1) return 0.0f;
-        if (step >= s->warmup) lr *= (float)(0.5 * (1.0 + cos(M_PI * (u > 0 ? u : 0))));
-        else lr *= (float)(step + 1) / (float)s->warmup;
-        return lr;
+    if (s->kind == LR_COSINE) {
+        double arg = -1;   /* π × the progress through the cosine; < 0: none */
+        if (s->horizon_s > 0) {   /* over time: the warm-up still counts steps */
+            double u = t / s->horizon_s;
+            if (u >= 1) return 0.0f;
+            arg = M_PI * (u > 0 ? u : 0);
+        } else {
+            if (step >= s->total) return 0.0f;
+            if (s->total > s->warmup) arg = M_PI * (double)(step - s->warmup) / (double)(s->total - s->warmup);
+        }
+        if (step >= s->warmup && arg >= 0) lr *= (float)(0.5 * (1.0 + cos(arg)));
     }
-    if (s->kind == LR_COSINE && step >= s->total) return 0.0f;
-    if (s->kind == LR_COSINE && step >= s->warmup && s->total > s->warmup)
-        lr *= (float)(0.5 * (1.0 + cos(M_PI * (double)(step - s->warmup) / (double)(s->total - s->warmup))));
     if (step < s->warmup)
         lr *= (float)(step + 1) / (float)s->warmup;
     return lr;
