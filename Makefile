@@ -46,9 +46,16 @@ CC ?= mpicc
 ifeq ($(origin CC),default)
 CC := mpicc
 endif
+# the worker's threads (--threads, src/util/par.h): OpenMP, except in the
+# simulated build, whose ranks are threads of one process and compute on one
+ifeq ($(SIM),1)
+OMPFLAGS :=
+else
+OMPFLAGS := -fopenmp
+endif
 CFLAGS ?= $(OPT)
-CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation $(DEFS) $(SANFLAGS)
-LDFLAGS += $(SANFLAGS)
+CFLAGS += $(OMPFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation $(DEFS) $(SANFLAGS)
+LDFLAGS += $(SANFLAGS) $(OMPFLAGS)
 LDLIBS := -lopenblas -lcjson -lz -lm
 
 SRC := $(filter-out src/cli/main.c,$(wildcard src/*/*.c src/*/*/*.c))

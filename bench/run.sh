@@ -2,7 +2,9 @@
 # The benchmark runner (make bench calls it): single-process training
 # throughput of dsgd against the sgemm peak, the core's FP32 peak (an FMA
 # loop for its widest vector unit) and, when /usr/bin/python3 can import
-# torch, against PyTorch with the same models, batch and one thread. The
+# torch, against PyTorch with the same models, batch and one thread (and,
+# in the last section, one rank's --threads 2 against --threads 1 and
+# PyTorch's 2 threads). The
 # first lines say which CPU and which BLAS kernels every figure was
 # measured with.
 #
@@ -342,13 +344,56 @@ bench_mp() {
     echo "(comm_share: time in the replica's activation gathers and input-gradient sums / training time)"
 }
 
+# ---- 5. one rank's threads: --threads 2 against --threads 1 ----
+# One process, the same runs with 1 and 2 compute threads (src/util/par.h),
+# interleaved; each repeat's ratio is of two runs made moments apart, so
+# the references are measured in the same run of make bench. PyTorch with
+# 1 and 2 threads beside the residual network. On a host with other work
+# on its cores a second thread helps far less (a thread descheduled holds
+# up every join): read the load average printed first.
+bench_threads() {
+    section "one rank, --threads 2 against --threads 1 ($REPEATS repeats, interleaved; load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    local torch=1 i cfg
+    "$PY" -c 'import torch' 2>/dev/null || { torch=0; echo "bench: PyTorch not found; dsgd only"; }
+    local R=(--data fashion-mnist --eval-every 1000000 --test-subset 100 --quiet)
+    for cfg in "resnet:20,16 64 40 1.8" "mlp 256 400 1.6" "mlp 64 1500 0"; do
+        set -- $cfg
+        local m=$1 b=$2 n=$3 target=$4 name
+        name="${m%%:*} b$b"
+        local -a r1=() r2=() ratio=() t1=() t2=() vs=()
+        for i in $(seq "$REPEATS"); do
+            for t in 1 2; do
+                run_clean "$logdir/th$t.log" "$BUILD/dsgd" train "${R[@]}" --model "$m" --batch "$b" --steps "$n" \
+                    --threads $t --metrics "$logdir/th$t.jsonl" > /dev/null || { echo "bench: dsgd --threads $t failed"; status=1; return; }
+            done
+            r1+=("$(done_rate "$logdir/th1.jsonl")"); r2+=("$(done_rate "$logdir/th2.jsonl")")
+            ratio+=("$(awk -v a="${r2[-1]}" -v b="${r1[-1]}" 'BEGIN { printf "%.3f", a / b }')")
+            if [ "$torch" = 1 ] && [ "${m%%:*}" = resnet ]; then
+                for t in 1 2; do
+                    TORCH_BENCH_THREADS=$t run_clean "$logdir/tt$t.log" "$PY" bench/torch_bench.py /usr/share/datasets/fashion-mnist resnet > /dev/null || torch=0
+                done
+                t1+=("$(field "$logdir/tt1.log" torch resnet samples_per_s)"); t2+=("$(field "$logdir/tt2.log" torch resnet samples_per_s)")
+                vs+=("$(awk -v a="${r2[-1]}" -v b="${t2[-1]}" 'BEGIN { if (b == "" || b == 0) print "nan"; else printf "%.3f", a / b }')")
+            fi
+        done
+        echo "$name samples/s: --threads 1 $(spread "${r1[@]}"), --threads 2 $(spread "${r2[@]}")"
+        if [ "$target" = 0 ]; then echo "$name: T=2 / T=1  $(spread "${ratio[@]}")   (no target: a 0.7 ms step of ~15 kernels)"
+        else report "$name: T=2 / T=1" ge "$target" "${ratio[@]}"; fi
+        if [ "${#vs[@]}" -gt 0 ] && [ "$torch" = 1 ]; then
+            echo "PyTorch resnet samples/s: 1 thread $(spread "${t1[@]}"), 2 threads $(spread "${t2[@]}")"
+            report "resnet: dsgd T=2 / PyTorch 2 thr" ge 1.2 "${vs[@]}"
+        fi
+    done
+    run_clean "$logdir/par.log" "$BUILD/bench/par_bench" 2 > /dev/null && grep '^par ' "$logdir/par.log"
+}
+
 # DSGD_BENCH_SECTIONS="ps mp" runs only those sections (default: all, in this order)
 t_all=$SECONDS
-for sec in ${DSGD_BENCH_SECTIONS:-single resnet denormals dist ps mp}; do
+for sec in ${DSGD_BENCH_SECTIONS:-single resnet denormals dist ps mp threads}; do
     t_sec=$SECONDS
     case $sec in
-        single|resnet|denormals|dist|ps|mp) "bench_$sec" ;;
-        *) echo "bench: unknown section '$sec' in DSGD_BENCH_SECTIONS; choose from single resnet denormals dist ps mp"; exit 2 ;;
+        single|resnet|denormals|dist|ps|mp|threads) "bench_$sec" ;;
+        *) echo "bench: unknown section '$sec' in DSGD_BENCH_SECTIONS; choose from single resnet denormals dist ps mp threads"; exit 2 ;;
     esac
     echo "($sec: $((SECONDS - t_sec)) s)"
 done

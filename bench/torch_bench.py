@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """PyTorch counterpart of bench_train.c: the same models, batch, optimizer,
-data and loop structure on one thread, so the samples/s compare directly.
+data and loop structure on one thread (TORCH_BENCH_THREADS=T: T threads),
+so the samples/s compare directly.
 
 Per model: ~50 warm-up steps, then a loop run until ~3.5 s have passed of
 (index a pre-loaded tensor with a shuffled permutation → forward →
@@ -153,7 +154,8 @@ def bench(name, x, y, report_rss):
 
 
 def main():
-    torch.set_num_threads(1)
+    # TORCH_BENCH_THREADS=T: T threads (bench/run.sh's threads section); else 1
+    torch.set_num_threads(int(os.environ.get("TORCH_BENCH_THREADS", "1")))
     blas = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
     print(f"torch version={torch.__version__} threads={torch.get_num_threads()} "
           f"interop_threads={torch.get_num_interop_threads()} "

@@ -65,9 +65,11 @@ static void idle_calibrate(comm_t *c)
     cpu_set_t mask;
     CPU_ZERO(&mask);
     const int have_mask = sched_getaffinity(0, sizeof mask, &mask) == 0;
+    if (have_mask) c->own_cores = CPU_COUNT(&mask);
     MPI_Comm node;
     if (c->size > 1 && MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
         MPI_Comm_size(node, &local);
+        c->host_ranks = local;
         int all_have = have_mask;
         MPI_Allreduce(MPI_IN_PLACE, &all_have, 1, MPI_INT, MPI_LAND, node);
         if (all_have) {
@@ -82,6 +84,25 @@ static void idle_calibrate(comm_t *c)
     c->oversubscribed = cores > 0 && local > cores;
     double p = c->wake_s < 20e-6 ? 20e-6 : c->wake_s > 200e-6 ? 200e-6 : c->wake_s;
     c->poll_s = c->oversubscribed ? 0 : p;
+}
+
+int comm_threads(comm_t *c, long requested)
+{
+    if (sim_build()) {
+        /* simulated ranks are threads of one process, each one simulated
+         * core: the kernels run on one thread (the build has no OpenMP) */
+        c->threads = 1;
+        snprintf(c->threads_from, sizeof c->threads_from, "simulated build%s", requested > 1 ? ", --threads ignored" : "");
+    } else if (requested > 0) {
+        c->threads = (int)requested;
+        snprintf(c->threads_from, sizeof c->threads_from, "--threads");
+    } else {
+        const int t = c->own_cores / (c->host_ranks > 0 ? c->host_ranks : 1);
+        c->threads = t < 1 ? 1 : t;
+        snprintf(c->threads_from, sizeof c->threads_from, "auto: %d core%s for %d rank%s on this host", c->own_cores,
+                 c->own_cores == 1 ? "" : "s", c->host_ranks, c->host_ranks == 1 ? "" : "s");
+    }
+    return c->threads;
 }
 
 void comm_init(comm_t *c, int *argc, char ***argv)
@@ -109,7 +130,11 @@ void comm_init(comm_t *c, int *argc, char ***argv)
      * 98-115 us, and 5-rank asp on 2 cores 64k -> 73k samples/s (medians of
      * 8, spread 61-80k -> 70-77k). */
     setenv("OMPI_MCA_pml_ob1_send_pipeline_depth", "64", 0);
-    if (!up && MPI_Init(argc, argv) != MPI_SUCCESS) die("MPI_Init failed; check the MPI installation (mpirun --version)");
+    /* funneled: the kernels' threads (--threads) never call MPI; only the
+     * thread that called MPI_Init does */
+    int provided = 0;
+    if (!up && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        die("MPI_Init failed; check the MPI installation (mpirun --version)");
     c->world = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->world, &c->rank);
@@ -117,6 +142,9 @@ void comm_init(comm_t *c, int *argc, char ***argv)
     int len = 0;
     MPI_Get_processor_name(c->host, &len);
     c->timeout_s = 60;
+    c->host_ranks = 1;
+    c->own_cores = 1;
+    c->threads = 1;
     idle_calibrate(c);
 }
 

@@ -38,6 +38,10 @@ typedef struct comm {
     int wait_spin;           /* --wait spin: poll loops yield but never sleep (dedicated cores) */
     double wake_s;           /* measured at start-up: how late a short sleep of this process wakes */
     int oversubscribed;      /* more ranks on this host than it has cores */
+    int host_ranks;          /* ranks of the job on this host (MPI_COMM_TYPE_SHARED) */
+    int own_cores;           /* cores this rank may run on (its affinity mask) */
+    int threads;             /* compute threads of this rank (comm_threads) */
+    char threads_from[96];   /* and where that number came from */
     double poll_s;           /* --wait backoff: poll without yielding for this long (comm_idle) */
     long step;               /* the caller's step, named in timeout messages */
     int peer_lost;           /* a peer is known dead: MPI_Finalize would wait for it */
@@ -69,6 +73,10 @@ void comm_keep_window(comm_t *c, MPI_Win win, MPI_Comm comm);
 /* Run the fault hook of c or its nearest ancestor that has one (once). */
 void comm_fault(comm_t *c, const char *what, const int *lost, int nlost);
 
+/* The compute threads this rank uses (--threads N; 0: its cores divided
+ * among the job's ranks on its host, at least 1; the simulated build 1),
+ * kept in c->threads with where the number came from in c->threads_from. */
+int comm_threads(comm_t *c, long requested);
 /* MPI_Init (if needed), rank/size/host, errors returned instead of aborting. */
 void comm_init(comm_t *c, int *argc, char ***argv);
 void comm_finalize(comm_t *c);

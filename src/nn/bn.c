@@ -21,11 +21,15 @@
 #include <math.h>
 #include <string.h>
 
+#include "../util/par.h"
+
 /* Memory-bound passes: with AVX-512 (x86-64-v4) or AVX2 they run about twice
  * as fast as with the baseline's SSE2, so each is built for those too and
  * the CPU picks at load time. No FMA contraction (ISO C's default) and the
  * same explicit lanes in every clone: every clone gives the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* (not under ThreadSanitizer, whose instrumented ifunc resolvers run
+ * before it is initialized) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define BN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define BN_CLONES
@@ -79,19 +83,40 @@ static inline __attribute__((always_inline)) void affine_coef(float *k, float *s
     *sh = beta[c] - mean[c] * *k;
 }
 
-/* y = x·k + (β − μ·k), k = γ/σ, over the planes in memory order (the
- * prefetcher follows one stream, not B short ones per channel) */
-static inline __attribute__((always_inline)) void normalize(float *out, const float *inp, const float *mean,
-                                                             const float *invstd, const float *gamma,
-                                                             const float *beta, int B, int C, int HW, int relu)
+/* y = x·k + (β − μ·k), k = γ/σ, over planes [p0, p1) of (B, C) in memory
+ * order (the prefetcher follows one stream, not B short ones per channel) */
+BN_CLONES static void normalize_planes(float *out, const float *inp, const float *mean, const float *invstd,
+                                       const float *gamma, const float *beta, long p0, long p1, int C, int HW,
+                                       int relu)
 {
-    for (int b = 0; b < B; b++)
-        for (int c = 0; c < C; c++) {
-            const long o = ((long)b * C + c) * HW;
-            float k, sh;
-            affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
-            affine_plane(out + o, inp + o, k, sh, HW, relu);
-        }
+    for (long p = p0; p < p1; p++) {
+        const long o = p * HW;
+        const int c = (int)(p % C);
+        float k, sh;
+        affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
+        affine_plane(out + o, inp + o, k, sh, HW, relu);
+    }
+}
+
+/* The threads' pieces of the (B, C) planes: whole planes, each computed
+ * alone, so any cut gives the same bits (util/par.h). The parallel loops
+ * call the clones (BN_CLONES) and are not in them: GCC does not clone the
+ * function it outlines for a loop. */
+#define PLANE_PIECES(B, C, HW, call)                                                 \
+    do {                                                                             \
+        const long np_all_ = (long)(B) * (C);                                        \
+        const int npc_ = par_elems(np_all_ * (HW));                                  \
+        PAR_FOR_DYN_IF(npc_ > 1)                                                         \
+        for (int q_ = 0; q_ < npc_; q_++) {                                          \
+            const long p0 = par_cut(np_all_, npc_, q_, 1), p1 = par_cut(np_all_, npc_, q_ + 1, 1); \
+            if (p1 > p0) call;                                                       \
+        }                                                                            \
+    } while (0)
+
+static void normalize(float *out, const float *inp, const float *mean, const float *invstd, const float *gamma,
+                      const float *beta, int B, int C, int HW, int relu)
+{
+    PLANE_PIECES(B, C, HW, normalize_planes(out, inp, mean, invstd, gamma, beta, p0, p1, C, HW, relu));
 }
 
 BN_CLONES void bn_plane_moments(double *m, const float *x, int n)
@@ -170,13 +195,14 @@ static void merge_moments(const bn_sync_t *s, double *mine, int C)
     }
 }
 
-BN_CLONES void bn_forward_train(float *out, float *mean, float *invstd, float *run_mean, float *run_var,
+void bn_forward_train(float *out, float *mean, float *invstd, float *run_mean, float *run_var,
                                 const float *inp, const float *gamma, const float *beta, const double *moments,
                                 double *scratch, int B, int C, int HW, int relu, float momentum, float eps,
                                 const bn_sync_t *sync)
 {
     const double n = (double)B * HW;
     if (!moments) {   /* the planes' moments, unless the layer before computed them as it wrote */
+        PAR_FOR_IF((long)B * C * HW >= PAR_MIN_FLOATS)   /* each plane's alone */
         for (long p = 0; p < (long)B * C; p++) bn_plane_moments(scratch + 2 * p, inp + p * HW, HW);
         moments = scratch;
     }
@@ -201,15 +227,22 @@ BN_CLONES void bn_forward_train(float *out, float *mean, float *invstd, float *r
     normalize(out, inp, mean, invstd, gamma, beta, B, C, HW, relu);
 }
 
-BN_CLONES void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
+BN_CLONES static void eval_planes(float *out, const float *run_mean, const float *run_var, const float *inp,
+                                  const float *gamma, const float *beta, long p0, long p1, int C, int HW, int relu,
+                                  float eps)
+{
+    for (long p = p0; p < p1; p++) {
+        const long o = p * HW;
+        const int c = (int)(p % C);
+        const float k = gamma[c] / sqrtf(run_var[c] + eps), sh = beta[c] - run_mean[c] * k;
+        affine_plane(out + o, inp + o, k, sh, HW, relu);
+    }
+}
+
+void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
                      const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps)
 {
-    for (int b = 0; b < B; b++)
-        for (int c = 0; c < C; c++) {
-            const long o = ((long)b * C + c) * HW;
-            const float k = gamma[c] / sqrtf(run_var[c] + eps), sh = beta[c] - run_mean[c] * k;
-            affine_plane(out + o, inp + o, k, sh, HW, relu);
-        }
+    PLANE_PIECES(B, C, HW, eval_planes(out, run_mean, run_var, inp, gamma, beta, p0, p1, C, HW, relu, eps));
 }
 
 /* With g = dout (masked where the fused ReLU clamped), x̂ = (x − μ)/σ:
@@ -222,17 +255,16 @@ static inline __attribute__((always_inline)) float masked(float g, float x, floa
     return relu && !(x * k + sh > 0.0f) ? 0.0f : g;
 }
 
-/* Each channel's Σ g and Σ g·(x − μ), g masked, over the planes in memory
- * order: sg and sgx (C doubles each) take each plane's lanes in sample
- * order, as a channel-by-channel loop would */
-static inline __attribute__((always_inline)) void grad_sums(double *sg, double *sgx, const float *dout,
-                                                             const float *inp, const float *mean,
-                                                             const float *invstd, const float *gamma,
-                                                             const float *beta, int B, int C, int HW, int relu)
+/* Each channel's Σ g and Σ g·(x − μ), g masked, for channels [c0, c1),
+ * over the planes in memory order: sg and sgx (C doubles each) take each
+ * plane's lanes in sample order, as a channel-by-channel loop would */
+BN_CLONES static void grad_sums(double *sg, double *sgx, const float *dout, const float *inp, const float *mean,
+                                const float *invstd, const float *gamma, const float *beta, int B, int C, int HW,
+                                int relu, int c0, int c1)
 {
-    for (int c = 0; c < C; c++) sg[c] = sgx[c] = 0;
+    for (int c = c0; c < c1; c++) sg[c] = sgx[c] = 0;
     for (int b = 0; b < B; b++)
-        for (int c = 0; c < C; c++) {
+        for (int c = c0; c < c1; c++) {
             const long o = ((long)b * C + c) * HW;
             const float *g = dout + o, *x = inp + o, mu = mean[c];
             float k, sh;
@@ -258,15 +290,15 @@ enum { BN_ROWS_BLOCK = 1024 };   /* floats: the padded input gradient's rows com
 
 /* dx = k·g − k·dβ/n − k·dγ/n · x̂ = k·g + (c0 + c1·x), from each channel's
  * sums sg, sgx (Σ g, Σ g·(x − μ)) over the n values normalized together;
- * the planes in memory order */
-static inline __attribute__((always_inline)) void input_grad(float *dinp, const float *dout, const float *inp,
-                                                              const float *mean, const float *invstd,
-                                                              const float *gamma, const float *beta,
-                                                              const double *sg, const double *sgx, double n, int B,
-                                                              int C, int HW, int relu, const plane_pad_t *dpad)
+ * planes [p0, p1) of (B, C) in memory order */
+BN_CLONES static void input_grad(float *dinp, const float *dout, const float *inp, const float *mean,
+                                 const float *invstd, const float *gamma, const float *beta, const double *sg,
+                                 const double *sgx, double n, long p0, long p1, int C, int HW, int relu,
+                                 const plane_pad_t *dpad)
 {
-    for (int b = 0; b < B; b++)
-        for (int c = 0; c < C; c++) {
+    for (long pl_ = p0; pl_ < p1; pl_++) {
+        const int b = (int)(pl_ / C), c = (int)(pl_ % C);
+        {
             const long o = ((long)b * C + c) * HW;
             const float *g = dout + o, *x = inp + o, mu = mean[c], is = invstd[c];
             float k, sh;
@@ -304,16 +336,24 @@ static inline __attribute__((always_inline)) void input_grad(float *dinp, const 
             }
             memset(pl + (p + H) * WP, 0, sizeof(float) * (size_t)((dpad->HP - p - H) * WP));
         }
+    }
 }
 
-BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
-                           const float *mean, const float *invstd, const float *gamma, const float *beta,
-                           double *scratch, int B, int C, int HW, int relu, const bn_sync_t *sync,
-                           const plane_pad_t *dpad)
+void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                 const float *mean, const float *invstd, const float *gamma, const float *beta,
+                 double *scratch, int B, int C, int HW, int relu, const bn_sync_t *sync,
+                 const plane_pad_t *dpad)
 {
-    const double n = (double)B * HW;
-    double *sg = scratch, *sgx = scratch + C;
-    grad_sums(sg, sgx, dout, inp, mean, invstd, gamma, beta, B, C, HW, relu);
+    double n = (double)B * HW;
+    const double *sg = scratch, *sgx = scratch + C;
+    {   /* the threads take channels, each summing its own over the batch in
+         * sample order: the bits of a one-thread pass */
+        const int np = (long)B * C * HW < PAR_MIN_FLOATS ? 1 : par_pieces(C);
+        PAR_FOR_DYN_IF(np > 1)
+        for (int q = 0; q < np; q++)
+            grad_sums(scratch, scratch + C, dout, inp, mean, invstd, gamma, beta, B, C, HW, relu, (int)par_cut(C, np, q, 1),
+                      (int)par_cut(C, np, q + 1, 1));
+    }
     for (int c = 0; c < C; c++) {
         dbeta[c] = (float)sg[c];
         dgamma[c] = (float)(sgx[c] * invstd[c]);
@@ -327,16 +367,17 @@ BN_CLONES void bn_backward(float *dinp, float *dgamma, float *dbeta, const float
         mine[0] = n;
         for (int c = 0; c < C; c++) { mine[1 + c] = sg[c]; mine[1 + C + c] = sgx[c]; }
         gather_sum(sync, mine, C, 2 * C + 1);
-        input_grad(dinp, dout, inp, mean, invstd, gamma, beta, mine + 1, mine + 1 + C, mine[0], B, C, HW, relu,
-                   dpad);
-        return;
+        sg = mine + 1;
+        sgx = mine + 1 + C;
+        n = mine[0];
     }
-    input_grad(dinp, dout, inp, mean, invstd, gamma, beta, sg, sgx, n, B, C, HW, relu, dpad);
+    PLANE_PIECES(B, C, HW, input_grad(dinp, dout, inp, mean, invstd, gamma, beta, sg, sgx, n, p0, p1, C, HW, relu, dpad));
 }
 
 void gap_forward(float *out, const float *inp, int B, int C, int HW)
 {
     const float inv = 1.0f / (float)HW;
+    PAR_FOR_IF((long)B * C * HW >= PAR_MIN_FLOATS)   /* planes apart */
     for (long bc = 0; bc < (long)B * C; bc++) {
         const float *x = inp + bc * HW;
         float s = 0.0f;
@@ -348,6 +389,7 @@ void gap_forward(float *out, const float *inp, int B, int C, int HW)
 void gap_backward(float *dinp, const float *dout, int B, int C, int HW)
 {
     const float inv = 1.0f / (float)HW;
+    PAR_FOR_IF((long)B * C * HW >= PAR_MIN_FLOATS)   /* planes apart */
     for (long bc = 0; bc < (long)B * C; bc++) {
         const float d = dout[bc] * inv;
         float *dx = dinp + bc * HW;
@@ -355,20 +397,42 @@ void gap_backward(float *dinp, const float *dout, int B, int C, int HW)
     }
 }
 
-BN_CLONES void add_forward(float *out, const float *a, const float *b, long n, int relu)
+BN_CLONES static void add_range(float *out, const float *a, const float *b, long i0, long n, int relu)
 {
     if (relu)
-        for (long i = 0; i < n; i++) { float v = a[i] + b[i]; out[i] = v > 0.0f ? v : 0.0f; }
+        for (long i = i0; i < n; i++) { float v = a[i] + b[i]; out[i] = v > 0.0f ? v : 0.0f; }
     else
-        for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
+        for (long i = i0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-BN_CLONES void add_backward(float *dsum, const float *dout, const float *out, long n, int relu)
+BN_CLONES static void add_backward_range(float *dsum, const float *dout, const float *out, long i0, long n, int relu)
 {
     if (relu && dsum == dout)   /* in place */
-        for (long i = 0; i < n; i++) dsum[i] = out[i] > 0.0f ? dsum[i] : 0.0f;
+        for (long i = i0; i < n; i++) dsum[i] = out[i] > 0.0f ? dsum[i] : 0.0f;
     else if (relu)
-        for (long i = 0; i < n; i++) dsum[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+        for (long i = i0; i < n; i++) dsum[i] = out[i] > 0.0f ? dout[i] : 0.0f;
     else if (dsum != dout)
-        memcpy(dsum, dout, sizeof(float) * (size_t)n);
+        memcpy(dsum + i0, dout + i0, sizeof(float) * (size_t)(n - i0));
+}
+
+/* element-wise: pieces of [0, n), any cut the same bits */
+#define RANGE_PIECES(n, call)                                                        \
+    do {                                                                             \
+        const int npc_ = par_elems(n);                                               \
+        PAR_FOR_DYN_IF(npc_ > 1)                                                         \
+        for (int q_ = 0; q_ < npc_; q_++) {                                          \
+            const long i0 = par_cut((n), npc_, q_, 16), i1 = par_cut((n), npc_, q_ + 1, 16); \
+            if (i1 > i0) call;                                                       \
+        }                                                                            \
+    } while (0)
+
+void add_forward(float *out, const float *a, const float *b, long n, int relu)
+{
+    RANGE_PIECES(n, add_range(out, a, b, i0, i1, relu));
+}
+
+void add_backward(float *dsum, const float *dout, const float *out, long n, int relu)
+{
+    if (!relu && dsum == dout) return;
+    RANGE_PIECES(n, add_backward_range(dsum, dout, out, i0, i1, relu));
 }

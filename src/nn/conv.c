@@ -60,6 +60,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../util/par.h"
+
 enum { TW = 16, RB = 4, NT_MAX = 2 };   /* direct path: tile columns, block rows, tiles per block */
 /* flat path: a tile's positions (FNV·VL: 64, 16 or 8), the most any set
  * reads past a plane; a plane's positions rounded up to a multiple of every
@@ -114,13 +116,17 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
     const long plane = L.HP * L.WP;
     L.FS = round_up((long)g->OH * L.WP, FLAT_VEC);
     L.n_pad = (long)g->B * g->C * plane + slack;
-    L.n_col = (long)g->C * KK * g->OH * g->OW + slack;
-    /* flat path, no im2col: forward's output planes (OC, FS); in backward
-     * the padded output gradient of the batch (B, OC, HP, WP) and one
-     * sample's input-gradient planes (C, FS) */
-    if (L.flat) L.n_col = max_l((long)g->OC * L.FS, (long)g->B * g->OC * plane + slack + (long)g->C * L.FS);
-    /* + TW: room to align the direct path's vectors */
-    L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : L.flat ? 0 : (long)g->C * KK * g->OC;
+    /* one sample's im2col per piece of the batch (PAR_SLOTS of them, each
+     * computed by one thread) */
+    L.n_col = PAR_SLOTS * ((long)g->C * KK * g->OH * g->OW + slack);
+    /* flat path, no im2col: forward's output planes (OC, FS) per piece; in
+     * backward the padded output gradient of the batch (B, OC, HP, WP) and
+     * one sample's input-gradient planes (C, FS) per piece */
+    if (L.flat)
+        L.n_col = max_l(PAR_SLOTS * (long)g->OC * L.FS, (long)g->B * g->OC * plane + slack + PAR_SLOTS * (long)g->C * L.FS);
+    /* + TW: room to align the direct path's vectors; im2col: a piece's
+     * weight-gradient sums each */
+    L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : L.flat ? 0 : PAR_SLOTS * (long)g->C * KK * g->OC;
     /* flat 3x3: the weight gradient's sums dwt (C, 9, OCp), and the
      * transposed output gradient of a chunk of samples (dchunk, OH·WP, OCp):
      * with the chunk's inputs, about 1 MB, to stay in cache across tiles.
@@ -214,7 +220,7 @@ typedef struct conv_kernels {
     void (*direct_forward)(float *out, const float *P, const float *w, const float *b,
                            const conv_geom_t *g, const conv_layout_t *L, int nt);
     void (*direct_backward)(float *acc, const float *P, const float *dout,
-                            const conv_geom_t *g, const conv_layout_t *L, int nt);
+                            const conv_geom_t *g, const conv_layout_t *L, int nt, int oc0, int oc1);
     void (*flat_conv)(float *y, long ys, const float *x, long xplane, const float *w, int Cin, int Cout,
                       int KH, int KW, long WP, long nq);
     void (*flat_dw)(float *dw, const float *d, long dbs, long dplane, const float *x, long xbs, long xplane,
@@ -225,6 +231,7 @@ typedef struct conv_kernels {
     int vl;   /* floats per vector */
     int dwt;  /* flat 3x3 weight gradient with output channels in the lanes from this many vectors of
                * them (0: never) */
+    int doc;  /* flat weight gradient: output channels per tile */
 } conv_kernels_t;
 
 #define KCAT2(a, b) a##_##b
@@ -289,62 +296,100 @@ static void out_moments(double *moments, const float *out, const conv_geom_t *g,
     }
 }
 
+/* The im2col path's batch pieces (util/par.h), piece i holding samples
+ * [piece_lo(B, np, i), piece_lo(B, np, i + 1)) and using workspace slot
+ * i: its weight gradient sums each piece's samples, so PAR_SLOTS pieces
+ * whatever --threads. Elsewhere a sample is a piece, on the slot of the
+ * thread that computes it. */
+static int batch_pieces(int B) { return B < PAR_SLOTS ? B : PAR_SLOTS; }
+static int piece_lo(int B, int np, int i) { return (int)par_cut(B, np, i, 1); }
+
+/* Forward: every sample is computed alone (the same bits on any thread). */
 static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, float *cb, const float *inp,
                                 const float *w, const float *b, double *moments, const conv_geom_t *g)
 {
     const conv_layout_t L = conv_layout(g);
-    pad_input(P, inp, g, &L);
-    if (L.direct) {
-        if (!b) {   /* no bias: zeros from the (forward-unused) accumulator space */
-            float *z = cb + L.n_col;
-            memset(z, 0, sizeof(float) * (size_t)g->OC);
-            b = z;
-        }
-        k->direct_forward(out, P, w, b, g, &L, k->nt);
-        for (int bb = 0; bb < g->B; bb++) out_moments(moments, out, g, bb);
-        return;
-    }
-    if (L.flat) {
-        const long plane = L.HP * L.WP;
-        for (int bb = 0; bb < g->B; bb++) {
-            k->flat_conv(cb, L.FS, P + bb * g->C * plane, plane, w, g->C, g->OC, g->KH, g->KW, L.WP, L.FS);
-            flat_unpack(out + (long)bb * g->OC * g->OH * g->OW, cb, g->OC, g->OH, g->OW, L.WP, L.FS, b);
-            out_moments(moments, out, g, bb);
-        }
-        return;
-    }
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
+    const long plane = L.HP * L.WP, work = (long)g->B * g->OC * OHW * CKK;
+    const int par = work >= 64L * PAR_MIN_FLOATS;
+    if (par) {   /* pad_input's planes apart */
+        const long n = (long)g->B * g->C;
+        const int np = par_elems(n * plane);
+        if (L.flat) memset(P + n * plane, 0, sizeof(float) * (size_t)(L.n_pad - n * plane));
+        PAR_FOR_DYN_IF(np > 1)
+        for (int i = 0; i < np; i++) {
+            const long c0 = par_cut(n, np, i, 1), c1 = par_cut(n, np, i + 1, 1);
+            pad_planes(P + c0 * plane, inp + c0 * g->H * g->W, c1 - c0, g->H, g->W, g->pad, L.HP, L.WP);
+        }
+    } else {
+        pad_input(P, inp, g, &L);
+    }
+    if (L.direct && !b) {   /* no bias: zeros from the (forward-unused) accumulator space */
+        float *z = cb + L.n_col;
+        memset(z, 0, sizeof(float) * (size_t)g->OC);
+        b = z;
+    }
+    /* one sample at a time to whichever thread is free, each thread with
+     * its workspace slot */
+    PAR_FOR_SLOTS_IF(par && g->B > 1)
     for (int bb = 0; bb < g->B; bb++) {
-        k->im2col(cb, P + (long)bb * g->C * L.HP * L.WP, g, &L);
-        float *o = out + (long)bb * g->OC * OHW;
-        if (b)
-            for (int oc = 0; oc < g->OC; oc++)
-                for (int p = 0; p < OHW; p++) o[(long)oc * OHW + p] = b[oc];
-        /* out_b(OC, OHW) (+)= w · col_b */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, OHW, CKK,
-                    1.0f, w, CKK, cb, OHW, b ? 1.0f : 0.0f, o, OHW);
+        const int slot = par_slot();
+        if (L.direct) {
+            /* the sample as a batch of its own: its last store stops at its end */
+            conv_geom_t gi = *g;
+            gi.B = 1;
+            k->direct_forward(out + (long)bb * g->OC * OHW, P + (long)bb * plane, w, b, &gi, &L, k->nt);
+        } else if (L.flat) {
+            float *y = cb + (long)slot * g->OC * L.FS;
+            k->flat_conv(y, L.FS, P + (long)bb * g->C * plane, plane, w, g->C, g->OC, g->KH, g->KW, L.WP, L.FS);
+            flat_unpack(out + (long)bb * g->OC * OHW, y, g->OC, g->OH, g->OW, L.WP, L.FS, b);
+        } else {
+            float *col = cb + (long)slot * (L.n_col / PAR_SLOTS);
+            k->im2col(col, P + (long)bb * g->C * plane, g, &L);
+            float *o = out + (long)bb * g->OC * OHW;
+            if (b)
+                for (int oc = 0; oc < g->OC; oc++)
+                    for (int p = 0; p < OHW; p++) o[(long)oc * OHW + p] = b[oc];
+            /* out_b(OC, OHW) (+)= w · col_b */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, OHW, CKK,
+                        1.0f, w, CKK, col, OHW, b ? 1.0f : 0.0f, o, OHW);
+        }
         out_moments(moments, out, g, bb);
     }
 }
 
+/* Backward. What sums over the batch is cut by output channel (the bias
+ * and weight gradients of the direct and flat paths) or input channel
+ * (the flat 3x3 path's transposed sums), each channel's sum taken over the
+ * samples in order, as on one thread; the input gradient is per sample.
+ * The im2col path's weight gradient is the exception: it is the sum of
+ * the batch's pieces' sums (one GEMM chain per piece, added in piece
+ * order), the same pieces whatever --threads, so its bits do not depend
+ * on T either; they differ from one chain over the whole batch by the
+ * reassociation of that sum (a few ulp). */
 static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw, float *db,
                                  const float *P, float *cb, const float *dout, const float *w, const conv_geom_t *g)
 {
     const conv_layout_t L = conv_layout(g);
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW, KK = g->KH * g->KW;
     const long plane = (long)g->C * L.HP * L.WP;
+    /* the im2col path's weight gradient sums fixed pieces; the direct
+     * path's input gradient takes the same pieces, one slot each */
+    const int np = batch_pieces(g->B);
+    const int par = (long)g->B * g->OC * OHW * CKK >= 64L * PAR_MIN_FLOATS;
     float *acc = cb + L.n_col;
-    const float *dinp_end = dinp ? dinp + (long)g->B * g->C * g->H * g->W : NULL;
     if (L.direct) {
-        /* acc(OC, KK + 1, TW): per-tap lanes, the bias last */
+        /* acc(OC, KK + 1, TW): per-tap lanes, the bias last; the threads
+         * take output channels */
         float *a = (float *)(((uintptr_t)acc + 63) & ~(uintptr_t)63);
-        k->direct_backward(a, P, dout, g, &L, k->nt);
+        const int nq = par_pieces(g->OC);
+        PAR_FOR_DYN_IF(par && nq > 1)
+        for (int q = 0; q < nq; q++)
+            k->direct_backward(a, P, dout, g, &L, k->nt, (int)par_cut(g->OC, nq, q, 1), (int)par_cut(g->OC, nq, q + 1, 1));
         for (int oc = 0; oc < g->OC; oc++) {
             for (int t = 0; t < KK; t++) dw[(long)oc * KK + t] = sum_floats(a + ((long)oc * (KK + 1) + t) * TW, TW);
             if (db) db[oc] = sum_floats(a + ((long)oc * (KK + 1) + KK) * TW, TW);
         }
-    } else if (db) {
-        memset(db, 0, sizeof(float) * (size_t)g->OC);
     }
     if (L.flat) {
         /* D(B, OC, HP, WP): the output gradient padded as the input was. Its
@@ -353,13 +398,28 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
          * taps; the input gradient is their convolution with the weights
          * flipped in both taps and transposed, wt[c][oc][KK−1−t] = w[oc][c][t] */
         const long dplane = L.HP * L.WP;
-        float *D = cb, *yd = cb + (long)g->B * g->OC * dplane + L.slack, *wt = acc + L.n_acc;
-        if (dout)   /* else: its producer wrote it there (conv2d_dout_padded) */
-            pad_planes(D, dout, (long)g->B * g->OC, g->OH, g->OW, g->pad, L.HP, L.WP);
+        float *D = cb, *yd0 = cb + (long)g->B * g->OC * dplane + L.slack, *wt = acc + L.n_acc;
+        if (dout) {   /* else: its producer wrote it there (conv2d_dout_padded) */
+            const long n = (long)g->B * g->OC;
+            const int npd = par ? par_elems(n * dplane) : 1;
+            PAR_FOR_DYN_IF(npd > 1)
+            for (int i = 0; i < npd; i++) {
+                const long c0 = par_cut(n, npd, i, 1), c1 = par_cut(n, npd, i + 1, 1);
+                pad_planes(D + c0 * dplane, dout + c0 * OHW, c1 - c0, g->OH, g->OW, g->pad, L.HP, L.WP);
+            }
+        }
         memset(D + (long)g->B * g->OC * dplane, 0, sizeof(float) * (size_t)L.slack);
-        if (db)   /* the padded planes' zeros add nothing */
-            for (long p = 0; p < (long)g->B * g->OC; p++)
-                db[p % g->OC] += dout ? sum_floats(dout + p * OHW, OHW) : sum_floats(D + p * dplane, dplane);
+        if (db) {   /* the padded planes' zeros add nothing; each channel over the batch in order */
+            PAR_FOR_IF(par)
+            for (int oc = 0; oc < g->OC; oc++) {
+                float s = 0.0f;
+                for (int bb = 0; bb < g->B; bb++) {
+                    const long p = (long)bb * g->OC + oc;
+                    s += dout ? sum_floats(dout + p * OHW, OHW) : sum_floats(D + p * dplane, dplane);
+                }
+                db[oc] = s;
+            }
+        }
         if (L.dchunk && k->dwt && k->dwt * k->vl <= g->OC) {
             /* 3x3 with output channels in the lanes, over chunks of samples
              * whose output gradient is transposed to dT (q, OCp) first:
@@ -367,12 +427,16 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
              * 1.6-1.8 ms against 2.4-2.9 for the lane-sum tiles below, at
              * batch 64. Not with fewer channels, where each broadcast feeds
              * too few FMAs, nor with 16 vector registers (AVX2, SSE2), which
-             * the tile's 18 sums would spill. */
+             * the tile's 18 sums would spill. The threads transpose a
+             * chunk's samples, then take its input channels in pairs (the
+             * tiles' own pairs, so the same tiles as on one thread). */
             const long nvalid = (long)g->OH * L.WP, OCp = L.OCp;
             float *dwt = acc, *dT = acc + (long)g->C * 9 * OCp;
             memset(dwt, 0, sizeof(float) * (size_t)(g->C * 9 * OCp));
+            const int nc = par_pieces((g->C + 1) / 2);
             for (int b0 = 0; b0 < g->B; b0 += L.dchunk) {
                 const int nb = g->B - b0 < L.dchunk ? g->B - b0 : L.dchunk;
+                PAR_FOR_DYN_IF(par && nb > 1)
                 for (int bb = 0; bb < nb; bb++) {
                     const float *Db = D + (long)(b0 + bb) * g->OC * dplane + g->pad * L.WP + g->pad;
                     float *Tb = dT + (long)bb * nvalid * OCp;
@@ -382,45 +446,84 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
                         for (long oc = g->OC; oc < OCp; oc++) t[oc] = 0.0f;
                     }
                 }
-                k->flat_dwt(dwt, dT, nvalid, (int)OCp, P + b0 * plane, L.HP * L.WP, plane, nb, g->C, L.WP);
+                PAR_FOR_DYN_IF(par && nc > 1)
+                for (int q = 0; q < nc; q++) {
+                    const int c0 = (int)par_cut(g->C, nc, q, 2), c1 = (int)par_cut(g->C, nc, q + 1, 2);
+                    if (c1 > c0)
+                        k->flat_dwt(dwt + (long)c0 * 9 * OCp, dT, nvalid, (int)OCp, P + b0 * plane + (long)c0 * L.HP * L.WP,
+                                    L.HP * L.WP, plane, nb, c1 - c0, L.WP);
+                }
             }
             for (int oc = 0; oc < g->OC; oc++)
                 for (int c = 0; c < g->C; c++)
                     for (int t = 0; t < 9; t++) dw[((long)oc * g->C + c) * 9 + t] = dwt[((long)c * 9 + t) * OCp + oc];
-        } else
-            k->flat_dw(dw, D + g->pad * L.WP + g->pad, (long)g->OC * dplane, dplane, P, plane, L.HP * L.WP, g->B,
-                       g->C, g->OC, g->KH, g->KW, L.WP, (long)g->OH * L.WP, 2L * g->pad * L.WP);
+        } else {
+            /* the threads take output channels, at the tiles' boundaries */
+            const int nq = par_pieces((g->OC + k->doc - 1) / k->doc);
+            PAR_FOR_DYN_IF(par && nq > 1)
+            for (int q = 0; q < nq; q++) {
+                const int o0 = (int)par_cut(g->OC, nq, q, k->doc), o1 = (int)par_cut(g->OC, nq, q + 1, k->doc);
+                if (o1 > o0)
+                    k->flat_dw(dw + (long)o0 * g->C * KK, D + (long)o0 * dplane + g->pad * L.WP + g->pad,
+                               (long)g->OC * dplane, dplane, P, plane, L.HP * L.WP, g->B, g->C, o1 - o0, g->KH, g->KW,
+                               L.WP, (long)g->OH * L.WP, 2L * g->pad * L.WP);
+            }
+        }
         if (!dinp) return;
         for (int oc = 0; oc < g->OC; oc++)
             for (int c = 0; c < g->C; c++)
                 for (int t = 0; t < KK; t++) wt[((long)c * g->OC + oc) * KK + KK - 1 - t] = w[((long)oc * g->C + c) * KK + t];
+        PAR_FOR_SLOTS_IF(par && g->B > 1)
         for (int bb = 0; bb < g->B; bb++) {
+            float *yd = yd0 + (long)par_slot() * g->C * L.FS;
             k->flat_conv(yd, L.FS, D + (long)bb * g->OC * dplane, dplane, wt, g->OC, g->C, g->KH, g->KW, L.WP, L.FS);
             flat_unpack(dinp + (long)bb * g->C * g->H * g->W, yd, g->C, g->H, g->W, L.WP, L.FS, NULL);
         }
         return;
     }
-    for (int bb = 0; bb < g->B; bb++) {
-        const float *d = dout + (long)bb * g->OC * OHW;   /* (OC, OHW) */
-        if (!L.direct) {
-            if (db)
-                for (int oc = 0; oc < g->OC; oc++) db[oc] += sum_floats(d + (long)oc * OHW, OHW);
-            /* accᵀ(CKK, OC) += col_b · d_bᵀ: this orientation packs faster
-             * than dw(OC, CKK) += d_b · col_bᵀ for few output channels */
-            k->im2col(cb, P + bb * plane, g, &L);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CKK, g->OC, OHW,
-                        1.0f, cb, OHW, d, OHW, bb ? 1.0f : 0.0f, acc, g->OC);
-        }
-        if (dinp) {
-            /* dcol_b(CKK, OHW) = wᵀ · d_b, into the col_b buffer */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, OHW, g->OC,
-                        1.0f, w, CKK, d, OHW, 0.0f, cb, OHW);
-            k->col2im(dinp + (long)bb * g->C * g->H * g->W, dinp_end, cb, g);
+    if (!L.direct && db) {   /* each channel over the batch in order */
+        PAR_FOR_IF(par)
+        for (int oc = 0; oc < g->OC; oc++) {
+            float s = 0.0f;
+            for (int bb = 0; bb < g->B; bb++) s += sum_floats(dout + ((long)bb * g->OC + oc) * OHW, OHW);
+            db[oc] = s;
         }
     }
-    if (!L.direct)
+    if (L.direct && !dinp) return;
+    const long sampl = (long)g->C * g->H * g->W, accn = (long)CKK * g->OC;
+    PAR_FOR_DYN_IF(par && np > 1)
+    for (int i = 0; i < np; i++) {
+        float *col = cb + (long)i * (L.n_col / PAR_SLOTS), *acci = acc + i * accn;
+        const int b0 = piece_lo(g->B, np, i);
+        for (int bb = b0; bb < piece_lo(g->B, np, i + 1); bb++) {
+            const float *d = dout + (long)bb * g->OC * OHW;   /* (OC, OHW) */
+            if (!L.direct) {
+                /* acciᵀ(CKK, OC) += col_b · d_bᵀ: this orientation packs
+                 * faster than dw(OC, CKK) += d_b · col_bᵀ for few output
+                 * channels */
+                k->im2col(col, P + bb * plane, g, &L);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CKK, g->OC, OHW,
+                            1.0f, col, OHW, d, OHW, bb > b0 ? 1.0f : 0.0f, acci, g->OC);
+            }
+            if (dinp) {
+                /* dcol_b(CKK, OHW) = wᵀ · d_b, into the col_b buffer; its
+                 * last store stops at the sample's end (the next sample may
+                 * be another thread's) */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, OHW, g->OC,
+                            1.0f, w, CKK, d, OHW, 0.0f, col, OHW);
+                k->col2im(dinp + bb * sampl, dinp + (bb + 1) * sampl, col, g);
+            }
+        }
+    }
+    if (!L.direct) {   /* the pieces' sums, in piece order */
+        PAR_FOR_IF(par)
         for (int oc = 0; oc < g->OC; oc++)
-            for (int t = 0; t < CKK; t++) dw[(long)oc * CKK + t] = acc[(long)t * g->OC + oc];
+            for (int t = 0; t < CKK; t++) {
+                float s = acc[(long)t * g->OC + oc];
+                for (int i = 1; i < np; i++) s += acc[i * accn + (long)t * g->OC + oc];
+                dw[(long)oc * CKK + t] = s;
+            }
+    }
 }
 
 long conv_pad_size(const conv_geom_t *g) { return conv_layout(g).n_pad; }

@@ -227,7 +227,7 @@ KFN(direct_dw_block)(VF *a, VF dt[RB][NT_MAX][NV], const float *src, long WP, in
 
 static inline __attribute__((always_inline)) void
 KFN(direct_backward_blocks)(VF *acc, const float *P, const float *dout,
-                            const conv_geom_t g, const conv_layout_t L, int nt)
+                            const conv_geom_t g, const conv_layout_t L, int nt, int oc0, int oc1)
 {
     const int OH = g.OH, OW = g.OW, s = g.stride, KK = g.KH * g.KW;
     const long per_oc = (long)(KK + 1) * NV;   /* taps, then the bias */
@@ -236,7 +236,7 @@ KFN(direct_backward_blocks)(VF *acc, const float *P, const float *dout,
     KFN(lanes)(lane);
     for (int bb = 0; bb < g.B; bb++) {
         const float *Pb = P + (long)bb * L.HP * L.WP;
-        for (int oc = 0; oc < g.OC; oc++) {
+        for (int oc = oc0; oc < oc1; oc++) {
             VF *a = acc + oc * per_oc, *abias = a + (long)KK * NV;
             const float *d = dout + ((long)bb * g.OC + oc) * OH * OW;
             for (int oh = 0; oh < OH; oh += RB)
@@ -274,16 +274,18 @@ KFN(direct_backward_blocks)(VF *acc, const float *P, const float *dout,
 }
 
 /* acc(OC, KH·KW + 1, TW) = lanes of Σ_b,oh,ow dout[b][oc][oh][ow] · P[b][oh·s+ki][ow·s+kj],
- * the last tap Σ dout; acc is aligned to 64 bytes */
+ * the last tap Σ dout, for output channels [oc0, oc1) (each channel's
+ * sums alone); acc is aligned to 64 bytes */
 KATTR static void KFN(direct_backward)(float *acc, const float *P, const float *dout,
-                                       const conv_geom_t *gp, const conv_layout_t *Lp, int nt)
+                                       const conv_geom_t *gp, const conv_layout_t *Lp, int nt, int oc0, int oc1)
 {
     const conv_geom_t g = *gp;
     const conv_layout_t L = *Lp;
     VF *va = (VF *)(void *)acc;
-    for (long i = 0; i < (long)g.OC * (g.KH * g.KW + 1) * NV; i++) va[i] = (VF){ 0 };
-    if (nt == 2) KFN(direct_backward_blocks)(va, P, dout, g, L, 2);
-    else KFN(direct_backward_blocks)(va, P, dout, g, L, 1);
+    const long per_oc = (long)(g.KH * g.KW + 1) * NV;
+    for (long i = oc0 * per_oc; i < oc1 * per_oc; i++) va[i] = (VF){ 0 };
+    if (nt == 2) KFN(direct_backward_blocks)(va, P, dout, g, L, 2, oc0, oc1);
+    else KFN(direct_backward_blocks)(va, P, dout, g, L, 1, oc0, oc1);
 }
 
 /* ---- flat path: stride 1, "same" padding, several input channels ----
@@ -605,16 +607,17 @@ KATTR static void KFN(flat_dwt)(float *dwt, const float *dT, long nvalid, int OC
     }
 }
 
-#undef DOC
 #undef DKK
 #undef FNV
 #undef FOC
+/* DOC is undefined after the table, which gives it to conv.c */
 
 static const conv_kernels_t KFN(kernels) = {
     KFN(im2col_sample), KFN(col2im_sample), KFN(direct_forward), KFN(direct_backward), KFN(flat_conv), KFN(flat_dw),
-    KFN(flat_dwt), KNT, VL, KVB == 64 ? 2 : 0,
+    KFN(flat_dwt), KNT, VL, KVB == 64 ? 2 : 0, DOC,
 };
 
+#undef DOC
 #undef VL
 #undef NV
 #undef VF

@@ -5,31 +5,77 @@
 #include <math.h>
 #include <string.h>
 
+#include "../util/par.h"
+
+/* Element-wise passes: any cut gives the same bits (util/par.h). */
+#define ELEMENTWISE(n, body)                                                   \
+    do {                                                                       \
+        const int np_ = par_elems(n);                                          \
+        PAR_FOR_DYN_IF(np_ > 1)                                                    \
+        for (int p_ = 0; p_ < np_; p_++) {                                     \
+            const long e_ = par_cut((n), np_, p_ + 1, 16);                     \
+            for (long i = par_cut((n), np_, p_, 16); i < e_; i++) body;        \
+        }                                                                      \
+    } while (0)
+
 /* ---------------- dense ---------------- */
+
+/* A dense layer's GEMMs are cut into pieces of whole output columns, the
+ * same pieces for every --threads (util/par.h): an output element is
+ * always computed by the same one-thread sgemm call, so its bits do not
+ * depend on T. Forward cuts out's OUT columns (each piece packs its rows
+ * of w and all of inp, B·IN floats); backward cuts IN, the columns of dw
+ * and dinp (each piece packs all of dout, the smaller B·OUT, and its
+ * columns of inp or w); the sum over the batch inside dw's elements is
+ * the GEMM's K, never cut. Below DENSE_PIECE_MACS per piece, or columns
+ * narrower than DENSE_PIECE_COLS, fewer pieces. */
+enum { DENSE_PIECE_COLS = 64, DENSE_PIECE_MACS = 1 << 19 };
+
+static int dense_pieces(long cols, long macs)
+{
+    long n = cols / DENSE_PIECE_COLS, m = macs / DENSE_PIECE_MACS;
+    if (m < n) n = m;
+    return n < 1 ? 1 : n > PAR_SLOTS ? PAR_SLOTS : (int)n;
+}
 
 void dense_forward(float *out, const float *inp, const float *w, const float *b,
                    int B, int IN, int OUT)
 {
-    for (int i = 0; i < B; i++)
-        memcpy(out + (long)i * OUT, b, sizeof(float) * (size_t)OUT);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OUT, IN,
-                1.0f, inp, IN, w, IN, 1.0f, out, OUT);
+    const int np = dense_pieces(OUT, (long)B * IN * OUT);
+    PAR_FOR_DYN_IF(np > 1)
+    for (int p = 0; p < np; p++) {
+        const int o0 = (int)par_cut(OUT, np, p, 16), o1 = (int)par_cut(OUT, np, p + 1, 16);
+        if (o1 <= o0) continue;
+        for (int i = 0; i < B; i++)
+            memcpy(out + (long)i * OUT + o0, b + o0, sizeof(float) * (size_t)(o1 - o0));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, o1 - o0, IN,
+                    1.0f, inp, IN, w + (long)o0 * IN, IN, 1.0f, out + o0, OUT);
+    }
 }
 
 void dense_backward(float *dinp, float *dw, float *db, const float *dout,
                     const float *inp, const float *w, int B, int IN, int OUT)
 {
-    /* dw = doutᵀ · inp */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, B,
-                1.0f, dout, OUT, inp, IN, 0.0f, dw, IN);
-    memset(db, 0, sizeof(float) * (size_t)OUT);
-    for (int i = 0; i < B; i++) {
-        const float *r = dout + (long)i * OUT;
-        for (int o = 0; o < OUT; o++) db[o] += r[o];
+    const int np = dense_pieces(IN, (long)B * IN * OUT);
+    PAR_FOR_DYN_IF(np > 1)
+    for (int p = 0; p < np + 1; p++) {
+        if (p == np) {   /* db: each feature's sum over the batch, in sample order */
+            memset(db, 0, sizeof(float) * (size_t)OUT);
+            for (int i = 0; i < B; i++) {
+                const float *r = dout + (long)i * OUT;
+                for (int o = 0; o < OUT; o++) db[o] += r[o];
+            }
+            continue;
+        }
+        const int i0 = (int)par_cut(IN, np, p, 16), i1 = (int)par_cut(IN, np, p + 1, 16);
+        if (i1 <= i0) continue;
+        /* dw[:, i0:i1] = doutᵀ · inp[:, i0:i1] */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, i1 - i0, B,
+                    1.0f, dout, OUT, inp + i0, IN, 0.0f, dw + i0, IN);
+        if (dinp) /* dinp[:, i0:i1] = dout · w[:, i0:i1] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, i1 - i0, OUT,
+                        1.0f, dout, OUT, w + i0, IN, 0.0f, dinp + i0, IN);
     }
-    if (dinp) /* dinp = dout · w */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, IN, OUT,
-                    1.0f, dout, OUT, w, IN, 0.0f, dinp, IN);
 }
 
 /* ---------------- pooling ---------------- */
@@ -42,6 +88,7 @@ static int pool_is_2x2(const conv_geom_t *g) { return g->KH == 2 && g->KW == 2 &
 static void maxpool2x2_forward(float *out, int32_t *argmax, const float *inp, const conv_geom_t *g)
 {
     const int HW = g->H * g->W, OH = g->OH, OW = g->OW, W = g->W;
+    PAR_FOR_IF((long)g->B * g->C * g->H * g->W >= PAR_MIN_FLOATS)   /* planes apart */
     for (long bc = 0; bc < (long)g->B * g->C; bc++) {
         const float *s = inp + bc * HW;
         float *o = out + bc * OH * OW;
@@ -77,6 +124,7 @@ void maxpool_forward(float *out, int32_t *argmax, const float *inp, const conv_g
         return;
     }
     const int HW = g->H * g->W, OHW = g->OH * g->OW;
+    PAR_FOR_IF((long)g->B * g->C * g->H * g->W >= PAR_MIN_FLOATS)   /* planes apart */
     for (long bc = 0; bc < (long)g->B * g->C; bc++) {
         const float *s = inp + bc * HW;
         float *o = out + bc * OHW;
@@ -120,6 +168,7 @@ static void maxpool2x2_backward(float *dinp, const float *dout, const float *out
                                 const conv_geom_t *g)
 {
     const int H = g->H, W = g->W, HW = H * W, OH = g->OH, OW = g->OW;
+    PAR_FOR_IF((long)g->B * g->C * g->H * g->W >= PAR_MIN_FLOATS)   /* planes apart */
     for (long bc = 0; bc < (long)g->B * g->C; bc++) {
         float *s = dinp + bc * HW;
         const float *d = dout + bc * OH * OW, *o = out ? out + bc * OH * OW : NULL;
@@ -165,7 +214,7 @@ void maxpool_relu_forward(float *out, int32_t *argmax, const float *inp, const c
 {
     maxpool_forward(out, argmax, inp, g);
     const long n = (long)g->B * g->C * g->OH * g->OW;
-    for (long i = 0; i < n; i++) out[i] = out[i] > 0.0f ? out[i] : 0.0f;
+    ELEMENTWISE(n, out[i] = out[i] > 0.0f ? out[i] : 0.0f);
 }
 
 void maxpool_relu_backward(float *dinp, const float *dout, const float *out, const int32_t *argmax,
@@ -188,26 +237,23 @@ void maxpool_relu_backward(float *dinp, const float *dout, const float *out, con
 
 void relu_forward(float *out, const float *inp, long n)
 {
-    for (long i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+    ELEMENTWISE(n, out[i] = inp[i] > 0.0f ? inp[i] : 0.0f);
 }
 
 void relu_backward(float *dinp, const float *dout, const float *out, long n)
 {
     /* load dout unconditionally: a select, not a branch, so it vectorizes */
-    for (long i = 0; i < n; i++) {
-        float d = dout[i];
-        dinp[i] = out[i] > 0.0f ? d : 0.0f;
-    }
+    ELEMENTWISE(n, { float d = dout[i]; dinp[i] = out[i] > 0.0f ? d : 0.0f; });
 }
 
 void tanh_forward(float *out, const float *inp, long n)
 {
-    for (long i = 0; i < n; i++) out[i] = tanhf(inp[i]);
+    ELEMENTWISE(n, out[i] = tanhf(inp[i]));
 }
 
 void tanh_backward(float *dinp, const float *dout, const float *out, long n)
 {
-    for (long i = 0; i < n; i++) dinp[i] = dout[i] * (1.0f - out[i] * out[i]);
+    ELEMENTWISE(n, dinp[i] = dout[i] * (1.0f - out[i] * out[i]));
 }
 
 /* ---------------- loss ---------------- */

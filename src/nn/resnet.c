@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/par.h"
 #include "../util/util.h"
 #include "layers.h"
 #include "plan.h"
@@ -219,6 +220,7 @@ static void grad_done(model_t *m, int src, const float *d, int B)
     if (src < 0 || d != m->dscratch) return;
     layer_t *s = &m->layers[src];
     const long n = (long)B * out_size(s);
+    PAR_FOR_IF(n >= PAR_MIN_FLOATS)   /* element-wise */
     for (long i = 0; i < n; i++) s->dout[i] += d[i];
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/par.h"
 #include "../util/sim.h"
 #include "../util/util.h"
 
@@ -102,7 +103,9 @@ static inline __attribute__((always_inline)) void step_span(optim_t *o, float *d
  * every step: with AVX2 (x86-64-v3) it runs about twice as fast as with the
  * baseline's SSE2, so both are built and the CPU picks at load time. No FMA
  * contraction (ISO C's default): every clone gives the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* (not under ThreadSanitizer, whose instrumented ifunc resolvers run
+ * before it is initialized) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define STEP_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define STEP_CLONES
@@ -125,7 +128,7 @@ static size_t next_piece(const optim_t *o, size_t off, size_t end, float *wd)
     return end;
 }
 
-STEP_CLONES void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count,
+STEP_CLONES static void step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count,
                                    float lr)
 {
     for (size_t at = off, end = off + count; at < end;) {
@@ -136,7 +139,7 @@ STEP_CLONES void optim_step_scaled(optim_t *o, float *w, const float *g, float g
     }
 }
 
-STEP_CLONES void optim_step_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
+STEP_CLONES static void step_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
                                  size_t count, float lr)
 {
     for (size_t at = off, end = off + count; at < end;) {
@@ -150,12 +153,12 @@ STEP_CLONES void optim_step_into(optim_t *o, float *dst, const float *w, const f
 /* Each chunk is computed into a buffer that stays in L1 and then written
  * out with non-temporal stores, which invalidate other cores' copies of
  * the lines without first reading them in. */
-STEP_CLONES void optim_step_into_stream(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
+STEP_CLONES static void step_into_stream(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
                                         size_t count, float lr)
 {
 #if defined(__SSE__)
     if (sim_build()) {   /* (the simulated build keeps plain stores) */
-        optim_step_into(o, dst, w, g, gscale, off, count, lr);
+        step_into(o, dst, w, g, gscale, off, count, lr);
         return;
     }
     enum { CHUNK = 1024 };
@@ -178,8 +181,49 @@ STEP_CLONES void optim_step_into_stream(optim_t *o, float *dst, const float *w, 
     }
     _mm_sfence();
 #else
-    optim_step_into(o, dst, w, g, gscale, off, count, lr);
+    step_into(o, dst, w, g, gscale, off, count, lr);
 #endif
+}
+
+/* The update is element-wise: the threads take pieces of the span (at
+ * multiples of 1024 floats, the streaming variant's chunks), any cut the
+ * same bits (util/par.h); each piece goes through the clone the CPU runs
+ * (the parallel loop itself is outside the clones: GCC would not clone
+ * the function it outlines for the loop). */
+#define OPTIM_PIECES(fn)                                                              \
+    do {                                                                              \
+        const int np = par_elems((long)count);                                        \
+        PAR_FOR_DYN_IF(np > 1)                                                        \
+        for (int p = 0; p < np; p++) {                                                \
+            const size_t a = (size_t)par_cut((long)count, np, p, 1024);               \
+            const size_t e = (size_t)par_cut((long)count, np, p + 1, 1024);           \
+            if (e > a) fn(o, dst, w, g, gscale, off + a, e - a, lr);                  \
+        }                                                                             \
+    } while (0)
+
+static void step_scaled_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
+                             size_t count, float lr)
+{
+    (void)dst;
+    step_scaled(o, (float *)w, g, gscale, off, count, lr);
+}
+
+void optim_step_scaled(optim_t *o, float *w, const float *g, float gscale, size_t off, size_t count, float lr)
+{
+    float *dst = w;
+    OPTIM_PIECES(step_scaled_into);
+}
+
+void optim_step_into(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off, size_t count,
+                     float lr)
+{
+    OPTIM_PIECES(step_into);
+}
+
+void optim_step_into_stream(optim_t *o, float *dst, const float *w, const float *g, float gscale, size_t off,
+                            size_t count, float lr)
+{
+    OPTIM_PIECES(step_into_stream);
 }
 
 int lr_sched_parse(const char *s, lr_sched_kind_t *out)

@@ -41,7 +41,7 @@ const opt_def_t config_train_opts[] = {
     { "checkpoint", OT_STR, S(checkpoint), "", "write a checkpoint here at the end (and every --checkpoint-every steps; parameter-server paradigms: written by the shards)" },
     { "checkpoint-every", OT_LONG, S(checkpoint_every), "0", "steps between checkpoints (0: only at the end)" },
     { "resume", OT_STR, S(resume), "", "continue the run saved in this checkpoint (what each --sync restores, and with how many workers: docs/checkpoints.md)" },
-    { "threads", OT_LONG, S(threads), "1", "BLAS threads per process" },
+    { "threads", OT_LONG, S(threads), "0", "compute threads of each rank: its kernels (GEMMs, convolutions, batch normalization, the update) split over them, with the same results for every count (0: the cores the rank may use divided among the ranks on its host, at least 1; the simulated build: 1)" },
     { "denormals", OT_STR, S(denormals), "flush", "flush (subnormal floats become zero: fast) | keep (IEEE subnormals: exact, up to several times slower when training is noisy)" },
     { "blas", OT_STR, S(blas), "", "auto (OpenBLAS's best kernels for this CPU, where it fell back to older ones; by default unless OPENBLAS_CORETYPE is set) | keep (those OpenBLAS loaded) | NAME (its kernels NAME: Haswell, SkylakeX, ...)" },
     { "diverge-loss", OT_DOUBLE, S(diverge_loss), "100", "stop with exit status 3 when a step's loss exceeds this (or is not finite): the run diverged" },
@@ -91,7 +91,7 @@ const opt_def_t config_eval_opts[] = {
     { "checkpoint", OT_STR, S(checkpoint), "", "checkpoint to evaluate (required)" },
     { "data", OT_STR, S(data), "fashion-mnist", "dataset whose test split is used" },
     { "test-subset", OT_LONG, S(test_subset), "0", "evaluate on the first N test samples (0: all)" },
-    { "threads", OT_LONG, S(threads), "1", "BLAS threads" },
+    { "threads", OT_LONG, S(threads), "0", "compute threads (0: the cores this process may use)" },
     { "denormals", OT_STR, S(denormals), "flush", "flush | keep subnormal floats (see dsgd train --help)" },
     { "blas", OT_STR, S(blas), "", "auto | keep | NAME: OpenBLAS's kernels (see dsgd train --help)" },
     { NULL, 0, 0, NULL, NULL }
@@ -127,7 +127,7 @@ static const opt_range_t ranges[] = {
     { "staleness-low", 0, 1e9, 0, 0 },   { "steps", 0, BIG, 0, 0 },
     { "target-acc", 0, 1, 0, 0 },        { "target-window", 1, 1e6, 0, 0 },
     { "tau", 1, 1e9, 0, 0 },             { "test-subset", 0, 1e9, 0, 0 },
-    { "threads", 1, 256, 0, 0 },         { "time-limit", 0, 1e9, 0, 0 },
+    { "threads", 0, 256, 0, 0 },         { "time-limit", 0, 1e9, 0, 0 },
     { "timeout", 0.5, 1e6, 0, 0 },       /* below: a busy core's scheduling delay reads as a death */
     { "train-subset", 0, 1e9, 0, 0 },    { "warmup-steps", 0, BIG, 0, 0 },
     { "weight-decay", 0, 1e6, 0, 0 },    { "weight-decay-bn", 0, 1, 0, 0 },

@@ -93,6 +93,7 @@ void print_header(const run_t *r)
     char blas[256];
     blas_describe(blas, sizeof blas);
     printf("blas: OpenBLAS %s\n", blas);
+    printf("threads: %d per rank (%s)\n", r->comm->threads, r->comm->threads_from);
 }
 
 /* The lead's closing lines on stdout. */

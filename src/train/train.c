@@ -245,7 +245,7 @@ int train_main(const config_t *cfg, comm_t *comm)
     faults_t faults;
     outputs_lock_t locks = { .fd = { -1, -1 } };
     memset(&resume, 0, sizeof resume);
-    cpu_compute_setup((int)cfg->threads, strcmp(cfg->denormals, "keep") != 0);
+    cpu_compute_setup(comm_threads(comm, cfg->threads), strcmp(cfg->denormals, "keep") != 0);
     setup(r, cfg, comm, &resume, &faults);
     comm_setup_check(comm, r->ops->init && r->ops->init(r) != 0, r->err);
     if (comm_setup_failed(comm, *cfg->resume && r->ops->resume && r->ops->resume(r, &resume) != 0, r->err)) {
@@ -328,7 +328,7 @@ int eval_main(const config_t *cfg, comm_t *comm)
     char err[512];
     if (!*cfg->checkpoint) die("dsgd eval needs --checkpoint FILE");
     if (cfg->test_subset < 0) die("--test-subset must be >= 0");
-    cpu_compute_setup((int)cfg->threads, strcmp(cfg->denormals, "keep") != 0);
+    cpu_compute_setup(comm_threads(comm, cfg->threads), strcmp(cfg->denormals, "keep") != 0);
     ckpt_t ck;
     if (ckpt_load(cfg->checkpoint, &ck, err, sizeof err) != 0) die("%s", err);
     run_t run, *r = &run;

@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include "par.h"
+
 #if defined(__SSE__) || defined(__x86_64__)
 #include <xmmintrin.h>
 #define CSR_FLUSH 0x8040u   /* MXCSR FTZ (bit 15) | DAZ (bit 6) */
@@ -25,9 +27,22 @@ extern int blas_thread_shutdown_(void) __attribute__((weak));
 void cpu_compute_setup(int threads, int flush)
 {
     unsigned v = csr_get();
-    csr_set(flush ? (v | CSR_FLUSH) : (v & ~CSR_FLUSH));
+    const unsigned mode = flush ? (v | CSR_FLUSH) : (v & ~CSR_FLUSH);
+    csr_set(mode);
     if (blas_thread_shutdown_) blas_thread_shutdown_();
-    openblas_set_num_threads(threads);
+    /* OpenBLAS computes on the calling thread only: its own threads split
+     * a GEMM where it likes, which changes the bits with their number;
+     * dsgd's kernels split their work themselves (util/par.h) */
+    openblas_set_num_threads(1);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+    /* the pool's threads take this mode too: those that exist already
+     * kept the mode they were created with */
+#pragma omp parallel num_threads(threads)
+    csr_set(mode);
+#else
+    (void)threads;
+#endif
 }
 
 int cpu_flushes_denormals(void)

@@ -11,10 +11,11 @@
 #define DSGD_CPU_H
 
 /* Sets this thread's subnormal mode (flush != 0: flush-to-zero and
- * denormals-are-zero; 0: IEEE subnormals), then makes the BLAS worker
- * threads share it and uses `threads` of them. OpenBLAS starts its workers
- * when the library is loaded, before main, so they are restarted here: a
- * thread inherits the mode of the thread that creates it. */
+ * denormals-are-zero; 0: IEEE subnormals) and that of the kernels' thread
+ * pool, which gets `threads` threads (util/par.h); OpenBLAS computes on the
+ * calling thread alone. OpenBLAS starts its workers when the library is
+ * loaded, before main, so they are restarted here: a thread inherits the
+ * mode of the thread that creates it. */
 void cpu_compute_setup(int threads, int flush);
 /* 1 if this thread flushes subnormals to zero. */
 int cpu_flushes_denormals(void);
