@@ -16,12 +16,8 @@ suite_begin mp "$@"
 # step. Over 40 steps of momentum SGD that grows to ~1e-6; 1e-4 relative on
 # the losses (the issue's bound) leaves a wide margin and still catches any
 # real error (a wrong slice or a missing contribution changes losses by
-# percents). Parameters are compared too, at 1e-5 absolute, or at PTOL: a
-# conv weight's gradient sums B·OH·OW = 25 088 products (LeNet's first
-# layer at batch 32), so its reassociation error is ~sqrt(25 088) x 6e-8 =
-# 1e-5 relative per step, which 24 steps of momentum 0.9 carry to ~1e-4
-# (seen: 6.5e-5 in the ASan build, whose kernels block differently); a wrong
-# slice moves parameters by 1e-2 and more.
+# percents). Parameters are compared too, at 1e-5 absolute, or at PTOL
+# (a wrong slice moves parameters by 1e-2 and more).
 same_run() {   # NAME A.jsonl B.jsonl A.st B.st [PTOL]
     local t p ptol=${6:-1e-5}
     t=$(python3 "$HERE/traj_diff.py" "$2" "$3" 2>&1)
@@ -45,12 +41,18 @@ same_run "mlp over 2 partitions equals one process" "$WORK/mlp1.jsonl" "$WORK/ml
 run mlp3 3 "${C[@]}" --model-parallel 3   # 10 classes over 3: uneven slices
 same_run "mlp over 3 uneven partitions equals one process" "$WORK/mlp1.jsonl" "$WORK/mlp3.jsonl" "$WORK/mlp1.st" "$WORK/mlp3.st"
 
+# Eight steps: within them the two runs agree to ~1e-7. Later, a max-pool
+# window whose two largest inputs differ by less than that rounding picks
+# the other one in one of the runs, and the trajectories part (seen at
+# step 10 in an -O1 build: one conv bias moved by 2e-6, the dense layers
+# not at all, 1% in test loss by step 24): a property of max pooling, not
+# of the split.
 L=(--data fashion-mnist --train-subset 1024 --test-subset 256 --model lenet --batch 32 --lr 0.05 --momentum 0.9
-   --steps 24 --eval-every 8 --quiet)
+   --steps 8 --eval-every 4 --quiet)
 run lenet1 0 "${L[@]}"
 run lenet2 2 "${L[@]}" --model-parallel 2
 same_run "lenet (convs split by output channels) over 2 partitions equals one process" \
-    "$WORK/lenet1.jsonl" "$WORK/lenet2.jsonl" "$WORK/lenet1.st" "$WORK/lenet2.st" 2e-4
+    "$WORK/lenet1.jsonl" "$WORK/lenet2.jsonl" "$WORK/lenet1.st" "$WORK/lenet2.st"
 
 # ---- with data parallelism ----
 run bsp2 2 "${C[@]}" --sync bsp
