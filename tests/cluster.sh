@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real hosts on one machine (scripts/dsgd-cluster): 4 network namespaces on a
 # bridge, links shaped to 1 Gbit/s, ranks launched through the MPI's own
-# remote launcher, TCP between hosts. The paradigms train; a host killed or
+# remote launcher, TCP between hosts. The paradigms train (bsp with 2
+# compute threads a rank to the same bits as with 1); a host killed or
 # cut off mid-run gets each paradigm's documented outcome within --timeout
 # plus a margin; a lost shard leaves a checkpoint that resumes; `down`
 # leaves nothing behind. Skips (with dsgd-cluster's one line) where network
@@ -207,6 +208,18 @@ elif [ "$MPI_IMPL" = mpich ] && ge "$acc" 0.9 && [ "$lo" -ge $((step * 10)) ]; t
     # over its loopback. Missing: a way to give UCX one machine per host.
     echo "XFAIL 2 ranks per host under MPICH: $lo bytes over loopback (UCX's tcp within the host), $eth over the link"
 else bad "2 ranks per host" "acc $acc, link $eth bytes, loopback $lo bytes (gradient $step), exit codes [$(rcs pair 4)]: $(tail -2 "$WORK/pair.err")"; fi
+
+# one rank per host with 2 compute threads (--threads 2): the same bits as
+# one thread each, so the same model as 2 single-thread ranks
+for t in 1 2; do
+    run "thr$t" --hosts 2 -- "${S[@]}" --sync bsp --model mlp:256 --steps 60 --threads $t \
+        --metrics "$WORK/thr$t.jsonl" --checkpoint "$WORK/thr$t.st"
+    wait $RUN_PID
+done
+tt=$(json_field "$WORK/thr2.jsonl" config threads 2>/dev/null)
+if [ -s "$WORK/thr1.st" ] && cmp -s "$WORK/thr1.st" "$WORK/thr2.st" && [ "$tt" = 2 ] && [ "$(rcs thr2 2)" = "0 0 " ]; then
+    ok "bsp on 2 hosts with 2 threads a rank ends with the checkpoint of 1 thread a rank, byte for byte"
+else bad "bsp on 2 hosts with 2 threads a rank" "threads $tt, exit codes [$(rcs thr2 2)], checkpoints differ by $(python3 "$HERE/ckpt_diff.py" "$WORK/thr1.st" "$WORK/thr2.st" 2>&1): $(tail -2 "$WORK/thr2.err")"; fi
 
 # --- faults ------------------------------------------------------------------
 # fault TAG ACTION HOST ARGS...: start a long run, wait for its first
