@@ -130,7 +130,7 @@ def main(argv):
         f, text = rest[i + 1].split("=", 1)
         overrides[os.path.abspath(f)] = text
         del rest[i:i + 2]
-    runs = [plot.read_run(p) for p in rest]
+    runs = [plot.read_run(p) for p in plot.expand(rest)]
     rows = []
     for r in runs:
         d = r["done"] or {}
