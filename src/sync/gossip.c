@@ -230,6 +230,7 @@ static int gossip_stats(run_t *r, sync_stat_t *out, int max, int progress)
 const sync_ops_t sync_gossip = {
     .name = "gossip",
     .help = "gossiping SGD: pull, push or round-based pairwise averaging, no barrier",
+    .options = (const char *const[]){ "gossip", "beta", NULL },
     .layout = sync_layout_all_workers,
     .init = gossip_init,
     .step = gossip_step,
