@@ -150,7 +150,7 @@ static void answer_parked(shard_t *s)
         int slow;
         w->parked = 0;
         ps_gate_answered(&s->gate, p);
-        w->last_seen = now_s();   /* its silence starts now, not when it asked */
+        w->last_seen = shard_now(s);   /* its silence starts now, not when it asked */
         send_params(s, p, PS_PARAMS, min_clock(s, &slow));
         answered = 1;
     }
@@ -402,7 +402,7 @@ static void shard_open(shard_t *s, comm_t *c, const ps_config_t *cfg, int k, con
     s->ws = xcalloc((size_t)cfg->workers, sizeof(worker_state_t));
     ps_gate_init(&s->gate, cfg);
     s->nparams = nparams;
-    double t0 = now_s();
+    double t0 = shard_now(s);
     for (int p = 0; p < cfg->workers; p++) {
         s->ws[p].alive = 1;
         s->ws[p].last_seen = t0;
@@ -453,18 +453,18 @@ static void shard_quiet(shard_t *s, double now)
     for (int p = 0; p < cfg->workers; p++) {
         worker_state_t *w = &s->ws[p];
         if (w->alive && !w->done && !w->parked && !(w->queued && s->inflight != p) &&
-            now - w->last_seen > cfg->timeout_s) {
+            now - w->last_seen > live_deadline(cfg->timeout_s, LIVE_SILENT)) {
             evict(s, p, now - w->last_seen);
             answer_parked(s);
         }
     }
-    if (now - s->last_keepalive > cfg->timeout_s / 4) {
+    if (now_s() - s->last_keepalive > live_deadline(cfg->timeout_s, LIVE_KEEPALIVE)) {
         ps_hdr_t h;
         memset(&h, 0, sizeof h);
         for (int p = 0; p < cfg->workers; p++)
             if ((s->ws[p].alive && s->ws[p].done) || s->ws[p].returned)
                 MPI_CHECK(s->c, MPI_Send(&h, (int)sizeof h, MPI_BYTE, worker_rank(s, p), PS_KEEPALIVE, s->c->world));
-        s->last_keepalive = now;
+        s->last_keepalive = now_s();
     }
 }
 
@@ -549,18 +549,15 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         } else {
             MPI_CHECK(c, MPI_Testsome(s->nrreq, s->rreq, &nready, idx, sts));
         }
-        double now = now_s();
+        /* A worker is silent only while this shard listens: the workers'
+         * times are the shard's awake clock, which leaves out a gap of more
+         * than a quarter of --timeout, or 0.25 s, between its polls (the
+         * shard itself stopped, descheduled or held inside MPI). Without it
+         * a shard frozen past --timeout evicted every healthy worker the
+         * moment it came back. */
+        double now = shard_now(s);
         /* a preemption signal to this shard stops every worker (they see it in their replies) */
         if (comm_preempt_signal() && s->stop_all < COMM_STOP_PREEMPT) s->stop_all = COMM_STOP_PREEMPT;
-        /* A worker is silent only while this shard listens: a shard that was
-         * itself away (stopped, descheduled, held inside MPI) for longer
-         * than a quarter of --timeout, or 0.25 s, does not count that time
-         * against the workers. Without it a shard frozen past --timeout
-         * evicted every healthy worker the moment it came back. */
-        double away = now - s->last_poll, quarter = cfg->timeout_s / 4 < 0.25 ? cfg->timeout_s / 4 : 0.25;
-        if (s->last_poll > 0 && away > quarter)
-            for (int p = 0; p < cfg->workers; p++) s->ws[p].last_seen += away;
-        s->last_poll = now;
         if (nready <= 0) {
             shard_quiet(s, now);
             idle.spin = s->c->wait_spin || replies_in_flight(s);

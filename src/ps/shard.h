@@ -87,7 +87,7 @@ typedef struct shard {
     ps_stats_t st;
     int64_t version;         /* updates applied to the slice (replies carry it) */
     double last_keepalive;
-    double last_poll;        /* when this shard last looked for messages */
+    live_clock_t awake;      /* the workers' times (last_seen): this shard's awake clock */
     int stop_all;            /* COMM_STOP_*: every worker is asked to stop: say so in every reply */
     int no_snap;             /* no checkpoint is written from now on: a worker's loss diverged, or a save failed */
     /* Staleness 0 (bsp-ps, ssp 0): a round's pushes are applied in worker
@@ -118,6 +118,10 @@ typedef struct shard {
 
 static inline size_t msg_bytes(size_t n) { return sizeof(ps_hdr_t) + n * sizeof(float); }
 static inline int worker_rank(const shard_t *s, int p) { return s->cfg->servers + p; }
+
+/* The shard's awake clock: a gap between its polls longer than
+ * LIVE_AWAY_POLL was its own absence. */
+static inline double shard_now(shard_t *s) { return live_awake(&s->awake, live_deadline(s->cfg->timeout_s, LIVE_AWAY_POLL)); }
 
 /* shard_recv.c */
 void post_header(shard_t *s, int p);

@@ -60,7 +60,7 @@ void drop_gradient(shard_t *s, int p)
         MPI_Request_free(&r);
     }
     post_header(s, p);   /* its later messages are still read: a frozen worker may say it is done */
-    next_gradient(s, now_s());
+    next_gradient(s, shard_now(s));
 }
 
 /* At the end: take back the receives still posted (a header's is cancelled;
