@@ -3,19 +3,30 @@
 
 usage: experiments/publish.py [--root DIR] RUN_DIR NAME
 
-Copies RUN_DIR/summary.md, RUN_DIR/wall.tsv (what each run cost) and every
-RUN_DIR/metrics/*.jsonl (a subfolder of metrics/ too, e.g. pilot runs kept
-apart) to docs/results/NAME/, each metrics file's recorded path (its
+Copies RUN_DIR/summary.md and RUN_DIR/wall.tsv (what each run cost) to
+docs/results/NAME/, and every RUN_DIR/metrics/*.jsonl (a subfolder of
+metrics/ too, e.g. pilot runs kept apart) into the experiment's archive
+docs/results/NAME/metrics.tar.gz, as metrics/FILE: the raw runs are data,
+kept out of the way of the reader of docs/, and read in place by
+scripts/dsgd-plot, summarize.py and results_tables.py. Runs already in the
+archive stay unless a new run has their name, so several invocations of a
+sweep may publish into one NAME. Each metrics file's recorded path (its
 config event's "metrics", which is whatever --out gave, often a directory
-of the machine that ran it) rewritten to the file's place in the
-repository. Files are written whole (a temporary, then a rename). Figures
+of the machine that ran it) is rewritten to its place in the repository,
+docs/results/NAME/metrics.tar.gz/metrics/FILE. Files are written whole (a
+temporary, then a rename); the archive's bytes depend only on its files
+(sorted, no times or owners), so publishing the same runs twice changes
+nothing. Figures
 are chosen by hand: copy the ones docs/results.md shows from
 RUN_DIR/figures/. Then run experiments/results_tables.py --write to redraw
 the tables and check the claims. --root: another repository (or a test's
 folder) than this one."""
+import gzip
+import io
 import os
 import re
 import sys
+import tarfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -25,6 +36,35 @@ def write_whole(path, text):
     with open(path + ".part", "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(path + ".part", path)
+
+
+def read_archive(path):
+    """name -> bytes of the archive's files ({} when there is none yet)."""
+    if not os.path.exists(path):
+        return {}
+    with tarfile.open(path, "r:gz") as t:
+        return {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
+
+
+def write_archive(path, files):
+    """A gzipped tar of files (name -> bytes), reproducible: sorted, with no
+    times, owners or modes but 0644."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(files[name]), 0o644, 0
+            t.addfile(info, io.BytesIO(files[name]))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".part", "wb") as f:
+        with gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as z:
+            z.write(raw.getvalue())
+    os.replace(path + ".part", path)
+
+
+def relocate(text, repo_path):
+    """The metrics file's recorded path made repo_path."""
+    return re.sub(r'"metrics":"[^"]*"', lambda _: '"metrics":"%s"' % repo_path, text)
 
 
 def main(argv):
@@ -43,25 +83,26 @@ def main(argv):
         print(f"publish: error: '{mdir}' is not a directory; give the --out of an experiment's run", file=sys.stderr)
         return 1
     dest = os.path.join("docs", "results", name)
+    archive = os.path.join(dest, "metrics.tar.gz")
+    files = read_archive(os.path.join(root, archive))
     n = 0
-    for top, _, files in os.walk(mdir):
-        for f in sorted(files):
+    for top, _, names in os.walk(mdir):
+        for f in sorted(names):
             if not f.endswith(".jsonl"):
                 continue   # .part files of runs still going, logs
-            rel = os.path.relpath(os.path.join(top, f), mdir)
-            repo_path = os.path.join(dest, "metrics", rel)
+            member = "metrics/" + os.path.relpath(os.path.join(top, f), mdir).replace(os.sep, "/")
             with open(os.path.join(top, f), encoding="utf-8") as fh:
-                text = fh.read()
-            text = re.sub(r'"metrics":"[^"]*"', lambda _: '"metrics":"%s"' % repo_path, text)
-            write_whole(os.path.join(root, repo_path), text)
+                files[member] = relocate(fh.read(), f"{archive}/{member}").encode("utf-8")
             n += 1
+    write_archive(os.path.join(root, archive), files)
     copied = []
     for f in ("summary.md", "wall.tsv"):
         if os.path.exists(os.path.join(src, f)):
             with open(os.path.join(src, f), encoding="utf-8") as fh:
                 write_whole(os.path.join(root, dest, f), fh.read())
             copied.append(f)
-    print(f"publish: {n} metrics files{''.join(' and ' + f for f in copied)} to {dest}/")
+    also = f"; {' and '.join(copied)} to {dest}/" if copied else ""
+    print(f"publish: {n} metrics files into {archive} ({len(files)} in all){also}")
     return 0
 
 

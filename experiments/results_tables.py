@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The tables of docs/results.md, drawn from the metrics files beside it.
+"""The tables of docs/results.md, drawn from the metrics files beside it
+(docs/results/EXP/metrics.tar.gz, read in place).
 
 usage: experiments/results_tables.py [--check | --write] [DOC...]
 
@@ -41,17 +42,22 @@ def r3(v, places=3):
     return str(Decimal(repr(round(v, 6))).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP))
 
 
+def metrics_path(exp, name):
+    """Where experiment exp keeps run name: its archive's metrics/NAME.jsonl."""
+    return os.path.join(RES, exp, "metrics.tar.gz", "metrics", name + ".jsonl")
+
+
 @functools.lru_cache(maxsize=None)   # the claims read the same runs many times
 def run(exp, name):
-    path = os.path.join(RES, exp, "metrics", name + ".jsonl")
-    if not os.path.exists(path):
+    path = metrics_path(exp, name)
+    if not plot.exists(path):
         raise Missing(path)
     return plot.read_run(path)
 
 
 def present(exp, names):
     """The runs of names that exist (a sweep still running has some), in order."""
-    return [run(exp, x) for x in names if os.path.exists(os.path.join(RES, exp, "metrics", x + ".jsonl"))]
+    return [run(exp, x) for x in names if plot.exists(metrics_path(exp, x))]
 
 
 def acc(r):

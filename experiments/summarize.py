@@ -2,7 +2,10 @@
 """A markdown table of a set of dsgd runs (one row per metrics file), for the
 experiment scripts.
 
-usage: summarize.py OUT.md TARGET [--baseline SUBSTRING] [--title TEXT] [--label FILE=TEXT]... METRICS.jsonl...
+usage: summarize.py OUT.md TARGET [--baseline SUBSTRING] [--title TEXT] [--label FILE=TEXT]... METRICS...
+
+METRICS: metrics files, archives of them or paths through an archive, as
+dsgd-plot takes them (docs/results/NAME/metrics.tar.gz).
 
 Columns: run (paradigm and flags, as dsgd-plot labels it), N workers, final
 test accuracy, time to TARGET (training seconds and seconds since the common
@@ -130,7 +133,7 @@ def main(argv):
         f, text = rest[i + 1].split("=", 1)
         overrides[os.path.abspath(f)] = text
         del rest[i:i + 2]
-    runs = [plot.read_run(p) for p in rest]
+    runs = [plot.read_run(p) for p in plot.expand(rest)]
     rows = []
     for r in runs:
         d = r["done"] or {}

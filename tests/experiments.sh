@@ -126,15 +126,42 @@ printf '{"event":"config","config":{"metrics":"%s/pubsrc/metrics/a.jsonl","sync"
 printf '{"event":"config","config":{"metrics":"/elsewhere/b.jsonl"}}\n' > "$WORK/pubsrc/metrics/pilot/b.jsonl"
 echo partial > "$WORK/pubsrc/metrics/c.jsonl.part"
 echo "# summary" > "$WORK/pubsrc/summary.md"
+# (inside the experiment's archive, which a second publish adds to and
+# which the plotting and tables read in place)
+A="$WORK/pubroot/docs/results/demo/metrics.tar.gz"
+member() { python3 -c 'import sys, tarfile; t = tarfile.open(sys.argv[1]); sys.stdout.write(t.extractfile(sys.argv[2]).read().decode())' "$A" "$1" 2>/dev/null; }
 if out=$(python3 "$HERE/../experiments/publish.py" --root "$WORK/pubroot" "$WORK/pubsrc" demo 2>&1) &&
-    grep -q '"metrics":"docs/results/demo/metrics/a.jsonl","sync":"bsp"' "$WORK/pubroot/docs/results/demo/metrics/a.jsonl" &&
-    grep -q '"metrics":"docs/results/demo/metrics/pilot/b.jsonl"' "$WORK/pubroot/docs/results/demo/metrics/pilot/b.jsonl" &&
-    [ ! -e "$WORK/pubroot/docs/results/demo/metrics/c.jsonl.part" ] && [ -s "$WORK/pubroot/docs/results/demo/summary.md" ]; then
-    ok "experiments/publish.py copies a run's metrics with their recorded paths made the repository's ($out)"
-else bad "experiments/publish.py" "$out: $(find "$WORK/pubroot" -type f | head -5)"; fi
-bad_paths=$(grep -rlE '"(metrics|checkpoint|resume|data|out)":"/' "$HERE/../docs/results" 2>/dev/null | head -3)
-if [ -z "$bad_paths" ]; then ok "docs/results: no metrics file names an absolute path"
-else bad "docs/results: absolute paths in published metrics" "$bad_paths"; fi
+    member metrics/a.jsonl | grep -q '"metrics":"docs/results/demo/metrics.tar.gz/metrics/a.jsonl","sync":"bsp"' &&
+    member metrics/pilot/b.jsonl | grep -q '"metrics":"docs/results/demo/metrics.tar.gz/metrics/pilot/b.jsonl"' &&
+    [ "$(tar tzf "$A" | tr '\n' ' ')" = "metrics/a.jsonl metrics/pilot/b.jsonl " ] &&
+    [ ! -e "$A.part" ] && [ ! -e "$WORK/pubroot/docs/results/demo/metrics" ] && [ -s "$WORK/pubroot/docs/results/demo/summary.md" ]; then
+    ok "experiments/publish.py archives a run's metrics with their recorded paths made the repository's ($out)"
+else bad "experiments/publish.py" "$out: $(tar tzf "$A" 2>&1 | head -5)"; fi
+sum1=$(md5sum < "$A")
+rm -r "$WORK/pubsrc/metrics/pilot"
+printf '{"event":"config","config":{"metrics":"/x/d.jsonl","sync":"bsp","model":"mlp"},"workers":1}\n{"event":"eval","step":1,"time":1,"train_s":1,"test_acc":0.5,"test_loss":1}\n{"event":"done","test_acc":0.5}\n' > "$WORK/pubsrc/metrics/d.jsonl"
+python3 "$HERE/../experiments/publish.py" --root "$WORK/pubroot" "$WORK/pubsrc" demo > /dev/null 2>&1
+rm "$WORK/pubsrc/metrics/d.jsonl"
+python3 "$HERE/../experiments/publish.py" --root "$WORK/pubroot" "$WORK/pubsrc" demo > /dev/null 2>&1
+if [ "$(tar tzf "$A" | tr '\n' ' ')" = "metrics/a.jsonl metrics/d.jsonl metrics/pilot/b.jsonl " ] &&
+    [ "$(md5sum < "$A")" != "$sum1" ] && cp "$A" "$WORK/again.tar.gz" &&
+    python3 "$HERE/../experiments/publish.py" --root "$WORK/pubroot" "$WORK/pubsrc" demo > /dev/null 2>&1 &&
+    cmp -s "$A" "$WORK/again.tar.gz"; then
+    ok "a second publish into one experiment keeps its other runs; publishing the same runs again leaves the archive's bytes"
+else bad "experiments/publish.py into an existing archive" "$(tar tzf "$A" 2>&1 | tr '\n' ' ')"; fi
+if out=$(python3 "$HERE/../experiments/summarize.py" "$WORK/sum.md" 0.4 "$A/metrics/d*.jsonl" 2>&1) &&
+    grep -q "bsp" "$WORK/sum.md" && python3 "$HERE/../experiments/summarize.py" "$WORK/sum2.md" 0.4 "$A" > /dev/null 2>&1 &&
+    ! python3 "$HERE/../experiments/summarize.py" "$WORK/sum3.md" 0.4 "$A/metrics/zz*.jsonl" > "$WORK/zz.out" 2>&1 &&
+    grep -q "no file in the archive .* matches 'metrics/zz\*.jsonl'" "$WORK/zz.out"; then
+    ok "summarize.py reads runs inside an archive, by pattern or all of them; a pattern that matches none is named"
+else bad "summarize.py on an archive" "$out $(cat "$WORK/zz.out" 2>/dev/null)"; fi
+# the published metrics name no machine's paths (the archives searched inside)
+bad_paths=$(for a in $(find "$HERE/../docs/results" -name '*.tar.gz'); do
+    tar xzOf "$a" | grep -qE '"(metrics|checkpoint|resume|data|out)":"/' && echo "$a"; done
+    grep -rlE '"(metrics|checkpoint|resume|data|out)":"/' --include='*.jsonl' "$HERE/../docs/results" 2>/dev/null)
+if [ -z "$bad_paths" ] && [ -z "$(find "$HERE/../docs/results" -name '*.jsonl' | head -1)" ]; then
+    ok "docs/results: the metrics are in archives, and none names an absolute path"
+else bad "docs/results: loose metrics files, or absolute paths in published metrics" "$(echo "$bad_paths" | head -3) $(find "$HERE/../docs/results" -name '*.jsonl' | head -3)"; fi
 # a claim's number is a number, not words up to the same ending in a later
 # sentence (a reworded sentence then shows as "not found")
 if out=$(python3 - "$HERE/../experiments" 2>&1 <<'EOF'

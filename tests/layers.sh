@@ -5,7 +5,9 @@
 #   - an upward include that is not one of the known exceptions below,
 #   - a known exception that is gone (delete its line here and in the design),
 #   - a folder of src/ that has no place in the order (give it one).
-# Reads the sources only; the build is not needed.
+# With BUILD_DIR, also: within each folder, no circle of files, a file
+# calling into another that calls back (tests/file_circles.py, from the
+# objects' symbols). A circle makes two files one module in two rooms.
 # Usage: tests/layers.sh [BUILD_DIR]   (prints "layers: N passed, M failed")
 set -u
 cd "$(dirname "$0")/.."
@@ -82,6 +84,15 @@ for a in "${ALLOW[@]+"${ALLOW[@]}"}"; do
         bad "${a%% *}" "no longer includes ${a#* }: delete that exception from ALLOW in tests/layers.sh and from docs/design.md"
     fi
 done
+
+if [ -n "${1:-}" ]; then
+    for dir in src/*/ src/*/*/; do
+        dir=${dir%/}
+        ls "$1/$dir"/*.o > /dev/null 2>&1 || continue
+        if out=$(python3 tests/file_circles.py "$1/$dir" 2>&1); then ok "$dir: no circle among its files ($out uses of one file by another)"
+        else bad "$dir" "a circle of files: $out (move what both need below them)"; fi
+    done
+fi
 
 echo "layers: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

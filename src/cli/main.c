@@ -7,12 +7,28 @@
 
 #include "../comm/comm.h"
 #include "../run/config.h"
+#include "../sync/sync.h"
 #include "../train/metrics.h"
 #include "../train/train.h"
 #include "../util/blas.h"
 #include "../util/util.h"
 
 #define DSGD_VERSION "0.1.0"
+
+/* The paradigms as the registry has them: each one's name, what it does
+ * and the options it takes. */
+static void paradigms_help(FILE *f)
+{
+    fputs("\nparadigms (--sync):\n", f);
+    for (int i = 0; i < sync_count(); i++) {
+        const sync_ops_t *o = sync_at(i);
+        fprintf(f, "  %-22s %s\n", o->name, o->help);
+        if (!o->options) continue;
+        fprintf(f, "  %-22s takes", "");
+        for (const char *const *n = o->options; *n; n++) fprintf(f, " --%s", *n);
+        fputc('\n', f);
+    }
+}
 
 static void usage(FILE *f)
 {
@@ -26,6 +42,7 @@ static void usage(FILE *f)
           "                                (143 preempted, 3 diverged, 1 another failure, 2 not ended)\n\n"
           "train flags:\n", f);
     config_help(f, config_train_opts);
+    paradigms_help(f);
     fputs("\neval flags:\n", f);
     config_help(f, config_eval_opts);
 }
@@ -108,6 +125,7 @@ int main(int argc, char **argv)
             if (lead) {
                 printf("usage: dsgd %s [flags]\n\n", argv[1]);
                 config_help(stdout, table);
+                if (is_train) paradigms_help(stdout);
             }
         } else {
             config_t cfg;

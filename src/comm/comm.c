@@ -307,7 +307,7 @@ void comm_fault(comm_t *c, const char *what, const int *lost, int nlost)
  * listens for a grace period. Ranks not heard from are reported missing. */
 static void __attribute__((noreturn)) comm_rollcall_and_exit(comm_t *c, const char *what, int mpi_error)
 {
-    const double grace = 2.0 + 0.25 * c->timeout_s;
+    const double grace = live_deadline(c->timeout_s, LIVE_ROLLCALL);
     int me = c->rank, n = c->size;
     MPI_Request *sends = xmalloc(sizeof(MPI_Request) * (size_t)n);
     MPI_Request *recvs = xmalloc(sizeof(MPI_Request) * (size_t)n);
@@ -420,7 +420,7 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
         int rc = comm_testall(n, reqs, &done);
         if (rc != MPI_SUCCESS) comm_rollcall_and_exit(c, what, 1);
         if (done) break;
-        if (now_s() - t0 > c->timeout_s) comm_rollcall_and_exit(c, what, 0);
+        if (now_s() - t0 > live_deadline(c->timeout_s, LIVE_SILENT)) comm_rollcall_and_exit(c, what, 0);
         comm_idle(&idle);
     }
     c->comm_s += now_s() - t0;
@@ -438,7 +438,7 @@ int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick
         if (done) return 0;
         const double now = now_s();
         if (tick) tick(arg);
-        if (now - last > timeout_s / 2) t0 = now;   /* this process was frozen, not the peer: wait anew */
+        if (now - last > live_deadline(timeout_s, LIVE_STALL)) t0 = now;   /* this process was frozen, not the peer: wait anew */
         last = now;
         if (now - t0 > timeout_s) return -1;
         comm_idle(&idle);

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "liveness.h"
+
 /* Every point-to-point tag dsgd uses, in one place. */
 typedef enum comm_tag {
     TAG_ROLLCALL = 100,      /* "I am alive" after a collective timed out */
@@ -170,6 +172,8 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what);
  * The simulated build waits once: nobody dies there, and each poll would
  * cost the simulator an event. */
 int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick)(void *), void *arg);
+/* Deadline `which` of this process's --timeout (liveness.h). */
+static inline double comm_deadline(const comm_t *c, live_deadline_t which) { return live_deadline(c->timeout_s, which); }
 
 /* Sum-all-reduce of floats / ints with the timeout above; counted. */
 void comm_allreduce_sum(comm_t *c, float *buf, size_t n, const char *what);

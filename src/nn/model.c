@@ -10,23 +10,6 @@
 #include "spatial.h"
 
 
-const char *layer_kind_name(layer_kind_t k)
-{
-    switch (k) {
-    case LAYER_DENSE: return "dense";
-    case LAYER_CONV: return "conv";
-    case LAYER_MAXPOOL: return "maxpool";
-    case LAYER_RELU: return "relu";
-    case LAYER_TANH: return "tanh";
-    case LAYER_FLATTEN: return "flatten";
-    case LAYER_BN: return "bn";
-    case LAYER_ADD: return "add";
-    case LAYER_GAP: return "gap";
-    case LAYER_LC: return "lc";
-    }
-    return "?";
-}
-
 int model_spec_check(const char *spec, int c, int h, int w, int classes, char *err, size_t errlen)
 {
     plan_t *p = xcalloc(1, sizeof *p);

@@ -1,5 +1,5 @@
 /* nn/plan — model specs parsed into layers with shapes (no buffers): the
- * simple stacks here, the residual network in resnet.c. */
+ * simple stacks, the locally connected stacks and the residual network. */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -154,6 +154,120 @@ int plan_push(plan_t *p, layer_kind_t kind, int out_c, int k, int stride, int pa
     }
     p->c = l->out_c; p->h = l->out_h; p->w = l->out_w;
     p->n++;
+    return 0;
+}
+
+const char *layer_kind_name(layer_kind_t k)
+{
+    switch (k) {
+    case LAYER_DENSE: return "dense";
+    case LAYER_CONV: return "conv";
+    case LAYER_MAXPOOL: return "maxpool";
+    case LAYER_RELU: return "relu";
+    case LAYER_TANH: return "tanh";
+    case LAYER_FLATTEN: return "flatten";
+    case LAYER_BN: return "bn";
+    case LAYER_ADD: return "add";
+    case LAYER_GAP: return "gap";
+    case LAYER_LC: return "lc";
+    }
+    return "?";
+}
+
+/* resnet:D,W — He et al.'s residual network for small images (the CIFAR
+ * family of "Deep Residual Learning for Image Recognition", 2016), with
+ * D = 6n + 2:
+ *   conv3x3(W) → bn → relu
+ *   3 stages of n basic blocks, widths W, 2W, 4W; the first block of
+ *   stages 2 and 3 has stride 2:
+ *       x → conv3x3 → bn → relu → conv3x3 → bn ─┐
+ *       x ─────────── (or conv1x1/2 → bn) ──────+→ relu
+ *   global average pooling → dense(K)
+ * Convolutions have no bias (the batch normalization after each has one).
+ * resnet = resnet:20,16 (ResNet-20: 0.27 M parameters on 3×32×32 inputs).
+ * Its passes are graph.c's. */
+enum { RESNET_DEPTH = 20, RESNET_WIDTH = 16, RESNET_MAX_BLOCKS = 60 };
+
+/* conv without bias, He-normal init (a batch normalization follows) */
+static int push_conv(plan_t *p, int oc, int k, int stride, int pad, char *err, size_t errlen)
+{
+    if (plan_push(p, LAYER_CONV, oc, k, stride, pad, err, errlen) != 0) return -1;
+    layer_t *l = &p->l[p->n - 1];
+    l->b_len = 0;
+    l->he = 1;
+    return 0;
+}
+
+static int push_bn(plan_t *p, int relu, char *err, size_t errlen)
+{
+    if (plan_push(p, LAYER_BN, 0, 0, 0, 0, err, errlen) != 0) return -1;
+    p->l[p->n - 1].relu = relu;
+    return 0;
+}
+
+static int plan_resnet(plan_t *p, const char *spec, const char *dw, int nf, int classes, char *err, size_t errlen)
+{
+    long D = RESNET_DEPTH, W = RESNET_WIDTH;
+    if (nf > 2) { snprintf(err, errlen, "--model %s: resnet takes one field, resnet:D,W (e.g. resnet:20,16)", spec); return -1; }
+    if (dw) {
+        char buf[64], *comma;
+        snprintf(buf, sizeof buf, "%s", dw);
+        comma = strchr(buf, ',');
+        if (!comma) { snprintf(err, errlen, "--model %s: want resnet:D,W, depth and base width (e.g. resnet:20,16)", spec); return -1; }
+        *comma = 0;
+        if (parse_long(buf, &D) != 0 || parse_long(comma + 1, &W) != 0) {
+            snprintf(err, errlen, "--model %s: depth and width must be integers (e.g. resnet:20,16)", spec);
+            return -1;
+        }
+    }
+    const long nb = (D - 2) / 6;
+    if (D < 8 || (D - 2) % 6 != 0 || nb > RESNET_MAX_BLOCKS) {
+        snprintf(err, errlen, "--model %s: depth %ld is not 6n+2 with 1 <= n <= %d (8, 14, 20, 32, 44, 56, 110, ...)", spec, D,
+                 RESNET_MAX_BLOCKS);
+        return -1;
+    }
+    if (W < 1 || W > 4096) { snprintf(err, errlen, "--model %s: base width %ld must be in [1, 4096]", spec, W); return -1; }
+    if (p->in_h < 4 || p->in_w < 4) {
+        snprintf(err, errlen, "--model %s: the data's %dx%d images are too small for resnet's two stride-2 stages (at least 4x4)",
+                 spec, p->in_h, p->in_w);
+        return -1;
+    }
+    /* parameters ≈ 9·(4W)²·2n + ...; keep every size far inside the int and
+     * size_t ranges the kernels use */
+    double params = 9.0 * (double)W * W * 2 * nb * (1 + 4 + 16) + 9.0 * W * p->in_c;
+    double act = (double)W * p->in_h * p->in_w;
+    if (params > 1e9 || act > 1e8 || (double)p->in_c * 9 * 4 * W > 1e8) {
+        snprintf(err, errlen, "--model %s: too large for these %dx%dx%d inputs (%.3g parameters, %.3g floats of activation per sample); lower the width or depth",
+                 spec, p->in_c, p->in_h, p->in_w, params, act);
+        return -1;
+    }
+    p->graph = 1;
+    plan_from(p, -1);
+    if (push_conv(p, (int)W, 3, 1, 1, err, errlen) || push_bn(p, 1, err, errlen)) return -1;
+    int x = p->n - 1;
+    for (int s = 0; s < 3; s++)
+        for (int j = 0; j < nb; j++) {
+            const int oc = (int)W << s, stride = s > 0 && j == 0 ? 2 : 1, in_c = p->l[x].out_c;
+            plan_from(p, x);
+            if (push_conv(p, oc, 3, stride, 1, err, errlen) || push_bn(p, 1, err, errlen) ||
+                push_conv(p, oc, 3, 1, 1, err, errlen) || push_bn(p, 0, err, errlen))
+                return -1;
+            const int main_out = p->n - 1;
+            int shortcut = x;
+            if (stride != 1 || in_c != oc) {   /* projection: conv1x1 with the block's stride */
+                plan_from(p, x);
+                if (push_conv(p, oc, 1, stride, 0, err, errlen) || push_bn(p, 0, err, errlen)) return -1;
+                shortcut = p->n - 1;
+            }
+            plan_from(p, main_out);
+            if (plan_push(p, LAYER_ADD, 0, 0, 0, 0, err, errlen) != 0) return -1;
+            layer_t *a = &p->l[p->n - 1];
+            a->src2 = shortcut;
+            a->relu = 1;
+            x = p->n - 1;
+        }
+    if (plan_push(p, LAYER_GAP, 0, 0, 0, 0, err, errlen) || plan_push(p, LAYER_DENSE, classes, 0, 0, 0, err, errlen)) return -1;
+    (void)classes;
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* nn/plan — a model spec parsed into layers with shapes but no buffers
- * (plan.c: the simple stacks; resnet.c: the residual network); model.c
- * builds a model from it. Internal to nn. */
+ * (plan.c); model.c builds a model from it, and graph.c runs the passes
+ * of a model whose layers form a graph. Internal to nn. */
 #ifndef DSGD_PLAN_H
 #define DSGD_PLAN_H
 
@@ -26,13 +26,11 @@ int plan_build(plan_t *p, const char *spec, int c, int h, int w, int classes, ch
 int plan_push(plan_t *p, layer_kind_t kind, int out_c, int k, int stride, int pad, char *err, size_t errlen);
 /* The next layer reads layer src's output (-1: the model input). */
 void plan_from(plan_t *p, int src);
-/* resnet[:D,W] (dw is the "D,W" field or NULL; nf the spec's field count). */
-int plan_resnet(plan_t *p, const char *spec, const char *dw, int nf, int classes, char *err, size_t errlen);
 
 /* A graph model's output gradients: the layers' douts share as few
- * buffers of `size` floats as the backward pass can live with (resnet.c). */
+ * buffers of `size` floats as the backward pass can live with (graph.c). */
 void graph_alloc_douts(model_t *m, size_t size);
-/* The forward and backward passes of a graph model (resnet.c). */
+/* The forward and backward passes of a graph model (graph.c). */
 const float *graph_forward(model_t *m, const float *x, int B);
 void graph_backward(model_t *m, int B);
 

@@ -86,7 +86,7 @@ void ps_client_free(ps_client_t *pc)
  * gated pull waits for slow peers, and a shard may spend up to the timeout
  * on a dead worker's half-sent message before evicting it; twice the
  * timeout plus slack covers both. */
-static double shard_limit(const ps_client_t *pc) { return 2 * pc->cfg->timeout_s + 10; }
+static double shard_limit(const ps_client_t *pc) { return live_deadline(pc->cfg->timeout_s, LIVE_SHARD); }
 
 /* Has a shard said that it evicted this worker? (It was frozen past the
  * timeout.) Then the receives still posted are cancelled, the sends left
@@ -174,7 +174,7 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
 {
     comm_t *c = pc->comm;
     double t0 = now_s();
-    if (pc->worker != 0) limit += pc->cfg->timeout_s + 5;
+    if (pc->worker != 0) limit += live_deadline(pc->cfg->timeout_s, LIVE_NOTICE);
     if (sim_build()) {
         /* simulated shards never die, and every failed test would be a
          * simulated event: a polling worker costs the simulator more than
@@ -466,7 +466,7 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
             MPI_Recv(&h, (int)sizeof h, MPI_BYTE, st.MPI_SOURCE, PS_KEEPALIVE, c->world, MPI_STATUS_IGNORE);
             last = now_s();
         }
-        if (take_notice(pc) ? now_s() - last > c->timeout_s + 5 : now_s() - last > shard_limit(pc)) {
+        if (now_s() - last > (take_notice(pc) ? live_deadline(c->timeout_s, LIVE_NOTICE) : shard_limit(pc))) {
             if (c->evicted) break;
             comm_fault(c, "the final parameters", NULL, 0);
             die("the server shards sent neither the final parameters nor a keep-alive within %.0f s; stopping",

@@ -1,276 +1,14 @@
 /* One parameter-server shard: the receive loop, the server-side optimizer,
- * per-worker clocks, Downpour's warm start, staleness bookkeeping and
- * eviction of silent workers. The consistency gate the paradigm chose
- * (ASP / SSP / DSSP) is in gate.c. */
+ * per-worker clocks, Downpour's warm start, staleness bookkeeping and the
+ * replies. Its state is in shard.h; its receives and eviction in
+ * shard_recv.c, its checkpoint pieces in shard_snap.c; the consistency
+ * gate the paradigm chose (ASP / SSP / DSSP) in gate.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/sim.h"
 #include "../util/util.h"
-#include "gate.h"
-#include "ps.h"
-
-typedef struct worker_state {
-    int64_t t;               /* pushes received: the worker's clock */
-    int64_t applied;         /* pushes applied (t, less a push held for its turn) */
-    unsigned char *held;     /* bsp-ps / ssp 0: the receive buffer (header + n floats) of a push that
-                              * arrived before its turn, handed over without a copy; kept as the
-                              * spare the next held push swaps with; or NULL */
-    ps_hdr_t held_h;         /* its header */
-    float *held_g;           /* the held gradient, at its offset in the slice: in held or in slot */
-    int has_held;
-    float *slot;             /* its slot in the host's shared window (shm.h), or NULL */
-    int64_t read;            /* replies it has read out of the pool (from its last message) */
-    int64_t shm_sent;        /* replies sent to it through the pool */
-    int64_t served;          /* its clock when its last pull was answered */
-    int64_t step;            /* its step count (warm start) */
-    double last_seen;
-    int parked;              /* a pull is waiting for the gate */
-    int queued;              /* its push's header is in and its gradient is queued or coming in */
-    ps_hdr_t qh;             /* that header */
-    int alive, done;
-    int returned;            /* evicted, then said it is done: it gets the final message */
-    size_t off, cnt;         /* its part of this shard's slice (from its messages) */
-} worker_state_t;
-
-typedef struct shard {
-    comm_t *c;
-    const ps_config_t *cfg;
-    int k;
-    size_t lo, n;
-    /* The slice's parameters. Replies are sent from it without a copy, so
-     * while a reply is in flight from a buffer, that buffer is not written:
-     * an update then goes out of place into a buffer no reply is reading,
-     * which becomes the current one. At most one buffer per reply slot plus
-     * one are ever needed (a reply to a dead worker never completes, so its
- * buffer is simply never free again). */
-    float *w;                /* (n) the current parameters: one of wb */
-    float **wb;              /* (npool + 2·workers + 1) buffers: the shared pool's (shm.h),
-                              * then private ones allocated when first needed */
-    int nwb, npool;
-    optim_t *opt;            /* state of the slice */
-    worker_state_t *ws;      /* (workers) */
-    ps_gate_t gate;
-    /* Receives. Every worker has a small receive posted at all times for
-     * its next message (a header: a push's, a pull, a stop, ...), so that
-     * pulls are answered while pushes come in. A push's gradient follows its
-     * header as a message of its own, and the shard takes these one at a
-     * time in the order the headers came (first come, first served): over
-     * TCP a message above the eager limit moves only once its receive is
-     * posted, so the one being received has the link to itself while the
-     * replies go out the other way. A shard that probed for any message and
-     * received it whole took pushes ahead of the pulls that followed them
-     * and used its link one direction at a time; one that posted every
-     * push's receive at once shared its link among all of them, so they
-     * finished together and the replies then went out together, again one
-     * direction at a time. A worker's next header is received only once its
-     * gradient is in: its messages are handled in the order it sent them.
-     * rreq: (workers) the headers' receives into hin; then the gradient's,
-     * into in; then shard 0's receive of the other shards' checkpoint
-     * pieces, when there are any. */
-    ps_hdr_t *hin;           /* (workers) */
-    MPI_Request *rreq;       /* (workers + 2) */
-    int nrreq;               /* workers + 1, or + 2 with the pieces' receive */
-    int *fifo;               /* (workers) workers whose gradient waits to be received, in order */
-    int fifo_head, fifo_len;
-    int inflight;            /* the worker whose gradient is being received into in, or −1 */
-    unsigned char *in;       /* receive buffer of gradients: header + n floats */
-    /* Replies go out with MPI_Isend, one slot per worker and kind (pull or
-     * evaluation): a blocking send to a worker that died after asking would
-     * never return (large messages wait for the receiver). */
-    ps_hdr_t *out;           /* (2·workers) reply headers */
-    ps_hdr_t *ev_hdr;        /* (workers) eviction notices */
-    MPI_Request *ev_req;     /* (workers) */
-    MPI_Request *out_req;    /* (2·workers) */
-    const float **out_from;  /* (2·workers) the buffer each reply is sent from */
-    int64_t *out_seq;        /* (2·workers) > 0: the reply went through the pool, and its buffer
-                              * is in use until the worker has read this many replies */
-    ps_stats_t st;
-    int64_t version;         /* updates applied to the slice (replies carry it) */
-    double last_keepalive;
-    double last_poll;        /* when this shard last looked for messages */
-    int stop_all;            /* COMM_STOP_*: every worker is asked to stop: say so in every reply */
-    int no_snap;             /* no checkpoint is written from now on: a worker's loss diverged, or a save failed */
-    /* Staleness 0 (bsp-ps, ssp 0): a round's pushes are applied in worker
-     * order, whatever order they arrive in, so runs repeat bit for bit. */
-    int ordered;
-    int64_t round;           /* the round being applied: pushes made at this clock */
-    int next;                /* the worker whose push of the round comes next */
-    /* Snapshots for checkpoints (ps_snapshot_t). */
-    size_t nparams;
-    int nopt;                /* optimizer vectors of the slice: 0, 1 or 2 */
-    int64_t sum_step;        /* Σ over workers of their step counts */
-    int64_t snap_index;      /* the last multiple of snap_every × workers crossed */
-    float *snap_out;         /* ((1 + nopt) · n) a piece in flight to shard 0 */
-    ps_hdr_t snap_hdr;       /* its header (the index in clock) */
-    MPI_Request snap_req;
-    /* shard 0: the assembly */
-    float *asm_v[3];         /* (nparams) parameters, velocity, accumulator */
-    int64_t *have;           /* (servers) index of the piece held from each shard; −1: none */
-    int64_t target;          /* the index being assembled */
-    int64_t *clk_t, *clk_step;   /* (workers) the clocks at shard 0's own piece */
-    int64_t clk_updates;
-    int final_done;          /* the final snapshot is complete */
-    unsigned char *snap_in;  /* receive buffer: header + the largest piece */
-    size_t snap_in_bytes;
-} shard_t;
-
-#define SNAP_FINAL INT64_MAX
-
-/* The slice's vectors in piece order: parameters, then optimizer state. */
-static int slice_vectors(const shard_t *s, float **v)
-{
-    int n = 0;
-    v[n++] = s->w;
-    if (s->opt->velocity) v[n++] = s->opt->velocity;
-    if (s->opt->accum) v[n++] = s->opt->accum;
-    return n;
-}
-
-static void snap_setup(shard_t *s)
-{
-    const ps_config_t *cfg = s->cfg;
-    float *v[3];
-    s->nopt = slice_vectors(s, v) - 1;
-    s->target = -1;
-    if (cfg->snap_every <= 0 && !cfg->snap_final) return;
-    if (cfg->snap_every > 0) s->snap_index = s->sum_step / ((int64_t)cfg->snap_every * cfg->workers);
-    s->snap_req = MPI_REQUEST_NULL;
-    if (s->k != 0) {
-        s->snap_out = xalloc_floats((size_t)(1 + s->nopt) * (s->n ? s->n : 1));
-        return;
-    }
-    size_t most = 0;
-    for (int k = 0; k < cfg->servers; k++) {
-        size_t lo, n;
-        ps_shard_range(s->nparams, cfg->servers, k, &lo, &n);
-        if (n > most) most = n;
-    }
-    for (int i = 0; i < 1 + s->nopt; i++) s->asm_v[i] = xalloc_floats(s->nparams);
-    s->have = xmalloc(sizeof(int64_t) * (size_t)cfg->servers);
-    for (int k = 0; k < cfg->servers; k++) s->have[k] = -1;
-    s->clk_t = xcalloc((size_t)cfg->workers, sizeof(int64_t));
-    s->clk_step = xcalloc((size_t)cfg->workers, sizeof(int64_t));
-    s->snap_in_bytes = sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * most * sizeof(float);
-    s->snap_in = xmalloc(s->snap_in_bytes);
-}
-
-static void snap_free(shard_t *s)
-{
-    free(s->snap_out);
-    for (int i = 0; i < 3; i++) free(s->asm_v[i]);
-    free(s->have); free(s->clk_t); free(s->clk_step); free(s->snap_in);
-}
-
-/* shard 0: piece c of shard k, its vectors back to back in data (NULL:
- * already in place); completes the snapshot when every shard's is in. */
-static void snap_piece(shard_t *s, int k, int64_t c, const float *data)
-{
-    if (c < s->target) return;   /* an older snapshot some shard skipped: dropped */
-    s->target = c;
-    size_t lo, n;
-    ps_shard_range(s->nparams, s->cfg->servers, k, &lo, &n);
-    if (data)
-        for (int i = 0; i < 1 + s->nopt; i++) memcpy(s->asm_v[i] + lo, data + (size_t)i * n, n * sizeof(float));
-    s->have[k] = c;
-    for (int j = 0; j < s->cfg->servers; j++)
-        if (s->have[j] != c) return;
-    ps_snapshot_t snap = { .params = s->asm_v[0], .clock = s->clk_t, .step = s->clk_step, .updates = s->clk_updates,
-                           .final = c == SNAP_FINAL };
-    int i = 1;
-    if (s->opt->velocity) snap.velocity = s->asm_v[i++];
-    if (s->opt->accum) snap.accum = s->asm_v[i++];
-    if (s->cfg->on_snapshot && !s->no_snap && s->cfg->on_snapshot(s->cfg->snap_ctx, &snap) != 0) {
-        s->no_snap = 1;
-        s->stop_all = COMM_STOP_SAVE_FAILED;
-    }
-    for (int j = 0; j < s->cfg->servers; j++) s->have[j] = -1;
-    s->final_done = snap.final;
-}
-
-/* Take snapshot c of this shard's slice: shard 0 keeps it (with its
- * clocks), the others send it to shard 0. */
-static void snap_take(shard_t *s, int64_t c)
-{
-    float *v[3];
-    int nv = slice_vectors(s, v);
-    if (s->k == 0) {
-        if (c < s->target) return;
-        for (int p = 0; p < s->cfg->workers; p++) { s->clk_t[p] = s->ws[p].applied; s->clk_step[p] = s->ws[p].step; }
-        s->clk_updates = s->st.updates;
-        for (int i = 0; i < nv; i++) memcpy(s->asm_v[i] + s->lo, v[i], s->n * sizeof(float));
-        snap_piece(s, 0, c, NULL);
-        return;
-    }
-    MPI_CHECK(s->c, MPI_Wait(&s->snap_req, MPI_STATUS_IGNORE));   /* shard 0 has the previous piece */
-    for (int i = 0; i < nv; i++) memcpy(s->snap_out + (size_t)i * s->n, v[i], s->n * sizeof(float));
-    memset(&s->snap_hdr, 0, sizeof s->snap_hdr);
-    s->snap_hdr.clock = c;   /* the snapshot's index */
-    MPI_Datatype t = ps_msg_type(&s->snap_hdr, s->snap_out, (size_t)nv * s->n);
-    if (c == SNAP_FINAL) MPI_CHECK(s->c, MPI_Send(MPI_BOTTOM, 1, t, 0, PS_SNAP, s->c->world));
-    else MPI_CHECK(s->c, MPI_Isend(MPI_BOTTOM, 1, t, 0, PS_SNAP, s->c->world, &s->snap_req));
-    MPI_Type_free(&t);
-}
-
-/* shard 0: post the receive of the next piece from another shard */
-static void snap_post(shard_t *s)
-{
-    if (s->nrreq <= s->cfg->workers + 1) return;
-    MPI_CHECK(s->c, MPI_Irecv(s->snap_in, (int)s->snap_in_bytes, MPI_BYTE, MPI_ANY_SOURCE, PS_SNAP, s->c->world,
-                              &s->rreq[s->cfg->workers + 1]));
-}
-
-/* shard 0: a piece from another shard has come in; receive the next */
-static void snap_recv(shard_t *s, const MPI_Status *st)
-{
-    int bytes, from = st->MPI_SOURCE;
-    MPI_Get_count(st, MPI_BYTE, &bytes);
-    size_t lo, n;
-    if (from <= 0 || from >= s->cfg->servers)
-        die("server shard 0: rank %d sent a checkpoint piece, but it is not a shard; the ranks disagree on --servers", from);
-    ps_shard_range(s->nparams, s->cfg->servers, from, &lo, &n);
-    if ((size_t)bytes != sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * n * sizeof(float))
-        die("server shard 0: shard %d's checkpoint piece has %d bytes, not the %zu of its slice; the shards disagree on the run",
-            from, bytes, sizeof(ps_hdr_t) + (size_t)(1 + s->nopt) * n * sizeof(float));
-    ps_hdr_t h;
-    memcpy(&h, s->snap_in, sizeof h);
-    snap_piece(s, from, h.clock, (const float *)(s->snap_in + sizeof h));
-    snap_post(s);
-}
-
-/* After the last push: the final snapshot, assembled on shard 0. */
-static void snap_final(shard_t *s)
-{
-    if (!s->cfg->snap_final) return;
-    snap_take(s, SNAP_FINAL);
-    /* the other shards' final pieces (some may have come in already) */
-    while (s->k == 0 && !s->final_done) {
-        MPI_Status st;
-        MPI_CHECK(s->c, MPI_Wait(&s->rreq[s->cfg->workers + 1], &st));
-        snap_recv(s, &st);
-    }
-}
-
-static size_t msg_bytes(size_t n) { return sizeof(ps_hdr_t) + n * sizeof(float); }
-static int worker_rank(const shard_t *s, int p) { return s->cfg->servers + p; }
-
-void ps_shard_range(size_t nparams, int servers, int k, size_t *lo, size_t *n)
-{
-    *lo = nparams * (size_t)k / (size_t)servers;
-    *n = nparams * (size_t)(k + 1) / (size_t)servers - *lo;
-}
-
-MPI_Datatype ps_msg_type(const ps_hdr_t *h, const float *data, size_t cnt)
-{
-    int len[2] = { (int)sizeof *h, (int)(cnt * sizeof(float)) };
-    MPI_Aint at[2];
-    MPI_Datatype types[2] = { MPI_BYTE, MPI_BYTE }, t;
-    MPI_Get_address(h, &at[0]);
-    MPI_Get_address(data, &at[1]);
-    if (MPI_Type_create_struct(2, len, at, types, &t) != MPI_SUCCESS || MPI_Type_commit(&t) != MPI_SUCCESS)
-        die("cannot build the message datatype of %zu floats", cnt);
-    return t;
-}
+#include "shard.h"
 
 /* Is a reply still reading buffer b? Completes the replies that are done. */
 static int buffer_busy(shard_t *s, const float *b)
@@ -412,7 +150,7 @@ static void answer_parked(shard_t *s)
         int slow;
         w->parked = 0;
         ps_gate_answered(&s->gate, p);
-        w->last_seen = now_s();   /* its silence starts now, not when it asked */
+        w->last_seen = shard_now(s);   /* its silence starts now, not when it asked */
         send_params(s, p, PS_PARAMS, min_clock(s, &slow));
         answered = 1;
     }
@@ -546,114 +284,6 @@ static void hold_push(shard_t *s, int p, const ps_hdr_t *h, const float *g)
     w->has_held = 1;
 }
 
-static void drop_gradient(shard_t *s, int p);
-
-static void evict(shard_t *s, int p, double silent)
-{
-    s->ws[p].alive = 0;
-    s->ws[p].parked = 0;
-    drop_gradient(s, p);
-    if (s->st.evicted < 8) s->st.evicted_list[s->st.evicted] = p;
-    s->st.evicted++;
-    s->c->peer_lost = 1;
-    if (s->k == 0)
-        fprintf(stderr, "dsgd: server: evicting worker %d (rank %d): silent for %.1f s (--timeout %g)\n", p,
-                worker_rank(s, p), silent, s->cfg->timeout_s);
-    /* the notice: a dead worker never reads it; a frozen one does when it wakes */
-    ps_hdr_t *h = &s->ev_hdr[p];
-    memset(h, 0, sizeof *h);
-    h->stamp = s->ws[p].step;
-    h->silent_s = (float)silent;
-    if (MPI_Isend(h, (int)sizeof *h, MPI_BYTE, worker_rank(s, p), PS_EVICTED, s->c->world, &s->ev_req[p]) != MPI_SUCCESS)
-        s->ev_req[p] = MPI_REQUEST_NULL;
-    s->c->msgs_sent++;
-}
-
-/* An evicted worker that says it is done was frozen, not dead: it ends
- * with the others, and once every evicted worker has, no peer is lost. */
-static void on_returned(shard_t *s, int p)
-{
-    worker_state_t *w = &s->ws[p];
-    if (w->returned) return;
-    w->returned = 1;
-    s->st.returned++;
-    s->c->peer_lost = s->st.evicted > s->st.returned;
-}
-
-/* Post worker p's next header receive. */
-static void post_header(shard_t *s, int p)
-{
-    MPI_CHECK(s->c, MPI_Irecv(&s->hin[p], (int)sizeof(ps_hdr_t), MPI_BYTE, worker_rank(s, p), MPI_ANY_TAG,
-                              s->c->world, &s->rreq[p]));
-}
-
-/* Start receiving the next queued gradient, if none is coming in. It goes
- * straight to its offset in the slice's vector. */
-static void next_gradient(shard_t *s, double now)
-{
-    const int W = s->cfg->workers;
-    while (s->inflight < 0 && s->fifo_len > 0) {
-        int p = s->fifo[s->fifo_head];
-        s->fifo_head = (s->fifo_head + 1) % W;
-        s->fifo_len--;
-        worker_state_t *w = &s->ws[p];
-        float *g = (float *)(s->in + sizeof(ps_hdr_t)) + w->qh.off;
-        MPI_CHECK(s->c, MPI_Irecv(g, (int)w->qh.cnt, MPI_FLOAT, worker_rank(s, p), PS_PUSH_DATA, s->c->world,
-                                  &s->rreq[W]));
-        s->inflight = p;
-        w->last_seen = now;   /* its silence counts from now, not from its wait in the queue */
-    }
-}
-
-/* Worker p is evicted: a gradient of its still to come is left to MPI (one
- * of a dead worker never arrives; one of a frozen worker lands in a buffer
- * no one reads), and the queue moves on. */
-static void drop_gradient(shard_t *s, int p)
-{
-    worker_state_t *w = &s->ws[p];
-    if (!w->queued) return;
-    w->queued = 0;
-    const int W = s->cfg->workers;
-    if (s->inflight == p) {
-        MPI_Request_free(&s->rreq[W]);
-        s->in = xmalloc(msg_bytes(s->n));   /* the old buffer stays with the abandoned receive */
-        s->inflight = -1;
-    } else {
-        for (int i = 0; i < s->fifo_len; i++) {
-            int j = (s->fifo_head + i) % W;
-            if (s->fifo[j] != p) continue;
-            for (int m = i; m + 1 < s->fifo_len; m++) s->fifo[(s->fifo_head + m) % W] = s->fifo[(s->fifo_head + m + 1) % W];
-            s->fifo_len--;
-            break;
-        }
-        float *sink = xalloc_floats((size_t)w->qh.cnt ? (size_t)w->qh.cnt : 1);   /* MPI's until the end */
-        MPI_Request r;
-        MPI_CHECK(s->c, MPI_Irecv(sink, (int)w->qh.cnt, MPI_FLOAT, worker_rank(s, p), PS_PUSH_DATA, s->c->world, &r));
-        MPI_Request_free(&r);
-    }
-    post_header(s, p);   /* its later messages are still read: a frozen worker may say it is done */
-    next_gradient(s, now_s());
-}
-
-/* At the end: take back the receives still posted (a header's is cancelled;
- * one that MPI cannot cancel keeps its buffer). */
-static void cancel_receives(shard_t *s)
-{
-    for (int j = 0; j < s->nrreq; j++) {
-        if (s->rreq[j] == MPI_REQUEST_NULL) continue;
-        MPI_Cancel(&s->rreq[j]);
-        int done = 0;
-        double t0 = now_s();
-        while (!done && now_s() - t0 < 0.5)
-            if (MPI_Test(&s->rreq[j], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-        if (done) continue;
-        MPI_Request_free(&s->rreq[j]);
-        if (j < s->cfg->workers) s->hin = NULL;
-        else if (j == s->cfg->workers) s->in = NULL;
-        else s->snap_in = NULL;
-    }
-}
-
 /* A reply still on its way: it moves only while this shard is in an MPI
  * call (the shared-memory transport hands a large message over in
  * fragments), so the shard must not sleep then. Completes the finished ones. */
@@ -751,9 +381,10 @@ static int on_message(shard_t *s, int p, int tag, int bytes, double now)
     return 1;
 }
 
-int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params, size_t nparams)
+/* The shard's state, its slice copied from params (restored from a
+ * checkpoint when resuming), replies' slots, and the receives posted. */
+static void shard_open(shard_t *s, comm_t *c, const ps_config_t *cfg, int k, const float *params, size_t nparams)
 {
-    shard_t sh, *s = &sh;
     memset(s, 0, sizeof *s);
     s->c = c;
     s->cfg = cfg;
@@ -771,7 +402,7 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     s->ws = xcalloc((size_t)cfg->workers, sizeof(worker_state_t));
     ps_gate_init(&s->gate, cfg);
     s->nparams = nparams;
-    double t0 = now_s();
+    double t0 = shard_now(s);
     for (int p = 0; p < cfg->workers; p++) {
         s->ws[p].alive = 1;
         s->ws[p].last_seen = t0;
@@ -790,10 +421,8 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
         }
     }
     s->ordered = cfg->gate == GATE_SSP && cfg->staleness == 0;
-    {
-        int slow;
-        s->round = min_clock(s, &slow);   /* a resumed run's clocks differ by at most one */
-    }
+    int slow;
+    s->round = min_clock(s, &slow);   /* a resumed run's clocks differ by at most one */
     snap_setup(s);
     s->out = xcalloc((size_t)(2 * cfg->workers), sizeof(ps_hdr_t));
     s->out_req = xcalloc((size_t)(2 * cfg->workers), sizeof(MPI_Request));
@@ -803,94 +432,71 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     s->ev_hdr = xcalloc((size_t)cfg->workers, sizeof(ps_hdr_t));
     s->ev_req = xcalloc((size_t)cfg->workers, sizeof(MPI_Request));
     for (int p = 0; p < cfg->workers; p++) s->ev_req[p] = MPI_REQUEST_NULL;
-
-    comm_idle_t idle = comm_idle_start(s->c);
     s->nrreq = cfg->workers + 1 + (s->k == 0 && s->snap_in && cfg->servers > 1);
     s->hin = xcalloc((size_t)cfg->workers, sizeof(ps_hdr_t));
     s->rreq = xcalloc((size_t)s->nrreq, sizeof(MPI_Request));
     s->fifo = xcalloc((size_t)cfg->workers, sizeof(int));
     s->inflight = -1;
     s->in = xmalloc(msg_bytes(s->n));
-    int *idx = xcalloc((size_t)s->nrreq, sizeof(int));
-    MPI_Status *sts = xcalloc((size_t)s->nrreq, sizeof(MPI_Status));
     for (int j = 0; j < s->nrreq; j++) s->rreq[j] = MPI_REQUEST_NULL;
     for (int p = 0; p < cfg->workers; p++) post_header(s, p);
     snap_post(s);
-    while (!all_finished(s)) {
-        int nready = 0;
-        if (sim_build()) {
-            /* simulated workers never die: block instead of polling, which
-             * the simulator would pay for as one event per failed test.
-             * Waitany, not Waitsome: SimGrid's Waitsome tests every request
-             * and charges the cost of a failed test (smpi/test) for each
-             * one still open. */
-            MPI_CHECK(c, MPI_Waitany(s->nrreq, s->rreq, &idx[0], &sts[0]));
-            nready = idx[0] == MPI_UNDEFINED ? 0 : 1;
-        } else {
-            MPI_CHECK(c, MPI_Testsome(s->nrreq, s->rreq, &nready, idx, sts));
-        }
-        double now = now_s();
-        /* a preemption signal to this shard stops every worker (they see it in their replies) */
-        if (comm_preempt_signal() && s->stop_all < COMM_STOP_PREEMPT) s->stop_all = COMM_STOP_PREEMPT;
-        /* A worker is silent only while this shard listens: a shard that was
-         * itself away (stopped, descheduled, held inside MPI) for longer
-         * than a quarter of --timeout, or 0.25 s, does not count that time
-         * against the workers. Without it a shard frozen past --timeout
-         * evicted every healthy worker the moment it came back. */
-        double away = now - s->last_poll, quarter = cfg->timeout_s / 4 < 0.25 ? cfg->timeout_s / 4 : 0.25;
-        if (s->last_poll > 0 && away > quarter)
-            for (int p = 0; p < cfg->workers; p++) s->ws[p].last_seen += away;
-        s->last_poll = now;
-        if (nready <= 0) {
-            /* evict workers silent for too long (a parked worker is waiting on
-             * us, not silent); one that died in the middle of a message never
-             * completes its receive, and is evicted the same way */
-            for (int p = 0; p < cfg->workers; p++) {
-                worker_state_t *w = &s->ws[p];
-                if (w->alive && !w->done && !w->parked && !(w->queued && s->inflight != p) &&
-                    now - w->last_seen > cfg->timeout_s) {
-                    evict(s, p, now - w->last_seen);
-                    answer_parked(s);
-                }
-            }
-            if (now - s->last_keepalive > cfg->timeout_s / 4) {
-                /* finished workers wait for the end: tell them we are alive */
-                ps_hdr_t h;
-                memset(&h, 0, sizeof h);
-                for (int p = 0; p < cfg->workers; p++)
-                    if ((s->ws[p].alive && s->ws[p].done) || s->ws[p].returned)
-                        MPI_CHECK(c, MPI_Send(&h, (int)sizeof h, MPI_BYTE, worker_rank(s, p), PS_KEEPALIVE, c->world));
-                s->last_keepalive = now;
-            }
-            idle.spin = s->c->wait_spin || replies_in_flight(s);
-            comm_idle(&idle);
-            continue;
-        }
-        comm_idle_reset(&idle);
-        for (int i = 0; i < nready; i++) {
-            int p = idx[i], bytes;
-            if (p > cfg->workers) { snap_recv(s, &sts[i]); continue; }
-            if (p == cfg->workers) {   /* a gradient is in */
-                p = s->inflight;
-                s->inflight = -1;
-                worker_state_t *w = &s->ws[p];
-                w->queued = 0;
-                w->last_seen = now;
-                on_gradient(s, p, &w->qh, (float *)(s->in + sizeof(ps_hdr_t)));   /* base of the slice */
-                post_header(s, p);
-                next_gradient(s, now);
-                continue;
-            }
-            MPI_Get_count(&sts[i], MPI_BYTE, &bytes);
-            if (on_message(s, p, sts[i].MPI_TAG, bytes, now)) post_header(s, p);
+}
+
+/* Nothing came in: evict workers silent for too long (a parked worker is
+ * waiting on us, not silent; one that died in the middle of a message
+ * never completes its receive, and is evicted the same way), and tell the
+ * finished ones that this shard is alive. */
+static void shard_quiet(shard_t *s, double now)
+{
+    const ps_config_t *cfg = s->cfg;
+    for (int p = 0; p < cfg->workers; p++) {
+        worker_state_t *w = &s->ws[p];
+        if (w->alive && !w->done && !w->parked && !(w->queued && s->inflight != p) &&
+            now - w->last_seen > live_deadline(cfg->timeout_s, LIVE_SILENT)) {
+            evict(s, p, now - w->last_seen);
+            answer_parked(s);
         }
     }
-    free(idx);
-    free(sts);
-    /* every worker is done or evicted: the final checkpoint first, so that
-     * the final replies can say whether it was written; then each survivor
-     * gets the final slice and statistics (the lead keeps the parameters;
-     * all learn of evictions) */
+    if (now_s() - s->last_keepalive > live_deadline(cfg->timeout_s, LIVE_KEEPALIVE)) {
+        ps_hdr_t h;
+        memset(&h, 0, sizeof h);
+        for (int p = 0; p < cfg->workers; p++)
+            if ((s->ws[p].alive && s->ws[p].done) || s->ws[p].returned)
+                MPI_CHECK(s->c, MPI_Send(&h, (int)sizeof h, MPI_BYTE, worker_rank(s, p), PS_KEEPALIVE, s->c->world));
+        s->last_keepalive = now_s();
+    }
+}
+
+/* Receive j (shard.h, rreq) has completed with status st. */
+static void shard_take(shard_t *s, int j, MPI_Status *st, double now)
+{
+    const int W = s->cfg->workers;
+    if (j > W) { snap_recv(s, st); return; }
+    if (j == W) {   /* a gradient is in */
+        int p = s->inflight;
+        s->inflight = -1;
+        worker_state_t *w = &s->ws[p];
+        w->queued = 0;
+        w->last_seen = now;
+        on_gradient(s, p, &w->qh, (float *)(s->in + sizeof(ps_hdr_t)));   /* base of the slice */
+        post_header(s, p);
+        next_gradient(s, now);
+        return;
+    }
+    int bytes;
+    MPI_Get_count(st, MPI_BYTE, &bytes);
+    if (on_message(s, j, st->MPI_TAG, bytes, now)) post_header(s, j);
+}
+
+/* Every worker is done or evicted: the final checkpoint first, so that the
+ * final replies can say whether it was written; then each survivor gets
+ * the final slice and statistics (the lead keeps the parameters; all learn
+ * of evictions); then what is still in flight is waited for or abandoned. */
+static void shard_close(shard_t *s)
+{
+    const ps_config_t *cfg = s->cfg;
+    comm_t *c = s->c;
     if (s->ordered) apply_in_order(s);
     snap_final(s);
     int slow;
@@ -921,5 +527,48 @@ int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params,
     free(s->in); free(s->hin); free(s->fifo); free(s->rreq); free(s->out_req); free(s->out_from); free(s->out_seq); free(s->wb); free(s->ws);
     ps_gate_free(&s->gate);
     optim_free(s->opt);
+}
+
+int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params, size_t nparams)
+{
+    shard_t sh, *s = &sh;
+    shard_open(s, c, cfg, k, params, nparams);
+    comm_idle_t idle = comm_idle_start(s->c);
+    int *idx = xcalloc((size_t)s->nrreq, sizeof(int));
+    MPI_Status *sts = xcalloc((size_t)s->nrreq, sizeof(MPI_Status));
+    while (!all_finished(s)) {
+        int nready = 0;
+        if (sim_build()) {
+            /* simulated workers never die: block instead of polling, which
+             * the simulator would pay for as one event per failed test.
+             * Waitany, not Waitsome: SimGrid's Waitsome tests every request
+             * and charges the cost of a failed test (smpi/test) for each
+             * one still open. */
+            MPI_CHECK(c, MPI_Waitany(s->nrreq, s->rreq, &idx[0], &sts[0]));
+            nready = idx[0] == MPI_UNDEFINED ? 0 : 1;
+        } else {
+            MPI_CHECK(c, MPI_Testsome(s->nrreq, s->rreq, &nready, idx, sts));
+        }
+        /* A worker is silent only while this shard listens: the workers'
+         * times are the shard's awake clock, which leaves out a gap of more
+         * than a quarter of --timeout, or 0.25 s, between its polls (the
+         * shard itself stopped, descheduled or held inside MPI). Without it
+         * a shard frozen past --timeout evicted every healthy worker the
+         * moment it came back. */
+        double now = shard_now(s);
+        /* a preemption signal to this shard stops every worker (they see it in their replies) */
+        if (comm_preempt_signal() && s->stop_all < COMM_STOP_PREEMPT) s->stop_all = COMM_STOP_PREEMPT;
+        if (nready <= 0) {
+            shard_quiet(s, now);
+            idle.spin = s->c->wait_spin || replies_in_flight(s);
+            comm_idle(&idle);
+            continue;
+        }
+        comm_idle_reset(&idle);
+        for (int i = 0; i < nready; i++) shard_take(s, idx[i], &sts[i], now);
+    }
+    free(idx);
+    free(sts);
+    shard_close(s);
     return 0;
 }

@@ -13,20 +13,7 @@
 #include <zlib.h>
 
 #include "../util/util.h"
-
-static void tensor_name(char *out, size_t len, const model_t *m, int i, const char *what)
-{
-    snprintf(out, len, "layer%d.%s.%s", i, layer_kind_name(m->layers[i].kind), what);
-}
-
-/* "layerI.KIND.weight" or ".bias": a trained parameter (running statistics
- * are layer tensors too, but not parameters). */
-static int is_param_tensor(const char *name)
-{
-    size_t len = strlen(name);
-    return !strncmp(name, "layer", 5) &&
-           ((len > 7 && !strcmp(name + len - 7, ".weight")) || (len > 5 && !strcmp(name + len - 5, ".bias")));
-}
+#include "ckpt_tensors.h"
 
 static cJSON *tensor_entry(const int *shape, int nd, size_t begin, size_t end)
 {
@@ -38,35 +25,6 @@ static cJSON *tensor_entry(const int *shape, int nd, size_t begin, size_t end)
     cJSON_AddItemToArray(off, cJSON_CreateNumber((double)end));
     cJSON_AddItemToObject(t, "data_offsets", off);
     return t;
-}
-
-enum { SHAPE_MAX = 6 };
-
-/* Shape of layer i's weight as PyTorch lays it out (a locally connected
- * layer: a convolution's weight per output position). */
-static int weight_shape(const layer_t *l, int *shape)
-{
-    if (l->kind == LAYER_LC) {
-        shape[0] = l->out_h; shape[1] = l->out_w; shape[2] = l->out_c; shape[3] = l->in_c; shape[4] = l->k; shape[5] = l->k;
-        return 6;
-    }
-    if (l->kind == LAYER_CONV) {
-        shape[0] = l->out_c; shape[1] = l->in_c; shape[2] = l->k; shape[3] = l->k;
-        return 4;
-    }
-    shape[0] = l->out_c;
-    if (l->kind == LAYER_BN) return 1;   /* γ per channel */
-    shape[1] = l->in_c * l->in_h * l->in_w;
-    return 2;
-}
-
-/* Shape of its bias: one per output unit, (OC, OH, OW) for a locally
- * connected layer. */
-static int bias_shape(const layer_t *l, int *shape)
-{
-    if (l->kind == LAYER_LC) { shape[0] = l->out_c; shape[1] = l->out_h; shape[2] = l->out_w; return 3; }
-    shape[0] = (int)l->b_len;
-    return 1;
 }
 
 static void add_str(cJSON *o, const char *k, const char *v) { cJSON_AddStringToObject(o, k, v); }
@@ -171,12 +129,12 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
         const layer_t *l = &m->layers[i];
         if (!l->w_len) continue;
         char name[96];
-        int shape[SHAPE_MAX], nd = weight_shape(l, shape);
-        tensor_name(name, sizeof name, m, i, "weight");
+        int shape[SHAPE_MAX], nd = ckpt_weight_shape(l, shape);
+        ckpt_tensor_name(name, sizeof name, m, i, "weight");
         cJSON_AddItemToObject(root, name, tensor_entry(shape, nd, l->w_off * 4, (l->w_off + l->w_len) * 4));
         if (!l->b_len) continue;   /* a convolution without bias (resnet) */
-        nd = bias_shape(l, shape);
-        tensor_name(name, sizeof name, m, i, "bias");
+        nd = ckpt_bias_shape(l, shape);
+        ckpt_tensor_name(name, sizeof name, m, i, "bias");
         cJSON_AddItemToObject(root, name, tensor_entry(shape, nd, l->b_off * 4, (l->b_off + l->b_len) * 4));
     }
     unsigned char *data = xmalloc(data_len);
@@ -190,7 +148,7 @@ int ckpt_save(const char *path, const model_t *m, const optim_t *o, const ckpt_m
         int C = l->out_c;
         for (int k = 0; k < 2; k++) {
             char name[96];
-            tensor_name(name, sizeof name, m, i, k ? "running_var" : "running_mean");
+            ckpt_tensor_name(name, sizeof name, m, i, k ? "running_var" : "running_mean");
             cJSON_AddItemToObject(root, name, tensor_entry(&C, 1, at, at + (size_t)C * 4));
             memcpy(data + at, st + l->s_off + (size_t)k * C, (size_t)C * 4);
             at += (size_t)C * 4;
@@ -402,7 +360,7 @@ int ckpt_parse(ckpt_t *ck, unsigned char *buf, size_t size, const char *path, ch
         const st_tensor_t *t = &st->tensors[i];
         if (strcmp(t->dtype, "F32") && (strcmp(t->dtype, "F64") || strncmp(t->name, "sync.", 5)))
             FAIL("checkpoint '%s': tensor '%s' is %s; dsgd checkpoints hold F32 (and F64 only in sync.* tensors)", path, t->name, t->dtype);
-        if (is_param_tensor(t->name)) layer_floats += t->count;
+        if (ckpt_is_param(t->name)) layer_floats += t->count;
     }
     if (layer_floats != (uint64_t)nparams)
         FAIL("checkpoint '%s': metadata 'nparams' says %ld but its layer tensors hold %llu parameters", path,
@@ -499,161 +457,6 @@ int ckpt_state_read(const char *text, int n, const char *const keys[], long vals
     size_t L = strlen(text);
     if (L == 0 || text[0] == ',' || text[L - 1] == ',' || strstr(text, ",,")) return -1;
     return got == n ? 0 : -1;
-}
-
-long ckpt_rows(const ckpt_t *ck, const char *name)
-{
-    const st_tensor_t *t = st_find(&ck->st, name);
-    return t && t->ndim == 2 ? (long)t->shape[0] : 0;
-}
-
-/* "[4,4,3,3]" */
-static void shape_text(char *out, size_t len, const uint64_t *d, int nd)
-{
-    size_t at = (size_t)snprintf(out, len, "[");
-    for (int i = 0; i < nd && at < len; i++) at += (size_t)snprintf(out + at, len - at, "%s%llu", i ? "," : "", (unsigned long long)d[i]);
-    if (at < len) snprintf(out + at, len - at, "]");
-}
-
-/* Copy tensor name, which must have exactly the given shape, into dst (it
- * is F32: only sync.* tensors may be F64); -1 with a line naming the
- * tensor, the shape the file holds and the one the model needs. A
- * checkpoint of another spec is named as such, with the --model that fits
- * it. */
-static int restore_tensor(const ckpt_t *ck, const model_t *m, const char *name, float *dst, const int *shape, int nd,
-                          char *err, size_t errlen)
-{
-    const st_tensor_t *t = st_find(&ck->st, name);
-    uint64_t want[SHAPE_MAX];
-    int same = t && t->ndim == nd;
-    for (int i = 0; i < nd; i++) {
-        want[i] = (uint64_t)shape[i];
-        same = same && t->shape[i] == want[i];
-    }
-    if (same) {
-        memcpy(dst, ck->buf + ck->st.data_off + t->begin, t->count * sizeof(float));
-        return 0;
-    }
-    char ws[128], hs[128] = "absent";
-    shape_text(ws, sizeof ws, want, nd);
-    if (t) shape_text(hs, sizeof hs, t->shape, t->ndim);
-    const char *saved = ck->meta.model;
-    if (strcmp(saved, m->spec))
-        snprintf(err, errlen, "checkpoint holds model '%s', which does not match model '%s' (tensor '%s': %s in the file, %s here); pass --model %s",
-                 saved, m->spec, name, hs, ws, saved);
-    else
-        snprintf(err, errlen, "checkpoint tensor '%s' is %s, but model '%s' on %dx%dx%d inputs needs %s; the file was altered or damaged: use another checkpoint",
-                 name, hs, saved, m->in_c, m->in_h, m->in_w, ws);
-    return -1;
-}
-
-/* 1 if name is one of the model's layer tensors. */
-static int model_has_tensor(const model_t *m, const char *name)
-{
-    static const char *const what[4] = { "weight", "bias", "running_mean", "running_var" };
-    char *end;
-    long i = strtol(name + 5, &end, 10);   /* after "layer"; clamped, never past nlayers */
-    if (end == name + 5 || *end != '.' || i < 0 || i >= m->nlayers) return 0;
-    const layer_t *l = &m->layers[i];
-    const size_t len[4] = { l->w_len, l->b_len, l->s_len, l->s_len };
-    for (int k = 0; k < 4; k++) {
-        char want[96];
-        tensor_name(want, sizeof want, m, (int)i, what[k]);
-        if (len[k] && !strcmp(want, name)) return 1;
-    }
-    return 0;
-}
-
-/* The model's weights, biases and running statistics, each of its own
- * shape, and no layer tensor the model does not have. */
-static int restore_layers(const ckpt_t *ck, model_t *m, char *err, size_t errlen)
-{
-    for (int i = 0; i < m->nlayers; i++) {
-        const layer_t *l = &m->layers[i];
-        int shape[SHAPE_MAX], nd, C = l->out_c;
-        char name[96];
-        if (l->w_len) {
-            nd = weight_shape(l, shape);
-            tensor_name(name, sizeof name, m, i, "weight");
-            if (restore_tensor(ck, m, name, m->params + l->w_off, shape, nd, err, errlen) != 0) return -1;
-        }
-        if (l->b_len) {   /* a convolution without bias (resnet) has none */
-            nd = bias_shape(l, shape);
-            tensor_name(name, sizeof name, m, i, "bias");
-            if (restore_tensor(ck, m, name, m->params + l->b_off, shape, nd, err, errlen) != 0) return -1;
-        }
-        for (int k = 0; l->s_len && k < 2; k++) {
-            tensor_name(name, sizeof name, m, i, k ? "running_var" : "running_mean");
-            if (restore_tensor(ck, m, name, m->state + l->s_off + (size_t)k * C, &C, 1, err, errlen) != 0) return -1;
-        }
-    }
-    for (int i = 0; i < ck->st.ntensors; i++) {
-        const char *name = ck->st.tensors[i].name;
-        if (strncmp(name, "layer", 5) || model_has_tensor(m, name)) continue;
-        if (strcmp(ck->meta.model, m->spec))
-            snprintf(err, errlen, "checkpoint holds model '%s', which does not match model '%s' (it has no tensor '%s'); pass --model %s",
-                     ck->meta.model, m->spec, name, ck->meta.model);
-        else
-            snprintf(err, errlen, "checkpoint holds tensor '%s', which model '%s' does not have; the file was altered or damaged: use another checkpoint",
-                     name, m->spec);
-        return -1;
-    }
-    return 0;
-}
-
-/* Every worker's running variances (sync.worker_state, [workers, nstate])
- * are not negative, as the model's own are (tensor_values_ok): a worker
- * resumes from its row. A row of another length is the paradigm's to
- * refuse. */
-static int worker_state_ok(const ckpt_t *ck, const model_t *m, char *err, size_t errlen)
-{
-    const st_tensor_t *t = st_find(&ck->st, "sync.worker_state");
-    if (!t || t->ndim != 2 || t->shape[1] != m->nstate || strcmp(t->dtype, "F32")) return 0;
-    const unsigned char *p = ck->buf + ck->st.data_off + t->begin;
-    for (uint64_t row = 0; row < t->shape[0]; row++)
-        for (int i = 0; i < m->nlayers; i++) {
-            const layer_t *l = &m->layers[i];
-            for (int c = 0; l->s_len && c < l->out_c; c++) {
-                const size_t at = (size_t)row * m->nstate + l->s_off + (size_t)l->out_c + (size_t)c;
-                float v;
-                memcpy(&v, p + at * sizeof v, sizeof v);
-                if (v >= 0) continue;
-                snprintf(err, errlen, "checkpoint holds %g at index %zu of 'sync.worker_state' (worker %llu's running variance of layer %d, channel %d), which cannot be negative; the file was altered or damaged: use another checkpoint",
-                         v, at, (unsigned long long)row, i, c);
-                return -1;
-            }
-        }
-    return 0;
-}
-
-int ckpt_restore(const ckpt_t *ck, model_t *m, optim_t *o, char *err, size_t errlen)
-{
-    const ckpt_meta_t *md = &ck->meta;
-    if (md->c != m->in_c || md->h != m->in_h || md->w != m->in_w || md->classes != m->classes) {
-        snprintf(err, errlen, "checkpoint was trained on %dx%dx%d inputs with %d classes, but the data is %dx%dx%d with %d classes",
-                 md->c, md->h, md->w, md->classes, m->in_c, m->in_h, m->in_w, m->classes);
-        return -1;
-    }
-    if (restore_layers(ck, m, err, errlen) != 0 || worker_state_ok(ck, m, err, errlen) != 0) return -1;
-    if (!o) return 0;
-    if (strcmp(md->optimizer, optim_kind_name(o->cfg.kind))) {
-        snprintf(err, errlen, "checkpoint was trained with optimizer '%s', not '%s'; pass --optimizer %s",
-                 md->optimizer, optim_kind_name(o->cfg.kind), md->optimizer);
-        return -1;
-    }
-    float *const state[2] = { o->velocity, o->accum };
-    const char *const names[2] = { "optim.velocity", "optim.accum" };
-    const int flat = (int)o->n;
-    for (int s = 0; s < 2; s++) {
-        if (!state[s]) continue;
-        if (!st_find(&ck->st, names[s])) {
-            snprintf(err, errlen, "checkpoint has no matching optimizer state for --optimizer %s --momentum %g; resume with the run's own settings",
-                     optim_kind_name(o->cfg.kind), o->cfg.momentum);
-            return -1;
-        }
-        if (restore_tensor(ck, m, names[s], state[s], &flat, 1, err, errlen) != 0) return -1;
-    }
-    return 0;
 }
 
 void ckpt_free(ckpt_t *ck)

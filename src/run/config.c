@@ -10,7 +10,7 @@
 const opt_def_t config_train_opts[] = {
     { "model", OT_STR, S(model), "mlp", "model spec: logreg | mlp[:H1,H2,...][:tanh] (mlp = mlp:256,128) | lenet[:tanh] | resnet[:D,W] (resnet = resnet:20,16) | lc[:C1,C2,...][:k=K][:s=S][:p=P][:pool=Q] (locally connected; lc = lc:8,16:k=3:s=1:p=1:pool=2)" },
     { "data", OT_STR, S(data), "fashion-mnist", "fashion-mnist | mnist | synthetic[:N[,CxHxW]] (default 4096 images of 1x8x8) | DIR of IDX or CIFAR-10 binary files" },
-    { "sync", OT_STR, S(sync), "none", "paradigm: none | bsp | localsgd | fedavg | selsync | bsp-ps | asp | ssp | dssp | downpour | easgd | gossip | lbfgs | sandblaster" },
+    { "sync", OT_STR, S(sync), "none", "paradigm, one of those listed under \"paradigms\" at the end" },
     { "epochs", OT_LONG, S(epochs), "3", "training epochs (over the whole training set)" },
     { "steps", OT_LONG, S(steps), "0", "stop after this many steps (0: epochs decide)" },
     { "batch", OT_LONG, S(batch), "64", "minibatch size per worker" },
@@ -382,22 +382,10 @@ char *config_describe(const config_t *c, const opt_def_t *t)
     return buf;
 }
 
-/* The paradigms an option belongs to are named before the ':' of its help
- * text ("localsgd/fedavg: ...", "parameter server: ..."); other options
- * have no owner. */
-static int opt_belongs_to(const opt_def_t *o, const char *sync)
+static int named(const char *const *names, const char *name)
 {
-    static const char *const ps[] = { "bsp-ps", "asp", "ssp", "dssp", "downpour", "easgd", "sandblaster", NULL };
-    size_t n = strspn(o->help, "abcdefghijklmnopqrstuvwxyz/- ");
-    if (o->help[n] != ':') return 0;
-    for (const char *t = o->help; t < o->help + n;) {
-        size_t k = strcspn(t, "/:");
-        if (strlen(sync) == k && !strncmp(t, sync, k)) return 1;
-        if (k == strlen("parameter server") && !strncmp(t, "parameter server", k))
-            for (int i = 0; ps[i]; i++)
-                if (!strcmp(ps[i], sync)) return 1;
-        t += k + 1;
-    }
+    for (; names && *names; names++)
+        if (!strcmp(*names, name)) return 1;
     return 0;
 }
 
@@ -413,7 +401,7 @@ static int opt_is_default(const config_t *c, const config_t *d, const opt_def_t 
     return 0;
 }
 
-void config_print(FILE *f, const config_t *c, const opt_def_t *t)
+void config_print(FILE *f, const config_t *c, const opt_def_t *t, const char *const *owned)
 {
     static const char *const always[] = { "model", "data", "sync", "batch", "lr", NULL };
     config_t d;
@@ -421,8 +409,8 @@ void config_print(FILE *f, const config_t *c, const opt_def_t *t)
     int col = 0;
     fputs("config:", f);
     for (; t->name; t++) {
-        int show = !opt_is_default(c, &d, t) || opt_belongs_to(t, c->sync) || (!strcmp(t->name, "epochs") && c->steps <= 0);
-        for (int i = 0; always[i]; i++) show |= !strcmp(always[i], t->name);
+        int show = !opt_is_default(c, &d, t) || named(owned, t->name) || named(always, t->name) ||
+                   (!strcmp(t->name, "epochs") && c->steps <= 0);
         if (!show) continue;
         int len = (int)strlen(t->name) + 12;
         if (col + len > 100) { fputs("\n       ", f); col = 0; }

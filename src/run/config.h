@@ -73,9 +73,10 @@ void config_help(FILE *f, const opt_def_t *table);
 /* "name=value\n" for every option: what ranks compare at start-up. */
 char *config_describe(const config_t *c, const opt_def_t *table);
 /* "name=value ..." for the start-up print: what the run uses (model, data,
- * sync, batch, lr, the paradigm's own options) and every option changed
- * from its default; the metrics "config" event has them all. */
-void config_print(FILE *f, const config_t *c, const opt_def_t *table);
+ * sync, batch, lr, and the paradigm's own options, named in owned from
+ * its registry row) and every option changed from its default; the
+ * metrics "config" event has them all. */
+void config_print(FILE *f, const config_t *c, const opt_def_t *table, const char *const *owned);
 /* The configuration as the members of a JSON object (no braces). */
 void config_json(FILE *f, const config_t *c, const opt_def_t *table);
 

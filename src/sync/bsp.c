@@ -182,6 +182,7 @@ const sync_ops_t sync_bsp = {
     .name = "bsp",
     .takes_sync_bn = 1,
     .help = "gradient all-reduce every step, overlapped with backward",
+    .options = (const char *const[]){ "bucket-kb", "sync-bn", NULL },
     .layout = sync_layout_all_workers,
     .init = bsp_init,
     .step = bsp_step,

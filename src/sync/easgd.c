@@ -203,6 +203,7 @@ static int easgd_stats(run_t *r, sync_stat_t *out, int max, int progress)
 const sync_ops_t sync_easgd = {
     .name = "easgd",
     .help = "elastic averaging SGD (async through the parameter server, or sync)",
+    .options = (const char *const[]){ SYNC_PS_OPTIONS, "tau", "alpha", "momentum-nesterov", "easgd-mode", NULL },
     .layout = easgd_layout,
     .init = easgd_init,
     .step = easgd_step,

@@ -62,7 +62,7 @@ typedef struct gossip {
     int64_t fin_step;        /* "alive after all", to the lead (sent from here) */
     double last_step_t;      /* when the last step began: a gap past --timeout was a freeze */
     double revive_t;         /* the lead: when it last looked for a frozen peer's word */
-    double tick_t, away_s;   /* gossip_awake_now: when this rank last looked at the clock; the gaps left out */
+    live_clock_t awake;      /* gossip_awake_now: this rank's awake clock */
 } gossip_t;
 
 /* gossip_window.c */

@@ -197,11 +197,14 @@ static int localsgd_stats(run_t *r, sync_stat_t *out, int max, int progress)
     return 1;
 }
 
-#define LOCALSGD_OPS(NAME, HELP) {                                                                     \
-        .name = NAME, .help = HELP, .layout = sync_layout_all_workers, .init = localsgd_init,           \
+#define LOCALSGD_OPS(NAME, HELP, OPTIONS) {                                                                     \
+        .name = NAME, .help = HELP, .options = OPTIONS, .layout = sync_layout_all_workers, .init = localsgd_init,           \
         .step = localsgd_step, .finish = localsgd_finish, .destroy = localsgd_destroy,                  \
         .stats = localsgd_stats, .ckpt_state = localsgd_ckpt_state, .resume = localsgd_resume,          \
         .eval_prepare = localsgd_eval_prepare, .eval_params = localsgd_eval_params, .eval_has_state = 1 }
 
-const sync_ops_t sync_localsgd = LOCALSGD_OPS("localsgd", "H local steps, then parameter averaging");
-const sync_ops_t sync_fedavg = LOCALSGD_OPS("fedavg", "local SGD with per-round client sampling and sample-count weights");
+static const char *const localsgd_options[] = { "period", NULL };
+static const char *const fedavg_options[] = { "period", "fedavg-fraction", NULL };
+const sync_ops_t sync_localsgd = LOCALSGD_OPS("localsgd", "H local steps, then parameter averaging", localsgd_options);
+const sync_ops_t sync_fedavg = LOCALSGD_OPS("fedavg", "local SGD with per-round client sampling and sample-count weights",
+                                               fedavg_options);

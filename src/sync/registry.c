@@ -32,6 +32,9 @@ const sync_ops_t *sync_find(const char *name)
     return NULL;
 }
 
+int sync_count(void) { return (int)(sizeof registry / sizeof registry[0]); }
+const sync_ops_t *sync_at(int i) { return registry[i]; }
+
 void sync_names(char *buf, size_t len)
 {
     size_t at = 0;

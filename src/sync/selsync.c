@@ -213,6 +213,7 @@ static int selsync_stats(run_t *r, sync_stat_t *out, int max, int progress)
 const sync_ops_t sync_selsync = {
     .name = "selsync",
     .help = "synchronize only the steps whose update is significant",
+    .options = (const char *const[]){ "delta", "window", "smoothing", "aggregation", NULL },
     .layout = sync_layout_all_workers,
     .init = selsync_init,
     .step = selsync_step,

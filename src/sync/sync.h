@@ -84,6 +84,10 @@ typedef struct run {
 struct sync_ops {
     const char *name;            /* as given to --sync */
     const char *help;
+    /* The options this paradigm takes (NULL-terminated; NULL: none): its
+     * configuration line shows them even at their defaults, and --help
+     * lists them under it. The paradigms with shards share SYNC_PS_OPTIONS. */
+    const char *const *options;
     int  (*layout)(run_t *r);    /* roles of the ranks; may refuse a world size (-1, r->err set) */
     int  (*init)(run_t *r);      /* e.g. broadcast initial parameters */
     int  (*step)(run_t *r);      /* after backward: communicate and/or update */
@@ -197,7 +201,15 @@ int  sync_rows_read64(run_t *r, const ckpt_t *ck, const char *name, double *dst,
  * the checkpoint) or whose batches ran trial points (L-BFGS). */
 void sync_bn_recalibrate(run_t *r, const float *params);
 
+/* Deadline `which` of this run's --timeout (comm/liveness.h). */
+static inline double run_deadline(const run_t *r, live_deadline_t which) { return live_deadline(r->cfg->timeout, which); }
+
+#define SYNC_PS_OPTIONS "servers", "server-opt", "adagrad-lr"
+
 const sync_ops_t *sync_find(const char *name);
+/* The registry's i-th row (0 ≤ i < sync_count()), in --help's order. */
+int sync_count(void);
+const sync_ops_t *sync_at(int i);
 /* "none | bsp | ..." for --help and error messages. */
 void sync_names(char *buf, size_t len);
 

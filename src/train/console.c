@@ -127,7 +127,7 @@ void print_start(const run_t *r, int continued)
     const config_t *cfg = r->cfg;
     if (!r->lead) return;
     if (!cfg->quiet) {
-        config_print(stdout, cfg, config_train_opts);
+        config_print(stdout, cfg, config_train_opts, r->ops->options);
         print_header(r);
         fflush(stdout);
     }

@@ -71,7 +71,7 @@ static void watch_divergence(run_t *r, metrics_t *mx, loop_t *L, const bounds_t 
         if (r->lead || bd->lead_rank == r->comm->rank) run_diverged(r, mx, "%s", why);
         diverge_notify(r, &L->dw, bd->lead_rank, why);
     }
-    if (L->dw.since >= 0 && now_s() - L->dw.since > cfg->timeout + 5)
+    if (L->dw.since >= 0 && now_s() - L->dw.since > live_deadline(cfg->timeout, LIVE_NOTICE))
         run_diverged_at(r, mx, L->dw.note, "%s (the lead did not stop the job within --timeout + 5 s)", L->dw.note + strlen(L->dw.note) + 1);
     if (r->lead && r->comm->size > 1 && diverge_check_due(&L->dw.probed, te)) diverge_heard(r, mx);
 }

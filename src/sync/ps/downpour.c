@@ -137,6 +137,7 @@ static void downpour_destroy(run_t *r)
 const sync_ops_t sync_downpour = {
     .name = "downpour",
     .help = "Downpour SGD: local steps, fetch every n_fetch, push every n_push, server Adagrad",
+    .options = (const char *const[]){ SYNC_PS_OPTIONS, "fetch-every", "push-every", "warmup-steps", NULL },
     .layout = ps_sync_layout,
     .init = downpour_init,
     .step = downpour_step,

@@ -44,15 +44,18 @@ static int ssp_step(run_t *r)
     return 0;
 }
 
-#define PS_OPS(NAME, HELP) {                                                  \
-        .name = NAME, .help = HELP, .layout = ps_sync_layout, .init = ssp_init, \
+#define PS_OPS(NAME, HELP, OPTIONS) {                                                  \
+        .name = NAME, .help = HELP, .options = OPTIONS, .layout = ps_sync_layout, .init = ssp_init, \
         .step = ssp_step, .serve = ps_sync_serve, .finish = ps_sync_finish,    \
         .destroy = ps_sync_destroy, .stats = ps_sync_stats,                   \
         .eval_params = ps_sync_eval_params, .stop_mode = ps_sync_stop_mode, \
         .resume = ps_sync_resume,                                            \
         .announce_stop = ps_sync_announce_stop, .lead_lost = ps_sync_lead_lost }
 
-const sync_ops_t sync_asp = PS_OPS("asp", "parameter server, no staleness bound");
-const sync_ops_t sync_ssp = PS_OPS("ssp", "parameter server, staleness bound --staleness");
-const sync_ops_t sync_dssp = PS_OPS("dssp", "parameter server, staleness bound chosen per iteration in [s_L, s_U]");
-const sync_ops_t sync_bsp_ps = PS_OPS("bsp-ps", "parameter server, every step waits for every worker");
+static const char *const ps_options[] = { SYNC_PS_OPTIONS, NULL };
+static const char *const ssp_options[] = { SYNC_PS_OPTIONS, "staleness", NULL };
+static const char *const dssp_options[] = { SYNC_PS_OPTIONS, "staleness-low", "staleness-high", NULL };
+const sync_ops_t sync_asp = PS_OPS("asp", "parameter server, no staleness bound", ps_options);
+const sync_ops_t sync_ssp = PS_OPS("ssp", "parameter server, staleness bound --staleness", ssp_options);
+const sync_ops_t sync_dssp = PS_OPS("dssp", "parameter server, staleness bound chosen per iteration in [s_L, s_U]", dssp_options);
+const sync_ops_t sync_bsp_ps = PS_OPS("bsp-ps", "parameter server, every step waits for every worker", ps_options);

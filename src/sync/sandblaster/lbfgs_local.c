@@ -299,6 +299,7 @@ static int local_stats(run_t *r, sync_stat_t *out, int max, int progress)
 const sync_ops_t sync_lbfgs = {
     .name = "lbfgs",
     .help = "L-BFGS in one process over --batch-total samples per iteration (Sandblaster's reference)",
+    .options = (const char *const[]){ "batch-total", "portion", "lbfgs-history", "line-search", NULL },
     .layout = local_layout,
     .init = local_init,
     .step = local_step,

@@ -374,6 +374,7 @@ const sync_ops_t sync_sandblaster = {
     .name = "sandblaster",
     .coordinator = 1,
     .help = "Sandblaster L-BFGS: coordinator, sharded L-BFGS state, replicas computing portions with backup tasks",
+    .options = (const char *const[]){ SYNC_PS_OPTIONS, "batch-total", "portion", "push-portions", "lbfgs-history", "line-search", "no-backup-tasks", NULL },
     .layout = sb_layout,
     .init = sb_init,
     .step = sb_step,

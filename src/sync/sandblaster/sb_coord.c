@@ -199,10 +199,10 @@ static int poll_once(sb_coord_t *co)
     for (int q = 0; q < co->R; q++) {
         sb_rep_t *rp = &co->rep[q];
         if (rp->alive && !rp->parked && (rp->cur >= 0 || rp->kept > rp->pushed || rp->last_heard < 0) &&
-            now - rp->last_heard > co->c->timeout_s)
+            now - rp->last_heard > comm_deadline(co->c, LIVE_SILENT))
             evict(co, q);
     }
-    if (now - co->last_ping > co->c->timeout_s / 4) {
+    if (now - co->last_ping > comm_deadline(co->c, LIVE_KEEPALIVE)) {
         sb_coord_op(co, OP_PING, 0, 0, 0, 0);
         for (int q = 0; q < co->R; q++)
             if (co->rep[q].alive && co->rep[q].parked) send_task(co, q, ACT_KEEPALIVE, V_NONE, -1, 0);
@@ -278,7 +278,7 @@ void sb_coord_stop(sb_coord_t *co)
         for (int q = 0; q < co->R; q++)
             if (co->rep[q].alive && !co->rep[q].parked) left++;
         if (!left) break;
-        if (now_s() - last_ka > co->c->timeout_s / 4) {
+        if (now_s() - last_ka > comm_deadline(co->c, LIVE_KEEPALIVE)) {
             for (int q = 0; q < co->R; q++)
                 if (co->rep[q].alive && co->rep[q].parked) send_task(co, q, ACT_KEEPALIVE, V_NONE, -1, 0);
             last_ka = now_s();
@@ -291,11 +291,11 @@ void sb_coord_stop(sb_coord_t *co)
             co->rep[from].last_heard = now_s();
             if (m.kind == REQ_DONE) co->dup_discarded++;   /* a backup copy still running at the end */
             co->rep[from].parked = 1;
-        } else if (now_s() - t0 > co->c->timeout_s) {   /* died after its last task: nothing of it counts */
+        } else if (now_s() - t0 > comm_deadline(co->c, LIVE_SILENT)) {   /* died after its last task: nothing of it counts */
             for (int q = 0; q < co->R; q++)
                 if (co->rep[q].alive && !co->rep[q].parked) { co->rep[q].alive = 0; co->c->peer_lost = 1; }
         } else {
-            if (now_s() - co->last_ping > co->c->timeout_s / 4) sb_coord_op(co, OP_PING, 0, 0, 0, 0);
+            if (now_s() - co->last_ping > comm_deadline(co->c, LIVE_KEEPALIVE)) sb_coord_op(co, OP_PING, 0, 0, 0, 0);
             comm_idle(&idle);
         }
     }

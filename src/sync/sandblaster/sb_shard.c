@@ -166,7 +166,7 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
         comm_preempt_tell(c, 0);   /* a signal to this shard preempts the job: the coordinator stops it */
         MPI_CHECK(c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &flag, &st));
         if (!flag) {
-            if (now_s() - heard > s->timeout)
+            if (now_s() - heard > live_deadline(s->timeout, LIVE_SILENT))
                 die("sandblaster shard %d: the coordinator (rank 0) has been silent for %.1f s (--timeout %g); stopping",
                     k, now_s() - heard, s->timeout);
             comm_idle(&idle);
