@@ -59,7 +59,7 @@ LDFLAGS += $(SANFLAGS) $(OMPFLAGS)
 LDLIBS := -lopenblas -lcjson -lz -lm
 
 SRC := $(filter-out src/cli/main.c,$(wildcard src/*/*.c src/*/*/*.c))
-HDR := $(wildcard src/*/*.h src/*/*/*.h)
+HDR := $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
 OBJ := $(SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

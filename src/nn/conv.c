@@ -12,7 +12,7 @@
  *    lanes. Blocks past the output's edge are computed on the padding and
  *    not stored.
  *  - Stride 1 with "same" padding (3x3 with pad 1, ResNet's convolutions):
- *    the flat path (conv_kernels.h). Each output plane is computed WP wide
+ *    the flat path (conv_kernels.inc). Each output plane is computed WP wide
  *    (the padded input's width, W + pad: one dropped column per row for
  *    3x3), so
  *    every tap is one contiguous vector load at a fixed offset, shared by
@@ -32,7 +32,7 @@
  *    cache), then out_b(OC, OH·OW) = w · col_b, which is already the NCHW
  *    layout, so no transpose and no batch-sized col.
  *
- * The vector loops (conv_kernels.h) are compiled three times on x86-64 with
+ * The vector loops (conv_kernels.inc) are compiled three times on x86-64 with
  * GCC: for x86-64-v4 (AVX-512), -v3 (AVX2, FMA) and the baseline, each with
  * vectors of its own width, and the widest the CPU runs is picked at run
  * time, so the default build still runs on any x86-64. Elsewhere only the
@@ -241,7 +241,7 @@ typedef struct conv_kernels {
 #define KFN(name) KCAT(name, base)
 #define KATTR
 #define KNT 1
-#include "conv_kernels.h"
+#include "conv_kernels.inc"
 #undef KVB
 #undef KFN
 #undef KATTR
@@ -255,7 +255,7 @@ typedef struct conv_kernels {
 #define KFN(name) KCAT(name, v3)
 #define KATTR __attribute__((target("arch=x86-64-v3"), optimize("fp-contract=fast")))
 #define KNT 1
-#include "conv_kernels.h"
+#include "conv_kernels.inc"
 #undef KVB
 #undef KFN
 #undef KATTR
@@ -264,7 +264,7 @@ typedef struct conv_kernels {
 #define KFN(name) KCAT(name, v4)
 #define KATTR __attribute__((target("arch=x86-64-v4"), optimize("fp-contract=fast")))
 #define KNT 2
-#include "conv_kernels.h"
+#include "conv_kernels.inc"
 #undef KVB
 #undef KFN
 #undef KATTR
