@@ -2,10 +2,16 @@
 # Simulated against real, shaped links: the same runs on a cluster of
 # network namespaces (scripts/dsgd-cluster, one rank per host, links shaped
 # with tc's tbf) and on scripts/dsgd-sim with the same bandwidth, one host
-# per rank. bsp: time per step; asp (shard on host 0) and pull gossip: time
-# per epoch of the training subset. Prints a markdown table: the real
+# per rank. bsp (per layer, or bsp-bucket: one all-reduce a step) and
+# localsgd (H = 4): time per step; the parameter-server paradigms (asp and
+# ssp with one shard on host 0, asp2 with two on hosts 0 and 1, downpour
+# with the eager-sized pushes of mlp:16, async easgd) and gossip (pull or
+# gossip-push): time per epoch of the training subset, 1280 samples per
+# worker. Prints a markdown table: the real
 # median [min, max] of the repeats, the simulated time, and the error of the
-# simulated against the real median; for bsp also the all-reduce's bandwidth
+# simulated against the real median, with SMPI's default message model
+# (every message waits for its receive) and with --eager 65536 (Open MPI's
+# eager limit over TCP); for bsp also the all-reduce's bandwidth
 # cost 2(N-1)/N x gradient bytes / link rate and the measured step over it.
 #
 # Links have bandwidth but no added delay (tc's netem is not available on
@@ -15,7 +21,8 @@
 # Usage: experiments/net_calibration.sh [--quick] [--repeats R] [--mpi openmpi|mpich]
 #                                       [--rates "100mbit 1gbit"] [--ns "2 3 4"] [--paradigms "bsp asp gossip"]
 #   full: 100mbit and 1gbit, N = 2, 3, 4, bsp/asp/gossip, 3 repeats (8
-#   minutes on a quiet 2-core machine). --quick: 1gbit, N = 2 and 4, bsp
+#   minutes on a quiet 2-core machine); --paradigms all: every case above
+#   (a case that needs more hosts than N, asp2 at N = 2, is skipped). --quick: 1gbit, N = 2 and 4, bsp
 #   and asp, 1 repeat (about 2 minutes). Needs root (network namespaces),
 #   make, make sim, and dataset-fashion-mnist. Timings need a quiet machine:
 #   the load average at the start is printed with the table.
@@ -40,6 +47,7 @@ else RATES=(100mbit 1gbit); NS=(2 3 4); PARS=(bsp asp gossip); REPS=${REPS:-3}; 
 [ -z "$ORATES" ] || read -r -a RATES <<< "$ORATES"
 [ -z "$ONS" ] || read -r -a NS <<< "$ONS"
 [ -z "$OPARS" ] || read -r -a PARS <<< "$OPARS"
+[ "${PARS[*]}" != all ] || PARS=(bsp bsp-bucket localsgd asp asp2 ssp downpour easgd gossip gossip-push)
 BIN=build/dsgd; [ "$MPI" = mpich ] && BIN=build-mpich/dsgd
 for f in "$BIN" build-sim/dsgd; do
     [ -x "$f" ] || { echo "net_calibration: $f missing (make$([ "$MPI" = mpich ] && echo ' MPI=mpich') && make sim)" >&2; exit 1; }
@@ -65,33 +73,46 @@ sim_rate() { sed -E 's/gbit$/Gbps/; s/mbit$/Mbps/; s/kbit$/kbps/' <<< "$1"; }
 D=(--data fashion-mnist --model mlp --batch 64 --lr 0.05 --test-subset 500 --quiet)
 # args PARADIGM N: the training flags; bsp a fixed number of steps, the
 # others one epoch of a subset whose size grows with the workers
+# (empty: the case needs more hosts than N)
 args() {
     case "$1" in
         bsp) echo "--sync bsp --steps 60 --eval-every 1000" ;;
+        bsp-bucket) echo "--sync bsp --bucket-kb 1024 --steps 60 --eval-every 1000" ;;
+        localsgd) echo "--sync localsgd --period 4 --steps 60 --eval-every 1000" ;;
         asp) echo "--sync asp --servers 1 --train-subset $((1280 * ($2 - 1))) --epochs 1" ;;
+        asp2) if [ "$2" -ge 3 ]; then echo "--sync asp --servers 2 --train-subset $((1280 * ($2 - 2))) --epochs 1"; fi ;;
+        ssp) echo "--sync ssp --staleness 2 --servers 1 --train-subset $((1280 * ($2 - 1))) --epochs 1" ;;
+        downpour) echo "--sync downpour --model mlp:16 --servers 1 --train-subset $((1280 * ($2 - 1))) --epochs 1" ;;
+        easgd) echo "--sync easgd --easgd-mode async --tau 4 --servers 1 --train-subset $((1280 * ($2 - 1))) --epochs 1" ;;
         gossip) echo "--sync gossip --gossip pull --train-subset $((1280 * $2)) --epochs 1" ;;
+        gossip-push) echo "--sync gossip --gossip push --train-subset $((1280 * $2)) --epochs 1" ;;
+        *) echo "net_calibration: unknown paradigm case '$1' (bsp bsp-bucket localsgd asp asp2 ssp downpour easgd gossip gossip-push, or all)" >&2; exit 2 ;;
     esac
 }
 # per PARADIGM FILE: seconds per step (bsp) or per epoch (train_s)
 per() {
     local t s
     t=$(field "$2" done train_s)
-    if [ "$1" = bsp ]; then s=$(field "$2" done steps); awk -v t="$t" -v s="$s" 'BEGIN{printf "%.6g\n", t / s}'
-    else echo "$t"; fi
+    case "$1" in
+        bsp|bsp-bucket|localsgd) s=$(field "$2" done steps); awk -v t="$t" -v s="$s" 'BEGIN{printf "%.6g\n", t / s}' ;;
+        *) echo "$t" ;;
+    esac
 }
 
 echo "## Real shaped links against dsgd-sim ($MPI, $(date -u +%Y-%m-%d), load average at start $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-echo "mlp (Fashion-MNIST), batch 64; bsp: ms per step (60 steps); asp, gossip: s per epoch of 1280 samples per worker."
+echo "mlp (Fashion-MNIST; downpour: mlp:16, 51 KB pushes), batch 64; bsp, bsp-bucket, localsgd: ms per step (60 steps); the others: s per epoch of 1280 samples per worker."
 echo "Real: median [min, max] of $REPS runs. Error: simulated against the real median."
 echo
-echo "| link | N | paradigm | real | simulated | error | bandwidth cost | real / cost |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| link | N | paradigm | real | simulated | error | simulated, --eager 65536 | error | bandwidth cost | real / cost |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for rate in "${RATES[@]}"; do
     for n in "${NS[@]}"; do
         "$CL" up "$n" --bandwidth "$rate" > /dev/null
         for p in "${PARS[@]}"; do
-            read -r -a A <<< "$(args "$p" "$n")"
+            a=$(args "$p" "$n") || exit 2
+            [ -n "$a" ] || continue
+            read -r -a A <<< "$a"
             vals=()
             for r in $(seq 1 "$REPS"); do
                 rm -f "$W/real.jsonl"
@@ -104,9 +125,15 @@ for rate in "${RATES[@]}"; do
                 train "${D[@]}" "${A[@]}" --metrics "$W/sim.jsonl" > "$W/sim.out" 2>&1 ||
                 { echo "net_calibration: simulated run failed: $(tail -2 "$W/sim.out")" >&2; exit 1; }
             sim=$(per "$p" "$W/sim.jsonl")
+            # again with Open MPI's eager limit over TCP (64 KiB): messages
+            # up to it go without waiting for their receive
+            scripts/dsgd-sim --hosts "$n" --bandwidth "$(sim_rate "$rate")" --latency 50us --eager 65536 -- \
+                train "${D[@]}" "${A[@]}" --metrics "$W/sime.jsonl" > "$W/sim.out" 2>&1 ||
+                { echo "net_calibration: simulated run (--eager 65536) failed: $(tail -2 "$W/sim.out")" >&2; exit 1; }
+            sime=$(per "$p" "$W/sime.jsonl")
             unit=s scale=1 cost="" ratio=""
-            if [ "$p" = bsp ]; then
-                unit=ms scale=1000
+            case "$p" in bsp|bsp-bucket|localsgd) unit=ms scale=1000 ;; esac
+            if [ "$p" = bsp ] || [ "$p" = bsp-bucket ]; then
                 np=$(field "$W/real.jsonl" config nparams)
                 bps=$(awk -v r="$rate" 'BEGIN{ m = (r ~ /gbit$/) ? 1e9 : (r ~ /mbit$/) ? 1e6 : 1e3; sub(/[kmg]bit$/, "", r); print r * m / 8 }')
                 cost=$(awk -v p="$np" -v n="$n" -v b="$bps" 'BEGIN{printf "%.4g", 2 * (n - 1) / n * 4 * p / b * 1000}')
@@ -114,7 +141,7 @@ for rate in "${RATES[@]}"; do
                 cost="$cost ms"
             fi
             f() { awk -v v="$1" -v s=$scale 'BEGIN{printf "%.4g", v * s}'; }
-            echo "| $rate | $n | $p | $(f "$med") [$(f "$lo"), $(f "$hi")] $unit | $(f "$sim") $unit | $(pct "$sim" "$med") | $cost | $ratio |"
+            echo "| $rate | $n | $p | $(f "$med") [$(f "$lo"), $(f "$hi")] $unit | $(f "$sim") $unit | $(pct "$sim" "$med") | $(f "$sime") $unit | $(pct "$sime" "$med") | $cost | $ratio |"
         done
         "$CL" down > /dev/null
     done
