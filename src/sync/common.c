@@ -69,6 +69,20 @@ void sync_rows_meta(const run_t *r, sync_rows_t *sr, ckpt_meta_t *meta)
     sr->nt = 0;   /* the buffers stay for the next checkpoint, slot by slot */
 }
 
+void sync_ckpt_meta(const run_t *r, ckpt_meta_t *meta, long step, opt_kind_t optimizer)
+{
+    const config_t *cfg = r->cfg;
+    meta->step = step;
+    meta->seed = cfg->seed;
+    meta->c = r->model->in_c;
+    meta->h = r->model->in_h;
+    meta->w = r->model->in_w;
+    meta->classes = r->model->classes;
+    snprintf(meta->model, sizeof meta->model, "%s", cfg->model);
+    snprintf(meta->sync, sizeof meta->sync, "%s", cfg->sync);
+    snprintf(meta->optimizer, sizeof meta->optimizer, "%s", optim_kind_name(optimizer));
+}
+
 void sync_rows_free(sync_rows_t *sr)
 {
     for (int i = 0; i < SYNC_ROWS_MAX; i++) free(sr->buf[i]);

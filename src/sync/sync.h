@@ -186,6 +186,10 @@ int  sync_worker_vectors(run_t *r, float **v, const char **names);
 void sync_rows_add(run_t *r, sync_rows_t *sr, const char *name, const float *v, size_t n);
 void sync_rows_add64(run_t *r, sync_rows_t *sr, const char *name, const double *v, size_t n);
 void sync_rows_meta(const run_t *r, sync_rows_t *sr, ckpt_meta_t *meta);
+/* What every checkpoint of this run says about it (step, seed, input
+ * shape, classes, model, paradigm, optimizer), into *meta; the caller adds
+ * its own state. */
+void sync_ckpt_meta(const run_t *r, ckpt_meta_t *meta, long step, opt_kind_t optimizer);
 void sync_rows_free(sync_rows_t *sr);
 int  sync_rows_read(run_t *r, const ckpt_t *ck, const char *name, float *dst, size_t n);
 /* A checkpoint's per-worker state (WHAT, e.g. "the local models") of

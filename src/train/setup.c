@@ -31,13 +31,9 @@ int save_checkpoint(run_t *r, const ckpt_meta_t *state)
     par_assemble(r, &m, &o);
     if (!r->lead) return 0;
     if (r->ops->recalibrate_bn && r->model->nstate) sync_bn_recalibrate(r, r->model->params);
-    ckpt_meta_t meta = { .step = r->step, .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
-                         .w = r->model->in_w, .classes = r->model->classes, .extra = state->extra, .nextra = state->nextra,
-                         .params = state->params, .state = state->state };
+    ckpt_meta_t meta = { .extra = state->extra, .nextra = state->nextra, .params = state->params, .state = state->state };
+    sync_ckpt_meta(r, &meta, r->step, r->opt->cfg.kind);
     snprintf(meta.sync_state, sizeof meta.sync_state, "%s", state->sync_state);
-    snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
-    snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
-    snprintf(meta.optimizer, sizeof meta.optimizer, "%s", optim_kind_name(r->opt->cfg.kind));
     return ckpt_save(cfg->checkpoint, m, o, &meta, r->err, sizeof r->err);
 }
 

@@ -69,13 +69,9 @@ static int ps_sync_write(void *ctx, const ps_snapshot_t *snap)
     }
     optim_t o = { .cfg = s->pcfg.opt, .n = r->model->nparams, .velocity = (float *)snap->velocity, .accum = (float *)snap->accum };
     ckpt_tensor_t clk = { .name = "sync.ps_clocks", .data64 = s->clk64, .rows = W, .cols = 2 };
-    ckpt_meta_t meta = { .step = (long)(sum / W), .seed = cfg->seed, .c = r->model->in_c, .h = r->model->in_h,
-                         .w = r->model->in_w, .classes = r->model->classes, .extra = &clk, .nextra = 1,
-                         .params = snap->params };
+    ckpt_meta_t meta = { .extra = &clk, .nextra = 1, .params = snap->params };
+    sync_ckpt_meta(r, &meta, (long)(sum / W), s->pcfg.opt.kind);
     ckpt_state_write(meta.sync_state, sizeof meta.sync_state, 2, STATE_KEYS, (long[]){ W, (long)snap->updates });
-    snprintf(meta.model, sizeof meta.model, "%s", cfg->model);
-    snprintf(meta.sync, sizeof meta.sync, "%s", cfg->sync);
-    snprintf(meta.optimizer, sizeof meta.optimizer, "%s", optim_kind_name(s->pcfg.opt.kind));
     /* the shard computes no batch: the statistics saved are recomputed at
      * the global parameters (a worker's own follow its last pull) */
     sync_bn_recalibrate(r, snap->params);
