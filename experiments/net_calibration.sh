@@ -19,7 +19,8 @@
 # microseconds); the simulated links get --latency 50us.
 #
 # Usage: experiments/net_calibration.sh [--quick] [--repeats R] [--mpi openmpi|mpich]
-#                                       [--rates "100mbit 1gbit"] [--ns "2 3 4"] [--paradigms "bsp asp gossip"]
+#                                       [--rates "100mbit 1gbit"] [--ns "2 3 4"] [--paradigms "bsp asp gossip"|all]
+#                                       [--build DIR] [--sim-build DIR]
 #   full: 100mbit and 1gbit, N = 2, 3, 4, bsp/asp/gossip, 3 repeats (8
 #   minutes on a quiet 2-core machine); --paradigms all: every case above
 #   (a case that needs more hosts than N, asp2 at N = 2, is skipped). --quick: 1gbit, N = 2 and 4, bsp
@@ -28,9 +29,9 @@
 #   the load average at the start is printed with the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-QUICK=0 REPS="" MPI=openmpi ORATES="" ONS="" OPARS=""
+QUICK=0 REPS="" MPI=openmpi ORATES="" ONS="" OPARS="" OBIN="" SIMB=build-sim
 while [ $# -gt 0 ]; do
-    case "$1" in --repeats|--mpi|--rates|--ns|--paradigms) [ $# -ge 2 ] || { echo "net_calibration: $1 needs a value" >&2; exit 2; } ;; esac
+    case "$1" in --repeats|--mpi|--rates|--ns|--paradigms|--build|--sim-build) [ $# -ge 2 ] || { echo "net_calibration: $1 needs a value" >&2; exit 2; } ;; esac
     case "$1" in
         --quick) QUICK=1; shift ;;
         --repeats) REPS=$2; shift 2 ;;
@@ -38,8 +39,10 @@ while [ $# -gt 0 ]; do
         --rates) ORATES=$2; shift 2 ;;
         --ns) ONS=$2; shift 2 ;;
         --paradigms) OPARS=$2; shift 2 ;;
+        --build) OBIN=$2/dsgd; shift 2 ;;
+        --sim-build) SIMB=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) echo "net_calibration: unknown option '$1' (--quick, --repeats R, --mpi openmpi|mpich, --rates, --ns, --paradigms)" >&2; exit 2 ;;
+        *) echo "net_calibration: unknown option '$1' (--quick, --repeats R, --mpi openmpi|mpich, --rates, --ns, --paradigms, --build, --sim-build)" >&2; exit 2 ;;
     esac
 done
 if [ $QUICK = 1 ]; then RATES=(1gbit); NS=(2 4); PARS=(bsp asp); REPS=${REPS:-1}
@@ -49,9 +52,11 @@ else RATES=(100mbit 1gbit); NS=(2 3 4); PARS=(bsp asp gossip); REPS=${REPS:-3}; 
 [ -z "$OPARS" ] || read -r -a PARS <<< "$OPARS"
 [ "${PARS[*]}" != all ] || PARS=(bsp bsp-bucket localsgd asp asp2 ssp downpour easgd gossip gossip-push)
 BIN=build/dsgd; [ "$MPI" = mpich ] && BIN=build-mpich/dsgd
-for f in "$BIN" build-sim/dsgd; do
+[ -z "$OBIN" ] || BIN=$OBIN
+for f in "$BIN" "$SIMB/dsgd"; do
     [ -x "$f" ] || { echo "net_calibration: $f missing (make$([ "$MPI" = mpich ] && echo ' MPI=mpich') && make sim)" >&2; exit 1; }
 done
+BIN=$(readlink -f "$BIN") SIMB=$(readlink -f "$SIMB")
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "net_calibration: needs dataset-fashion-mnist (scripts/install-deps)" >&2; exit 1; }
 CL=scripts/dsgd-cluster
 export DSGD_CLUSTER_NAME=ncal$$
@@ -116,18 +121,18 @@ for rate in "${RATES[@]}"; do
             vals=()
             for r in $(seq 1 "$REPS"); do
                 rm -f "$W/real.jsonl"
-                "$CL" mpirun --mpi "$MPI" -- train "${D[@]}" "${A[@]}" --metrics "$W/real.jsonl" > "$W/real.out" 2>&1 ||
+                "$CL" mpirun --mpi "$MPI" --dsgd "$BIN" -- train "${D[@]}" "${A[@]}" --metrics "$W/real.jsonl" > "$W/real.out" 2>&1 ||
                     { echo "net_calibration: real run failed: $(tail -2 "$W/real.out")" >&2; exit 1; }
                 vals+=("$(per "$p" "$W/real.jsonl")")
             done
             read -r med lo hi <<< "$(stats "${vals[@]}")"
-            scripts/dsgd-sim --hosts "$n" --bandwidth "$(sim_rate "$rate")" --latency 50us -- \
+            scripts/dsgd-sim --build "$SIMB" --hosts "$n" --bandwidth "$(sim_rate "$rate")" --latency 50us -- \
                 train "${D[@]}" "${A[@]}" --metrics "$W/sim.jsonl" > "$W/sim.out" 2>&1 ||
                 { echo "net_calibration: simulated run failed: $(tail -2 "$W/sim.out")" >&2; exit 1; }
             sim=$(per "$p" "$W/sim.jsonl")
             # again with Open MPI's eager limit over TCP (64 KiB): messages
             # up to it go without waiting for their receive
-            scripts/dsgd-sim --hosts "$n" --bandwidth "$(sim_rate "$rate")" --latency 50us --eager 65536 -- \
+            scripts/dsgd-sim --build "$SIMB" --hosts "$n" --bandwidth "$(sim_rate "$rate")" --latency 50us --eager 65536 -- \
                 train "${D[@]}" "${A[@]}" --metrics "$W/sime.jsonl" > "$W/sim.out" 2>&1 ||
                 { echo "net_calibration: simulated run (--eager 65536) failed: $(tail -2 "$W/sim.out")" >&2; exit 1; }
             sime=$(per "$p" "$W/sime.jsonl")

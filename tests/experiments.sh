@@ -26,6 +26,17 @@ for e in jin dssp selsync distbelief; do
         bad "experiments/$e.sh --quick" "$(tail -3 "$WORK/$e.log")"
     fi
 done
+# The simulator against real shaped links (experiments/net_calibration.sh):
+# a short form runs end to end, one row per case, numbers in every cell.
+# How close the two are is an experiment's question, not a test's: this
+# machine's load decides the real side (docs/simulation.md has the figures).
+if why=$("$HERE/../scripts/dsgd-cluster" check 2>&1); then
+    if "$HERE/../experiments/net_calibration.sh" --rates 1gbit --ns 2 --paradigms "bsp localsgd asp downpour gossip-push" \
+        --repeats 1 --build "$REAL" --sim-build "$SIM" > "$WORK/netcal.md" 2> "$WORK/netcal.err" &&
+        [ "$(grep -cE '^\| 1gbit \| 2 \| [a-z-]+ \| [0-9.e+-]+ \[[0-9.e+-]+, [0-9.e+-]+\] m?s \| [0-9.e+-]+ m?s \| [+-][0-9.]+% \| [0-9.e+-]+ m?s \| [+-][0-9.]+% \|' "$WORK/netcal.md")" = 5 ]; then
+        ok "experiments/net_calibration.sh, 5 cases on 2 hosts at 1 Gbit/s: real and simulated times, both message models"
+    else bad "experiments/net_calibration.sh" "$(tail -3 "$WORK/netcal.err") $(grep '^| 1gbit' "$WORK/netcal.md" | head -5)"; fi
+else echo "skip net_calibration: $why"; fi
 # --report: an experiment stopped part-way is summarized as it stands,
 # running nothing; the runs it lacks are named
 if [ -d "$WORK/jin/metrics" ]; then
