@@ -14,9 +14,14 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT="$HERE/.."
 PLOT=${DSGD_PLOT:-$ROOT/scripts/dsgd-plot}
-RES="$ROOT/docs/results"
+ARC="$ROOT/docs/results"
 WORK=$(mktemp -d /tmp/dsgd-figures-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
+# docs/results keeps each experiment's metrics in one archive: most cases
+# read files unpacked from them; the jin figures read the archives
+# themselves (all of one, and patterns through another)
+RES="$WORK/res"
+for e in jin dssp selsync; do mkdir -p "$RES/$e" && tar xzf "$ARC/$e/metrics.tar.gz" -C "$RES/$e"; done
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
@@ -50,7 +55,7 @@ render() {
     else ok "$name: $figs rendered whole, no warning"; fi
 }
 D=$RES/dssp/metrics/cpu-hetero-8
-render jin "accuracy_time accuracy_samples accuracy_epochs scaling" --time wall --target 0.82 "$RES"/jin/metrics/*.jsonl
+render jin "accuracy_time accuracy_samples accuracy_epochs scaling" --time wall --target 0.82 "$ARC/jin/metrics.tar.gz"
 render dssp "accuracy_time staleness" --time wall "$D"-bsp-ps.jsonl "$D"-ssp.jsonl "$D"-dssp.jsonl "$D"-asp.jsonl
 render dssp_rev "accuracy_time staleness" --time wall "$D"-asp.jsonl "$D"-dssp.jsonl "$D"-ssp.jsonl "$D"-bsp-ps.jsonl
 # metrics of the simulator (its config event says "clock":"simulated")
@@ -62,7 +67,7 @@ render sim "accuracy_time sync_fraction" "$WORK"/simm/*.jsonl
 # repeats: 3 seeds of each method and N make one point of the scaling
 # figure, the median with the seeds' range as an error bar, and a method
 # that mostly never got there is marked at the top
-render jinrn "scaling" --time wall --target 0.80 "$RES"/jin-resnet/metrics/{bsp,easgd,gossip}-*-lr0.1-*.jsonl
+render jinrn "scaling" --time wall --target 0.80 "$ARC"/jin-resnet/metrics.tar.gz/metrics/{bsp,easgd,gossip}-*-lr0.1-*.jsonl
 if grep -c 'runs: median, range' "$WORK/jinrn/scaling.svg" | grep -q '^[1-9]' &&
     [ "$(grep -o '(3 runs: median, range)' "$WORK/jinrn/scaling.svg" | sort -u | wc -l)" = 1 ] &&
     grep -q 'not reached (marked at the top)' "$WORK/jinrn/scaling.svg"; then
