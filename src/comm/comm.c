@@ -110,10 +110,21 @@ void comm_init(comm_t *c, int *argc, char ***argv)
     memset(c, 0, sizeof *c);
     int up = 0;
     MPI_Initialized(&up);
-    /* Open MPI's nonblocking all-reduce defaults to an algorithm that is 1.6x
-     * slower than its blocking one for gradient-sized vectors on 2 ranks; the
-     * ring is within 3% (make bench). A user's own setting wins. */
-    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
+    /* bsp's gradients go through MPI_Iallreduce, which Open MPI runs in its
+     * libnbc component. Its own choice is 1.6x slower than the blocking
+     * all-reduce for gradient-sized vectors on 2 ranks (make bench), and
+     * 2.3x slower than a ring on 4 hosts; the ring is within 3% of the
+     * blocking one. With a power-of-two world of 4 or more, Rabenseifner's
+     * reduce-scatter and allgather (2 log2 N rounds, not the ring's
+     * 2(N-1), each waiting for the one before) is faster again: 4
+     * namespaced hosts on 100 Mbit/s links, the mlp's 0.94 MB (113 ms of
+     * bandwidth) 162 -> 125 ms a step; 8 hosts 198 -> 167-174 ms; 8 hosts
+     * at 1 Gbit/s 30-41 -> 23-24 ms. Elsewhere it is worse (3 hosts:
+     * 129 -> 236 ms), so it is chosen only then (docs/simulation.md, "Real
+     * links"). A user's own setting wins. */
+    const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
+    const long wn = ws ? strtol(ws, NULL, 10) : 0;
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", wn >= 4 && (wn & (wn - 1)) == 0 ? "3" : "1", 0);
     /* Open MPI's shared-memory transport reads large messages straight from
      * the sender's memory (CMA); when the sender has died that read fails
      * inside MPI and takes the receiver down with it. Copying through the
