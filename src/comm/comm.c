@@ -105,6 +105,39 @@ int comm_threads(comm_t *c, long requested)
     return c->threads;
 }
 
+/* The data-parallel communicator that all-reduces is the world, or the
+ * world over P model partitions (P divides it), so it is a power of two
+ * whenever the world is. The choice is made before MPI starts (the variable
+ * is read when libnbc loads) and said in c->allreduce for the start-up
+ * lines and the config event. */
+static void allreduce_choose(comm_t *c)
+{
+    static const char *const names[] = {"its own choice", "ring", "binomial tree", "Rabenseifner's", "recursive doubling"};
+    if (sim_build()) {
+        snprintf(c->allreduce, sizeof c->allreduce, "simulated: SimGrid's blocking all-reduce (dsgd-sim --coll)");
+        return;
+    }
+#ifdef OMPI_MAJOR_VERSION
+    const char *var = "OMPI_MCA_coll_libnbc_iallreduce_algorithm";
+    const char *mine = getenv(var);
+    if (mine) {
+        const long a = strtol(mine, NULL, 10);
+        snprintf(c->allreduce, sizeof c->allreduce, "Open MPI libnbc %s (%s=%s)",
+                 a >= 0 && a <= 4 ? names[a] : "algorithm", var, mine);
+        return;
+    }
+    const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
+    const long wn = ws ? strtol(ws, NULL, 10) : 1;
+    const int rab = wn >= 4 && (wn & (wn - 1)) == 0;
+    setenv(var, rab ? "3" : "1", 1);
+    snprintf(c->allreduce, sizeof c->allreduce, "Open MPI libnbc %s (%s %ld)", names[rab ? 3 : 1],
+             rab ? "a power-of-two world of" : "a world of", wn);
+#else
+    (void)names;
+    snprintf(c->allreduce, sizeof c->allreduce, "MPICH's own choice");
+#endif
+}
+
 void comm_init(comm_t *c, int *argc, char ***argv)
 {
     memset(c, 0, sizeof *c);
@@ -122,9 +155,7 @@ void comm_init(comm_t *c, int *argc, char ***argv)
      * at 1 Gbit/s 30-41 -> 23-24 ms. Elsewhere it is worse (3 hosts:
      * 129 -> 236 ms), so it is chosen only then (docs/simulation.md, "Real
      * links"). A user's own setting wins. */
-    const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
-    const long wn = ws ? strtol(ws, NULL, 10) : 0;
-    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", wn >= 4 && (wn & (wn - 1)) == 0 ? "3" : "1", 0);
+    allreduce_choose(c);
     /* Open MPI's shared-memory transport reads large messages straight from
      * the sender's memory (CMA); when the sender has died that read fails
      * inside MPI and takes the receiver down with it. Copying through the

@@ -44,6 +44,7 @@ typedef struct comm {
     int own_cores;           /* cores this rank may run on (its affinity mask) */
     int threads;             /* compute threads of this rank (comm_threads) */
     char threads_from[96];   /* and where that number came from */
+    char allreduce[96];      /* which all-reduce the gradients go through, and why */
     double poll_s;           /* --wait backoff: poll without yielding for this long (comm_idle) */
     long step;               /* the caller's step, named in timeout messages */
     int peer_lost;           /* a peer is known dead: MPI_Finalize would wait for it */

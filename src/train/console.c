@@ -94,6 +94,7 @@ void print_header(const run_t *r)
     blas_describe(blas, sizeof blas);
     printf("blas: OpenBLAS %s\n", blas);
     printf("threads: %d per rank (%s)\n", r->comm->threads, r->comm->threads_from);
+    if (r->comm->size > 1) printf("all-reduce: %s\n", r->comm->allreduce);
 }
 
 /* The lead's closing lines on stdout. */

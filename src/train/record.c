@@ -95,6 +95,7 @@ int open_record(run_t *r, metrics_t *mx, double t0)
     /* the lead's compute threads (--threads; util/par.h) and where the number came from */
     metrics_long(mx, "threads", comm->threads);
     metrics_str(mx, "threads_from", comm->threads_from);
+    metrics_str(mx, "allreduce", comm->allreduce);
     metrics_long(mx, "ranks", comm->size);
     metrics_long(mx, "workers", r->nworkers);
     metrics_long(mx, "replicas", r->replicas);
