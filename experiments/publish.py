@@ -22,6 +22,8 @@ RUN_DIR/figures/. Then run experiments/results_tables.py --write to redraw
 the tables and check the claims. --root: another repository (or a test's
 folder) than this one."""
 import gzip
+import importlib.machinery
+import importlib.util
 import io
 import os
 import re
@@ -29,6 +31,11 @@ import sys
 import tarfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+# the archive is read as every reader of it reads it (scripts/dsgd-plot)
+_spec = importlib.util.spec_from_loader(
+    "dsgd_plot", importlib.machinery.SourceFileLoader("dsgd_plot", os.path.join(ROOT, "scripts", "dsgd-plot")))
+plot = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(plot)
 
 
 def write_whole(path, text):
@@ -36,14 +43,6 @@ def write_whole(path, text):
     with open(path + ".part", "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(path + ".part", path)
-
-
-def read_archive(path):
-    """name -> bytes of the archive's files ({} when there is none yet)."""
-    if not os.path.exists(path):
-        return {}
-    with tarfile.open(path, "r:gz") as t:
-        return {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
 
 
 def write_archive(path, files):
@@ -84,7 +83,11 @@ def main(argv):
         return 1
     dest = os.path.join("docs", "results", name)
     archive = os.path.join(dest, "metrics.tar.gz")
-    files = read_archive(os.path.join(root, archive))
+    try:   # name -> bytes of the archive's files ({} when there is none yet)
+        files = dict(plot.archive_files(os.path.join(root, archive))) if os.path.exists(os.path.join(root, archive)) else {}
+    except plot.PlotError as e:
+        print(f"publish: error: {e}", file=sys.stderr)
+        return 1
     n = 0
     for top, _, names in os.walk(mdir):
         for f in sorted(names):

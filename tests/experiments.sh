@@ -160,6 +160,15 @@ if [ "$(tar tzf "$A" | tr '\n' ' ')" = "metrics/a.jsonl metrics/d.jsonl metrics/
     cmp -s "$A" "$WORK/again.tar.gz"; then
     ok "a second publish into one experiment keeps its other runs; publishing the same runs again leaves the archive's bytes"
 else bad "experiments/publish.py into an existing archive" "$(tar tzf "$A" 2>&1 | tr '\n' ' ')"; fi
+# a damaged archive is named and left as it was, not overwritten with the new runs alone
+mkdir -p "$WORK/badroot/docs/results/demo"
+head -c $(($(stat -c %s "$A") / 2)) "$A" > "$WORK/badroot/docs/results/demo/metrics.tar.gz"
+cp "$WORK/badroot/docs/results/demo/metrics.tar.gz" "$WORK/bad.before"
+if ! out=$(python3 "$HERE/../experiments/publish.py" --root "$WORK/badroot" "$WORK/pubsrc" demo 2>&1) &&
+    [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "^publish: error: cannot read the archive '.*metrics.tar.gz'" &&
+    cmp -s "$WORK/bad.before" "$WORK/badroot/docs/results/demo/metrics.tar.gz"; then
+    ok "publish into a damaged archive: one line naming it, the archive left as it was"
+else bad "publish into a damaged archive" "$out"; fi
 if out=$(python3 "$HERE/../experiments/summarize.py" "$WORK/sum.md" 0.4 "$A/metrics/d*.jsonl" 2>&1) &&
     grep -q "bsp" "$WORK/sum.md" && python3 "$HERE/../experiments/summarize.py" "$WORK/sum2.md" 0.4 "$A" > /dev/null 2>&1 &&
     ! python3 "$HERE/../experiments/summarize.py" "$WORK/sum3.md" 0.4 "$A/metrics/zz*.jsonl" > "$WORK/zz.out" 2>&1 &&
