@@ -358,129 +358,141 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
     }
 }
 
-/* Backward. What sums over the batch is cut by output channel (the bias
- * and weight gradients of the direct and flat paths) or input channel
- * (the flat 3x3 path's transposed sums), each channel's sum taken over the
- * samples in order, as on one thread; the input gradient is per sample.
- * The im2col path's weight gradient is the exception: it is the sum of
- * the batch's pieces' sums (one GEMM chain per piece, added in piece
- * order), the same pieces whatever --threads, so its bits do not depend
- * on T either; they differ from one chain over the whole batch by the
- * reassociation of that sum (a few ulp). */
-static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw, float *db,
-                                 const float *P, float *cb, const float *dout, const float *w, const conv_geom_t *g)
+/* The direct path's weight and bias gradients: acc(OC, KK + 1, TW) holds
+ * per-tap lanes, the bias last; the threads take output channels. */
+static void backward_direct_dw(const conv_kernels_t *k, float *dw, float *db, const float *P, float *acc,
+                               const float *dout, const conv_geom_t *g, const conv_layout_t *Lp, int par)
 {
-    const conv_layout_t L = conv_layout(g);
-    const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW, KK = g->KH * g->KW;
-    const long plane = (long)g->C * L.HP * L.WP;
-    /* the im2col path's weight gradient sums fixed pieces; the direct
-     * path's input gradient takes the same pieces, one slot each */
-    const int np = batch_pieces(g->B);
-    const int par = (long)g->B * g->OC * OHW * CKK >= 64L * PAR_MIN_FLOATS;
-    float *acc = cb + L.n_col;
-    if (L.direct) {
-        /* acc(OC, KK + 1, TW): per-tap lanes, the bias last; the threads
-         * take output channels */
-        float *a = (float *)(((uintptr_t)acc + 63) & ~(uintptr_t)63);
-        const int nq = par_pieces(g->OC);
-        PAR_FOR_DYN_IF(par && nq > 1)
-        for (int q = 0; q < nq; q++)
-            k->direct_backward(a, P, dout, g, &L, k->nt, (int)par_cut(g->OC, nq, q, 1), (int)par_cut(g->OC, nq, q + 1, 1));
-        for (int oc = 0; oc < g->OC; oc++) {
-            for (int t = 0; t < KK; t++) dw[(long)oc * KK + t] = sum_floats(a + ((long)oc * (KK + 1) + t) * TW, TW);
-            if (db) db[oc] = sum_floats(a + ((long)oc * (KK + 1) + KK) * TW, TW);
-        }
+    const conv_layout_t L = *Lp;
+    const int KK = g->KH * g->KW;
+    float *a = (float *)(((uintptr_t)acc + 63) & ~(uintptr_t)63);
+    const int nq = par_pieces(g->OC);
+    PAR_FOR_DYN_IF(par && nq > 1)
+    for (int q = 0; q < nq; q++)
+        k->direct_backward(a, P, dout, g, &L, k->nt, (int)par_cut(g->OC, nq, q, 1), (int)par_cut(g->OC, nq, q + 1, 1));
+    for (int oc = 0; oc < g->OC; oc++) {
+        for (int t = 0; t < KK; t++) dw[(long)oc * KK + t] = sum_floats(a + ((long)oc * (KK + 1) + t) * TW, TW);
+        if (db) db[oc] = sum_floats(a + ((long)oc * (KK + 1) + KK) * TW, TW);
     }
-    if (L.flat) {
-        /* D(B, OC, HP, WP): the output gradient padded as the input was. Its
-         * planes from offset pad·WP + pad are the flat layout, zeros in the
-         * dropped columns: the weight gradient sums them against the input's
-         * taps; the input gradient is their convolution with the weights
-         * flipped in both taps and transposed, wt[c][oc][KK−1−t] = w[oc][c][t] */
-        const long dplane = L.HP * L.WP;
-        float *D = cb, *yd0 = cb + (long)g->B * g->OC * dplane + L.slack, *wt = acc + L.n_acc;
-        if (dout) {   /* else: its producer wrote it there (conv2d_dout_padded) */
-            const long n = (long)g->B * g->OC;
-            const int npd = par ? par_elems(n * dplane) : 1;
-            PAR_FOR_DYN_IF(npd > 1)
-            for (int i = 0; i < npd; i++) {
-                const long c0 = par_cut(n, npd, i, 1), c1 = par_cut(n, npd, i + 1, 1);
-                pad_planes(D + c0 * dplane, dout + c0 * OHW, c1 - c0, g->OH, g->OW, g->pad, L.HP, L.WP);
-            }
-        }
-        memset(D + (long)g->B * g->OC * dplane, 0, sizeof(float) * (size_t)L.slack);
-        if (db) {   /* the padded planes' zeros add nothing; each channel over the batch in order */
-            PAR_FOR_IF(par)
-            for (int oc = 0; oc < g->OC; oc++) {
-                float s = 0.0f;
-                for (int bb = 0; bb < g->B; bb++) {
-                    const long p = (long)bb * g->OC + oc;
-                    s += dout ? sum_floats(dout + p * OHW, OHW) : sum_floats(D + p * dplane, dplane);
-                }
-                db[oc] = s;
-            }
-        }
-        if (L.dchunk && k->dwt && k->dwt * k->vl <= g->OC) {
-            /* 3x3 with output channels in the lanes, over chunks of samples
-             * whose output gradient is transposed to dT (q, OCp) first:
-             * with AVX-512 and 32 or 64 channels (ResNet's stages 2 and 3),
-             * 1.6-1.8 ms against 2.4-2.9 for the lane-sum tiles below, at
-             * batch 64. Not with fewer channels, where each broadcast feeds
-             * too few FMAs, nor with 16 vector registers (AVX2, SSE2), which
-             * the tile's 18 sums would spill. The threads transpose a
-             * chunk's samples, then take its input channels in pairs (the
-             * tiles' own pairs, so the same tiles as on one thread). */
-            const long nvalid = (long)g->OH * L.WP, OCp = L.OCp;
-            float *dwt = acc, *dT = acc + (long)g->C * 9 * OCp;
-            memset(dwt, 0, sizeof(float) * (size_t)(g->C * 9 * OCp));
-            const int nc = par_pieces((g->C + 1) / 2);
-            for (int b0 = 0; b0 < g->B; b0 += L.dchunk) {
-                const int nb = g->B - b0 < L.dchunk ? g->B - b0 : L.dchunk;
-                PAR_FOR_DYN_IF(par && nb > 1)
-                for (int bb = 0; bb < nb; bb++) {
-                    const float *Db = D + (long)(b0 + bb) * g->OC * dplane + g->pad * L.WP + g->pad;
-                    float *Tb = dT + (long)bb * nvalid * OCp;
-                    for (long q = 0; q < nvalid; q++) {
-                        float *t = Tb + q * OCp;
-                        for (int oc = 0; oc < g->OC; oc++) t[oc] = Db[oc * dplane + q];
-                        for (long oc = g->OC; oc < OCp; oc++) t[oc] = 0.0f;
-                    }
-                }
-                PAR_FOR_DYN_IF(par && nc > 1)
-                for (int q = 0; q < nc; q++) {
-                    const int c0 = (int)par_cut(g->C, nc, q, 2), c1 = (int)par_cut(g->C, nc, q + 1, 2);
-                    if (c1 > c0)
-                        k->flat_dwt(dwt + (long)c0 * 9 * OCp, dT, nvalid, (int)OCp, P + b0 * plane + (long)c0 * L.HP * L.WP,
-                                    L.HP * L.WP, plane, nb, c1 - c0, L.WP);
+}
+
+/* The flat 3x3 path's weight gradient from the padded output gradient D. */
+static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D, const float *P, float *acc,
+                             const conv_geom_t *g, const conv_layout_t *Lp, int par)
+{
+    const conv_layout_t L = *Lp;
+    const int KK = g->KH * g->KW;
+    const long plane = (long)g->C * L.HP * L.WP, dplane = L.HP * L.WP;
+    if (L.dchunk && k->dwt && k->dwt * k->vl <= g->OC) {
+        /* 3x3 with output channels in the lanes, over chunks of samples
+         * whose output gradient is transposed to dT (q, OCp) first:
+         * with AVX-512 and 32 or 64 channels (ResNet's stages 2 and 3),
+         * 1.6-1.8 ms against 2.4-2.9 for the lane-sum tiles below, at
+         * batch 64. Not with fewer channels, where each broadcast feeds
+         * too few FMAs, nor with 16 vector registers (AVX2, SSE2), which
+         * the tile's 18 sums would spill. The threads transpose a
+         * chunk's samples, then take its input channels in pairs (the
+         * tiles' own pairs, so the same tiles as on one thread). */
+        const long nvalid = (long)g->OH * L.WP, OCp = L.OCp;
+        float *dwt = acc, *dT = acc + (long)g->C * 9 * OCp;
+        memset(dwt, 0, sizeof(float) * (size_t)(g->C * 9 * OCp));
+        const int nc = par_pieces((g->C + 1) / 2);
+        for (int b0 = 0; b0 < g->B; b0 += L.dchunk) {
+            const int nb = g->B - b0 < L.dchunk ? g->B - b0 : L.dchunk;
+            PAR_FOR_DYN_IF(par && nb > 1)
+            for (int bb = 0; bb < nb; bb++) {
+                const float *Db = D + (long)(b0 + bb) * g->OC * dplane + g->pad * L.WP + g->pad;
+                float *Tb = dT + (long)bb * nvalid * OCp;
+                for (long q = 0; q < nvalid; q++) {
+                    float *t = Tb + q * OCp;
+                    for (int oc = 0; oc < g->OC; oc++) t[oc] = Db[oc * dplane + q];
+                    for (long oc = g->OC; oc < OCp; oc++) t[oc] = 0.0f;
                 }
             }
-            for (int oc = 0; oc < g->OC; oc++)
-                for (int c = 0; c < g->C; c++)
-                    for (int t = 0; t < 9; t++) dw[((long)oc * g->C + c) * 9 + t] = dwt[((long)c * 9 + t) * OCp + oc];
-        } else {
-            /* the threads take output channels, at the tiles' boundaries */
-            const int nq = par_pieces((g->OC + k->doc - 1) / k->doc);
-            PAR_FOR_DYN_IF(par && nq > 1)
-            for (int q = 0; q < nq; q++) {
-                const int o0 = (int)par_cut(g->OC, nq, q, k->doc), o1 = (int)par_cut(g->OC, nq, q + 1, k->doc);
-                if (o1 > o0)
-                    k->flat_dw(dw + (long)o0 * g->C * KK, D + (long)o0 * dplane + g->pad * L.WP + g->pad,
-                               (long)g->OC * dplane, dplane, P, plane, L.HP * L.WP, g->B, g->C, o1 - o0, g->KH, g->KW,
-                               L.WP, (long)g->OH * L.WP, 2L * g->pad * L.WP);
+            PAR_FOR_DYN_IF(par && nc > 1)
+            for (int q = 0; q < nc; q++) {
+                const int c0 = (int)par_cut(g->C, nc, q, 2), c1 = (int)par_cut(g->C, nc, q + 1, 2);
+                if (c1 > c0)
+                    k->flat_dwt(dwt + (long)c0 * 9 * OCp, dT, nvalid, (int)OCp, P + b0 * plane + (long)c0 * L.HP * L.WP,
+                                L.HP * L.WP, plane, nb, c1 - c0, L.WP);
             }
         }
-        if (!dinp) return;
         for (int oc = 0; oc < g->OC; oc++)
             for (int c = 0; c < g->C; c++)
-                for (int t = 0; t < KK; t++) wt[((long)c * g->OC + oc) * KK + KK - 1 - t] = w[((long)oc * g->C + c) * KK + t];
-        PAR_FOR_SLOTS_IF(par && g->B > 1)
-        for (int bb = 0; bb < g->B; bb++) {
-            float *yd = yd0 + (long)par_slot() * g->C * L.FS;
-            k->flat_conv(yd, L.FS, D + (long)bb * g->OC * dplane, dplane, wt, g->OC, g->C, g->KH, g->KW, L.WP, L.FS);
-            flat_unpack(dinp + (long)bb * g->C * g->H * g->W, yd, g->C, g->H, g->W, L.WP, L.FS, NULL);
+                for (int t = 0; t < 9; t++) dw[((long)oc * g->C + c) * 9 + t] = dwt[((long)c * 9 + t) * OCp + oc];
+    } else {
+        /* the threads take output channels, at the tiles' boundaries */
+        const int nq = par_pieces((g->OC + k->doc - 1) / k->doc);
+        PAR_FOR_DYN_IF(par && nq > 1)
+        for (int q = 0; q < nq; q++) {
+            const int o0 = (int)par_cut(g->OC, nq, q, k->doc), o1 = (int)par_cut(g->OC, nq, q + 1, k->doc);
+            if (o1 > o0)
+                k->flat_dw(dw + (long)o0 * g->C * KK, D + (long)o0 * dplane + g->pad * L.WP + g->pad,
+                           (long)g->OC * dplane, dplane, P, plane, L.HP * L.WP, g->B, g->C, o1 - o0, g->KH, g->KW,
+                           L.WP, (long)g->OH * L.WP, 2L * g->pad * L.WP);
         }
-        return;
     }
+}
+
+/* The flat path's three gradients. */
+static void backward_flat(const conv_kernels_t *k, float *dinp, float *dw, float *db, const float *P, float *cb,
+                          const float *dout, const float *w, const conv_geom_t *g, const conv_layout_t *Lp, int par)
+{
+    const conv_layout_t L = *Lp;
+    const int OHW = g->OH * g->OW, KK = g->KH * g->KW;
+    float *acc = cb + L.n_col;
+    /* D(B, OC, HP, WP): the output gradient padded as the input was. Its
+     * planes from offset pad·WP + pad are the flat layout, zeros in the
+     * dropped columns: the weight gradient sums them against the input's
+     * taps; the input gradient is their convolution with the weights
+     * flipped in both taps and transposed, wt[c][oc][KK−1−t] = w[oc][c][t] */
+    const long dplane = L.HP * L.WP;
+    float *D = cb, *yd0 = cb + (long)g->B * g->OC * dplane + L.slack, *wt = acc + L.n_acc;
+    if (dout) {   /* else: its producer wrote it there (conv2d_dout_padded) */
+        const long n = (long)g->B * g->OC;
+        const int npd = par ? par_elems(n * dplane) : 1;
+        PAR_FOR_DYN_IF(npd > 1)
+        for (int i = 0; i < npd; i++) {
+            const long c0 = par_cut(n, npd, i, 1), c1 = par_cut(n, npd, i + 1, 1);
+            pad_planes(D + c0 * dplane, dout + c0 * OHW, c1 - c0, g->OH, g->OW, g->pad, L.HP, L.WP);
+        }
+    }
+    memset(D + (long)g->B * g->OC * dplane, 0, sizeof(float) * (size_t)L.slack);
+    if (db) {   /* the padded planes' zeros add nothing; each channel over the batch in order */
+        PAR_FOR_IF(par)
+        for (int oc = 0; oc < g->OC; oc++) {
+            float s = 0.0f;
+            for (int bb = 0; bb < g->B; bb++) {
+                const long p = (long)bb * g->OC + oc;
+                s += dout ? sum_floats(dout + p * OHW, OHW) : sum_floats(D + p * dplane, dplane);
+            }
+            db[oc] = s;
+        }
+    }
+    flat_weight_grad(k, dw, D, P, acc, g, &L, par);
+    if (!dinp) return;
+    for (int oc = 0; oc < g->OC; oc++)
+        for (int c = 0; c < g->C; c++)
+            for (int t = 0; t < KK; t++) wt[((long)c * g->OC + oc) * KK + KK - 1 - t] = w[((long)oc * g->C + c) * KK + t];
+    PAR_FOR_SLOTS_IF(par && g->B > 1)
+    for (int bb = 0; bb < g->B; bb++) {
+        float *yd = yd0 + (long)par_slot() * g->C * L.FS;
+        k->flat_conv(yd, L.FS, D + (long)bb * g->OC * dplane, dplane, wt, g->OC, g->C, g->KH, g->KW, L.WP, L.FS);
+        flat_unpack(dinp + (long)bb * g->C * g->H * g->W, yd, g->C, g->H, g->W, L.WP, L.FS, NULL);
+    }
+}
+
+/* The im2col path, and the direct path's input gradient: the im2col path's
+ * weight gradient sums fixed pieces of the batch; the direct path's input
+ * gradient takes the same pieces, one slot each. */
+static void backward_im2col(const conv_kernels_t *k, float *dinp, float *dw, float *db, const float *P, float *cb,
+                            const float *dout, const float *w, const conv_geom_t *g, const conv_layout_t *Lp, int par)
+{
+    const conv_layout_t L = *Lp;
+    const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
+    const long plane = (long)g->C * L.HP * L.WP;
+    const int np = batch_pieces(g->B);
+    float *acc = cb + L.n_col;
     if (!L.direct && db) {   /* each channel over the batch in order */
         PAR_FOR_IF(par)
         for (int oc = 0; oc < g->OC; oc++) {
@@ -524,6 +536,26 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
                 dw[(long)oc * CKK + t] = s;
             }
     }
+}
+
+/* Backward. What sums over the batch is cut by output channel (the bias
+ * and weight gradients of the direct and flat paths) or input channel
+ * (the flat 3x3 path's transposed sums), each channel's sum taken over the
+ * samples in order, as on one thread; the input gradient is per sample.
+ * The im2col path's weight gradient is the exception: it is the sum of
+ * the batch's pieces' sums (one GEMM chain per piece, added in piece
+ * order), the same pieces whatever --threads, so its bits do not depend
+ * on T either; they differ from one chain over the whole batch by the
+ * reassociation of that sum (a few ulp). */
+static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw, float *db,
+                                 const float *P, float *cb, const float *dout, const float *w, const conv_geom_t *g)
+{
+    const conv_layout_t L = conv_layout(g);
+    const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
+    const int par = (long)g->B * g->OC * OHW * CKK >= 64L * PAR_MIN_FLOATS;
+    if (L.direct) backward_direct_dw(k, dw, db, P, cb + L.n_col, dout, g, &L, par);
+    if (L.flat) backward_flat(k, dinp, dw, db, P, cb, dout, w, g, &L, par);
+    else backward_im2col(k, dinp, dw, db, P, cb, dout, w, g, &L, par);
 }
 
 long conv_pad_size(const conv_geom_t *g) { return conv_layout(g).n_pad; }
