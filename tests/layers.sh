@@ -8,6 +8,8 @@
 # With BUILD_DIR, also: within each folder, no circle of files, a file
 # calling into another that calls back (tests/file_circles.py, from the
 # objects' symbols). A circle makes two files one module in two rooms.
+# And no file of src/ over 600 lines, no function over 120
+# (tests/room_sizes.py).
 # Usage: tests/layers.sh [BUILD_DIR]   (prints "layers: N passed, M failed")
 set -u
 cd "$(dirname "$0")/.."
@@ -84,6 +86,10 @@ for a in "${ALLOW[@]+"${ALLOW[@]}"}"; do
         bad "${a%% *}" "no longer includes ${a#* }: delete that exception from ALLOW in tests/layers.sh and from docs/design.md"
     fi
 done
+
+# rooms a reader can hold: files of at most 600 lines, functions of 120
+if out=$(python3 tests/room_sizes.py src 2>&1); then ok "src: no file over 600 lines, no function over 120 ($out)"
+else bad "src: rooms too large" "$out (split by purpose)"; fi
 
 if [ -n "${1:-}" ]; then
     for dir in src/*/ src/*/*/; do
