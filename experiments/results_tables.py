@@ -145,7 +145,7 @@ def jin_resnet():
     target, grid, rows = 0.80, 0.25, []
     meths = ("bsp", "easgd", "gossip")
     for lr in ("0.1", "0.025"):
-        for n in (4, 8, 16, 32):
+        for n in (4, 8, 16, 32, 64, 128):
             rs = {p: present("jin-resnet", [f"{p}-{n}-lr{lr}-seed{sd}" for sd in SEEDS]) for p in meths}
             if not all(rs.values()):
                 continue
