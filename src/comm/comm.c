@@ -472,17 +472,17 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
 int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick)(void *), void *arg)
 {
     if (sim_build()) return MPI_Wait(req, MPI_STATUS_IGNORE) == MPI_SUCCESS ? 0 : -1;
-    double t0 = now_s(), last = t0;
+    /* the wait is counted on this process's awake clock: a time it was
+     * frozen itself (a gap in its looks at the clock) is not the peer's */
+    live_clock_t k = { 0 };
+    const double gap = live_deadline(timeout_s, LIVE_STALL), t0 = live_awake(&k, gap);
     comm_idle_t idle = comm_idle_start(c);
     for (;;) {
         int done = 0;
         if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
         if (done) return 0;
-        const double now = now_s();
         if (tick) tick(arg);
-        if (now - last > live_deadline(timeout_s, LIVE_STALL)) t0 = now;   /* this process was frozen, not the peer: wait anew */
-        last = now;
-        if (now - t0 > timeout_s) return -1;
+        if (live_awake(&k, gap) - t0 > timeout_s) return -1;
         comm_idle(&idle);
     }
 }

@@ -166,9 +166,10 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what);
 /* Wait for one request from a peer that may be dead, for at most
  * timeout_s seconds, idling by the --wait policy. Returns 0 when it
  * completed, -1 when it did not (or failed): the caller gives the peer up
- * and abandons the request and its buffer to MPI. A gap of more than
- * timeout_s/2 between two looks at the clock means this process was
- * frozen, not the peer silent: the wait starts anew. `tick`, when not
+ * and abandons the request and its buffer to MPI. The wait is counted on
+ * the awake clock (comm/liveness.h): a gap of more than timeout_s/2
+ * between two looks at the clock was this process frozen, not the peer
+ * silent, and is left out. `tick`, when not
  * NULL, is called at each look (a caller that keeps its own awake clock).
  * The simulated build waits once: nobody dies there, and each poll would
  * cost the simulator an event. */
