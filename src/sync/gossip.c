@@ -99,7 +99,7 @@ static void step_pull(run_t *r, gossip_t *g)
         /* a peer that has finished (a rank that evaluates runs behind) is
          * not dead: nothing new to mix, and the lead still awaits it */
         if (got && step > r->total_steps) { g->stale_skips++; continue; }
-        if (gossip_awake_now(r, g) - g->seen_time[j] > run_deadline(r, LIVE_SILENT)) { gossip_mark_dead(r, g, j, "its parameters did not change", run_deadline(r, LIVE_SILENT)); continue; }
+        if (gossip_awake_now(r, g) - g->seen_time[j] > comm_deadline(r->comm, LIVE_SILENT)) { gossip_mark_dead(r, g, j, "its parameters did not change", comm_deadline(r->comm, LIVE_SILENT)); continue; }
         if (!got || step == g->mixed_step[j]) { g->stale_skips++; continue; }
         mix_into(r->model->params, (const float *)(g->peer + sizeof(published_t)), g->beta, g->n);
         g->mixed_step[j] = step;
@@ -118,8 +118,8 @@ static void step_push(run_t *r, gossip_t *g)
         int done = 1;
         if (g->sreq[k] != MPI_REQUEST_NULL) MPI_Test(&g->sreq[k], &done, MPI_STATUS_IGNORE);
         if (done) slot = k;
-        else if (gossip_awake_now(r, g) - g->stime[k] > run_deadline(r, LIVE_SEND)) {
-            gossip_mark_dead(r, g, g->sdest[k], "it took no message", run_deadline(r, LIVE_SEND));
+        else if (gossip_awake_now(r, g) - g->stime[k] > comm_deadline(r->comm, LIVE_SEND)) {
+            gossip_mark_dead(r, g, g->sdest[k], "it took no message", comm_deadline(r->comm, LIVE_SEND));
             g->sbuf[k] = xmalloc(g->n * sizeof(float));   /* abandon the buffer to MPI */
             g->sreq[k] = MPI_REQUEST_NULL;
             slot = k;
@@ -174,7 +174,7 @@ static int gossip_step(run_t *r)
     gossip_t *g = r->sync_state;
     const double now = now_s();
     gossip_awake_now(r, g);   /* a freeze since the last step is left out of the peers' silence */
-    if (g->last_step_t > 0 && now - g->last_step_t > run_deadline(r, LIVE_SILENT)) gossip_tell_alive(r, g);   /* woken from a freeze */
+    if (g->last_step_t > 0 && now - g->last_step_t > comm_deadline(r->comm, LIVE_SILENT)) gossip_tell_alive(r, g);   /* woken from a freeze */
     g->last_step_t = now;
     if (r->lead && g->dead > 0 && g->mode != GOSSIP_ROUND && now - g->revive_t > 0.05) { g->revive_t = now; gossip_revive_frozen(r, g); }
     optim_step(r->opt, r->model->params, r->model->grads, 0, g->np, r->lr);   /* θ' */
@@ -197,7 +197,7 @@ static void gossip_destroy(run_t *r)
         /* a push to a peer that finished before it arrived is never taken:
          * given up after --timeout, its buffer left to MPI */
         for (int k = 0; k < NSEND; k++)
-            if (comm_wait_bounded(r->comm, &g->sreq[k], run_deadline(r, LIVE_SILENT), NULL, NULL) == 0) free(g->sbuf[k]);
+            if (comm_wait_bounded(r->comm, &g->sreq[k], comm_deadline(r->comm, LIVE_SILENT), NULL, NULL) == 0) free(g->sbuf[k]);
         gossip_window_close(g);
     }
     free(g->seq_a); free(g->seq_b); free(g->used);

@@ -59,8 +59,8 @@ int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
             if (rc < 0) break;   /* dead */
             /* a rank killed while publishing leaves its copy half-written
              * for good: without this the lead would read it forever */
-            if (rc == 0 && gossip_awake_now(r, g) - g->seen_time[j] > run_deadline(r, LIVE_SILENT)) {
-                gossip_mark_dead(r, g, j, "its copy stayed half-written", run_deadline(r, LIVE_SILENT));
+            if (rc == 0 && gossip_awake_now(r, g) - g->seen_time[j] > comm_deadline(r->comm, LIVE_SILENT)) {
+                gossip_mark_dead(r, g, j, "its copy stayed half-written", comm_deadline(r->comm, LIVE_SILENT));
                 break;
             }
             if (rc == 1) {

@@ -66,7 +66,7 @@ static void gossip_lead_final(run_t *r, gossip_t *g)
     for (int j = 0; j < N; j++) {
         int64_t step = -1;
         while (j != me && g->alive[j] && (gossip_read_peer(r, g, j, &step) != 1 || step <= r->total_steps)) {
-            if (gossip_awake_now(r, g) - g->seen_time[j] > run_deadline(r, LIVE_SILENT)) { gossip_mark_dead(r, g, j, "it never finished", run_deadline(r, LIVE_SILENT)); break; }
+            if (gossip_awake_now(r, g) - g->seen_time[j] > comm_deadline(r->comm, LIVE_SILENT)) { gossip_mark_dead(r, g, j, "it never finished", comm_deadline(r->comm, LIVE_SILENT)); break; }
             comm_idle(&idle);
         }
     }
@@ -88,7 +88,7 @@ static void gossip_watch_lower(run_t *r, gossip_t *g)
         int64_t step = -1;
         int rc = gossip_read_peer(r, g, j, &step);
         if (rc < 0 || (rc == 1 && step > r->total_steps)) continue;   /* dead already, or finished */
-        if (gossip_awake_now(r, g) - g->seen_time[j] > run_deadline(r, LIVE_SILENT)) gossip_mark_dead(r, g, j, "it stopped before finishing", run_deadline(r, LIVE_SILENT));
+        if (gossip_awake_now(r, g) - g->seen_time[j] > comm_deadline(r->comm, LIVE_SILENT)) gossip_mark_dead(r, g, j, "it stopped before finishing", comm_deadline(r->comm, LIVE_SILENT));
     }
 }
 
@@ -110,7 +110,7 @@ void gossip_finish(run_t *r)
             int missing = -1;
             for (int j = 0; j < N; j++) if (j != me && g->alive[j] && !g->done_from[j]) missing = j;
             if (missing < 0 && g->ninbox == 0) break;   /* every DONE in, every message received */
-            if (missing >= 0 && now_s() - t0 > run_deadline(r, LIVE_FINISH)) { gossip_mark_dead(r, g, missing, "it never finished", run_deadline(r, LIVE_FINISH)); t0 = now_s(); }
+            if (missing >= 0 && now_s() - t0 > comm_deadline(r->comm, LIVE_FINISH)) { gossip_mark_dead(r, g, missing, "it never finished", comm_deadline(r->comm, LIVE_FINISH)); t0 = now_s(); }
             comm_idle(&idle);
         }
     }
@@ -133,7 +133,7 @@ void gossip_finish(run_t *r)
             if (got) break;
             /* a lead that died before finishing says no goodbye: the next
              * live rank in line does the lead's part */
-            if (g->mode != GOSSIP_ROUND && now_s() - checked > run_deadline(r, LIVE_LOOK)) {
+            if (g->mode != GOSSIP_ROUND && now_s() - checked > comm_deadline(r->comm, LIVE_LOOK)) {
                 checked = now_s();
                 gossip_watch_lower(r, g);
                 if (gossip_lead_lost(r)) {
@@ -145,7 +145,7 @@ void gossip_finish(run_t *r)
                     return;
                 }
             }
-            if (now_s() - t0 > run_deadline(r, LIVE_GOODBYE)) { gossip_mark_dead(r, g, 0, "the lead never said goodbye", run_deadline(r, LIVE_GOODBYE)); break; }
+            if (now_s() - t0 > comm_deadline(r->comm, LIVE_GOODBYE)) { gossip_mark_dead(r, g, 0, "the lead never said goodbye", comm_deadline(r->comm, LIVE_GOODBYE)); break; }
             comm_idle(&idle);
         }
         if (got) r->comm->peer_lost = lost;   /* the lead's verdict: every rank finalizes, or none */

@@ -36,7 +36,7 @@
  * where it left them, instead of declaring them dead for its own absence. */
 double gossip_awake_now(const run_t *r, gossip_t *g)
 {
-    return live_awake(&g->awake, run_deadline(r, LIVE_AWAY));
+    return live_awake(&g->awake, comm_deadline(r->comm, LIVE_AWAY));
 }
 
 void gossip_publish(run_t *r, gossip_t *g, int64_t step)
@@ -70,7 +70,7 @@ static void rma_stuck(int sig)
 
 static void watchdog(const run_t *r, int on)
 {
-    if (!sim_build()) alarm(on ? (unsigned)ceil(run_deadline(r, LIVE_READ_ABORT)) : 0);
+    if (!sim_build()) alarm(on ? (unsigned)ceil(comm_deadline(r->comm, LIVE_READ_ABORT)) : 0);
 }
 
 void gossip_window_open(run_t *r, gossip_t *g)
@@ -111,7 +111,7 @@ static int get_bounded(run_t *r, gossip_t *g, int j, void *dst, size_t len)
     int rc = -1;
     const double t_in = now_s();   /* a read is communication: the done event's comm_s counts it */
     if (MPI_Rget(dst, (int)len, MPI_BYTE, j, 0, (int)len, MPI_BYTE, g->win, &q) == MPI_SUCCESS)
-        rc = comm_wait_bounded(r->comm, &q, run_deadline(r, LIVE_READ), tick, &(tick_arg_t){ r, g });
+        rc = comm_wait_bounded(r->comm, &q, comm_deadline(r->comm, LIVE_READ), tick, &(tick_arg_t){ r, g });
     watchdog(r, 0);
     r->comm->comm_s += now_s() - t_in;
     return rc;
@@ -128,7 +128,7 @@ int gossip_read_peer(run_t *r, gossip_t *g, int j, int64_t *step)
             g->peer = xmalloc(g->bytes);   /* the old buffers stay with the abandoned requests */
             g->seq_a = xmalloc(sizeof(published_t));
             g->seq_b = xmalloc(sizeof(published_t));
-            gossip_mark_dead(r, g, j, "its window did not answer a read", run_deadline(r, LIVE_READ));
+            gossip_mark_dead(r, g, j, "its window did not answer a read", comm_deadline(r->comm, LIVE_READ));
             return -1;
         }
         r->comm->bytes_sent += 3 * sizeof(published_t);   /* the requests; the data flows to us */
@@ -141,7 +141,7 @@ int gossip_read_peer(run_t *r, gossip_t *g, int j, int64_t *step)
 }
 
 /* Not moved for a tenth of the timeout: left out of the evaluated average. */
-int gossip_is_stale(run_t *r, gossip_t *g, int j) { return gossip_awake_now(r, g) - g->seen_time[j] > run_deadline(r, LIVE_LOOK); }
+int gossip_is_stale(run_t *r, gossip_t *g, int j) { return gossip_awake_now(r, g) - g->seen_time[j] > comm_deadline(r->comm, LIVE_LOOK); }
 
 void gossip_mark_dead(run_t *r, gossip_t *g, int j, const char *why, double secs)
 {
@@ -224,7 +224,7 @@ int gossip_drain_inbox(run_t *r, gossip_t *g, int first)
          * does not say so for a null request) */
         int done = in->req == MPI_REQUEST_NULL;
         if (!done && MPI_Test(&in->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 0;
-        if (!done && gossip_awake_now(r, g) - in->since <= run_deadline(r, LIVE_SILENT)) { k++; continue; }
+        if (!done && gossip_awake_now(r, g) - in->since <= comm_deadline(r->comm, LIVE_SILENT)) { k++; continue; }
         if (done) {
             revive(r, g, in->src);
             if (first && count == 0) memcpy(g->mix, in->buf, g->n * sizeof(float));
@@ -233,7 +233,7 @@ int gossip_drain_inbox(run_t *r, gossip_t *g, int first)
             first = 1;
         } else {
             in->buf = NULL;   /* the buffer stays with the dead request */
-            gossip_mark_dead(r, g, in->src, "it stopped in the middle of a message", run_deadline(r, LIVE_SILENT));
+            gossip_mark_dead(r, g, in->src, "it stopped in the middle of a message", comm_deadline(r->comm, LIVE_SILENT));
         }
         gossip_inbox_t t = *in;   /* out of the list; its buffer is kept for the next message */
         *in = g->inbox[--g->ninbox];

@@ -205,9 +205,6 @@ int  sync_rows_read64(run_t *r, const ckpt_t *ck, const char *name, double *dst,
  * the checkpoint) or whose batches ran trial points (L-BFGS). */
 void sync_bn_recalibrate(run_t *r, const float *params);
 
-/* Deadline `which` of this run's --timeout (comm/liveness.h). */
-static inline double run_deadline(const run_t *r, live_deadline_t which) { return live_deadline(r->cfg->timeout, which); }
-
 #define SYNC_PS_OPTIONS "servers", "server-opt", "adagrad-lr"
 
 const sync_ops_t *sync_find(const char *name);
