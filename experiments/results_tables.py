@@ -17,10 +17,11 @@ known to the evaluation grid; two runs within half a grid step of each
 other reached it at the same evaluation and tie. Bold marks the best
 accuracy and the shortest time of a row when one run alone has it.
 
-Tables: jin, jin-resnet, lc-speedup, dssp, dssp-transient, dssp-ratios, dssp-resnet, selsync, selsync-resnet, distbelief, distbelief-resnet."""
+Tables: jin, jin-resnet, jin-resnet-why, lc-speedup, dssp, dssp-transient, dssp-ratios, dssp-resnet, selsync, selsync-resnet, distbelief, distbelief-resnet."""
 import functools
 import os
 import re
+import statistics
 import sys
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -156,6 +157,28 @@ def jin_resnet():
                      + (f" ({len(rs[p])} of {len(SEEDS)} seeds)" if len(rs[p]) < len(SEEDS) else "") for p in meths]
             rows.append([n, lr] + cells + [who])
     return md(["N", "step size", "bsp: acc / time to 0.80", "easgd", "gossip", "first to 0.80"], rows)
+
+
+def jin_resnet_why():
+    """Why the methods part as N grows (step size 0.1), per N over the
+    seeds: the workers' mean steps in the 6 s, bsp's share of a step spent
+    communicating;
+    gossip's steps, communication share and the replicas' consensus
+    distance; EASGD's workers' steps and its centre's final accuracy."""
+    rows = []
+    for n in (4, 8, 16, 32, 64, 128):
+        rs = {p: present("jin-resnet", [f"{p}-{n}-lr0.1-seed{sd}" for sd in SEEDS]) for p in ("bsp", "easgd", "gossip")}
+        if not all(rs.values()):
+            continue
+        wsteps = lambda r: statistics.mean(done_of(r, "worker_steps") or [done_of(r, "steps")])
+        steps = lambda p: spread([wsteps(r) for r in rs[p]], "%.0f")
+        share = lambda p: spread([done_of(r, "comm_s_per_step") / (done_of(r, "comm_s_per_step") + done_of(r, "compute_s_per_step"))
+                                  for r in rs[p]], "%.2f")
+        rows.append([n, steps("bsp"), share("bsp"), steps("gossip"), share("gossip"),
+                     spread([done_of(r, "consensus_distance") for r in rs["gossip"]], "%.2f"), steps("easgd"),
+                     spread([acc(r) for r in rs["easgd"]], "%.3f")])
+    return md(["N", "bsp steps", "bsp comm share", "gossip steps", "gossip comm share", "gossip consensus distance",
+               "easgd steps", "easgd acc"], rows)
 
 
 DSSP = ("bsp-ps", "ssp", "dssp", "asp")
@@ -946,7 +969,7 @@ def lc_speedup():
     return md(["model", "parameters", f"M = {ms[0]}"] + [str(m) for m in ms[1:]], rows)
 
 
-TABLES = {"jin": jin, "jin-resnet": jin_resnet, "lc-speedup": lc_speedup, "dssp": dssp, "dssp-transient": dssp_transient, "dssp-ratios": dssp_ratios,
+TABLES = {"jin": jin, "jin-resnet": jin_resnet, "jin-resnet-why": jin_resnet_why, "lc-speedup": lc_speedup, "dssp": dssp, "dssp-transient": dssp_transient, "dssp-ratios": dssp_ratios,
           "dssp-resnet": dssp_resnet,
           "selsync": selsync, "selsync-resnet": selsync_resnet, "distbelief": distbelief,
           "distbelief-resnet": distbelief_resnet}
