@@ -16,6 +16,9 @@
 # per layer, 19 all-reduces a step cost 32 workers 17 ms of latency for
 # 1 ms of bytes); about 77 min per step size here (2.6 hours in all, with
 # another experiment on the second core), resumable with --keep.
+# EXP_NS="64" or "128" asks the larger clusters (at 64 workers a seed of
+# the three methods took 25-33 min here, 84 min a step size; 128 about
+# twice that: one EXP_SEEDS at a time keeps an invocation near an hour).
 # EXP_LRS, EXP_NS and EXP_SEEDS (space-separated) run a subset of the step
 # sizes, worker counts and seeds: one invocation per step size, say, or two
 # at once (one per core) into one --out; a last --keep run (or --report)
