@@ -19,11 +19,11 @@
 # EXP_NS="64" or "128" asks the larger clusters (at 64 workers a seed of
 # the three methods took 25-33 min here, 84 min a step size; 128 about
 # twice that: one EXP_SEEDS at a time keeps an invocation near an hour).
-# EXP_LRS, EXP_NS and EXP_SEEDS (space-separated) run a subset of the step
-# sizes, worker counts and seeds: one invocation per step size, say, or two
-# at once (one per core) into one --out; a last --keep run (or --report)
-# then writes the whole summary.
-# Usage: [REGIME=resnet] [EXP_LRS=...] [EXP_NS=...] [EXP_SEEDS=...] experiments/jin.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
+# EXP_LRS, EXP_NS, EXP_SEEDS and EXP_METHODS (space-separated) run a subset
+# of the step sizes, worker counts, seeds and methods (bsp easgd gossip):
+# one invocation per step size, say, or two at once (one per core) into one
+# --out; a last --keep run (or --report) then writes the whole summary.
+# Usage: [REGIME=resnet] [EXP_LRS=...] [EXP_NS=...] [EXP_SEEDS=...] [EXP_METHODS=...] experiments/jin.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md (tables, the crossover N), DIR/figures/ (with the
 # scaling curve), DIR/metrics/ (default experiments/results/jin).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
@@ -55,6 +55,13 @@ fi
 [ -z "${EXP_LRS:-}" ] || read -ra LRS <<< "$EXP_LRS"
 [ -z "${EXP_NS:-}" ] || read -ra NS <<< "$EXP_NS"
 [ -z "${EXP_SEEDS:-}" ] || read -ra SEEDS <<< "$EXP_SEEDS"
+METHODS=(bsp easgd gossip)
+[ -z "${EXP_METHODS:-}" ] || read -ra METHODS <<< "$EXP_METHODS"
+for m in "${METHODS[@]}"; do
+    case $m in bsp|easgd|gossip) ;; *) echo "jin.sh: EXP_METHODS: unknown method '$m' (bsp, easgd, gossip)" >&2; exit 2 ;; esac
+done
+# runs method $1 of this invocation? (EXP_METHODS)
+wanted() { [[ " ${METHODS[*]} " == *" $1 "* ]]; }
 COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --eval-offline --quiet)
 head="Simulated links of $BW, hosts ${SCALE}x this machine's core, model ${DATA[3]}; every run bounded by $LIMIT simulated s; target test accuracy $TARGET. Accuracy at the fixed time is the final test accuracy."
 [ "${SEEDS[*]}" = 0 ] || head+=" Step size ${LRS[*]}, the same for every method; seeds ${SEEDS[*]}; a configuration's numbers are the median [min, max] over its seeds."
@@ -70,11 +77,11 @@ for LR in "${LRS[@]}"; do
         for N in "${NS[@]}"; do
             echo "== step size $LR, seed $SEED, $N workers =="
             S=$(shards "$N")
-            sim_run "$(name bsp "$LR" "$SEED" "$N")" "$N" "$(sim_speeds "$N" "$SCALE")" "$BW" -- \
+            ! wanted bsp || sim_run "$(name bsp "$LR" "$SEED" "$N")" "$N" "$(sim_speeds "$N" "$SCALE")" "$BW" -- \
                 "${COMMON[@]}" --lr "$LR" "${seedarg[@]}" "${BSP[@]}"
-            sim_run "$(name easgd "$LR" "$SEED" "$N")" "$((N + S))" "$(sim_speeds "$((N + S))" "$SCALE")" "$BW" -- \
+            ! wanted easgd || sim_run "$(name easgd "$LR" "$SEED" "$N")" "$((N + S))" "$(sim_speeds "$((N + S))" "$SCALE")" "$BW" -- \
                 "${COMMON[@]}" --lr "$LR" "${seedarg[@]}" --sync easgd --servers "$S" --tau 4
-            sim_run "$(name gossip "$LR" "$SEED" "$N")" "$N" "$(sim_speeds "$N" "$SCALE")" "$BW" -- \
+            ! wanted gossip || sim_run "$(name gossip "$LR" "$SEED" "$N")" "$N" "$(sim_speeds "$N" "$SCALE")" "$BW" -- \
                 "${COMMON[@]}" --lr "$LR" "${seedarg[@]}" --sync gossip --gossip pull
         done
     done
