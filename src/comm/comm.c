@@ -426,6 +426,31 @@ void comm_idle(comm_idle_t *w)
     nanosleep(&ts, NULL);
 }
 
+comm_wait_t comm_wait_start(const comm_t *c, double limit_s)
+{
+    comm_wait_t w = { .idle = comm_idle_start(c), .gap = comm_deadline(c, LIVE_STALL), .limit = limit_s };
+    if (limit_s > 0 && w.gap > live_deadline(limit_s, LIVE_STALL)) w.gap = live_deadline(limit_s, LIVE_STALL);
+    w.from = live_awake(&w.clock, w.gap);
+    return w;
+}
+
+double comm_wait_s(comm_wait_t *w) { return live_awake(&w->clock, w->gap) - w->from; }
+
+int comm_wait_late(comm_wait_t *w) { return w->limit > 0 && comm_wait_s(w) > w->limit; }
+
+int comm_wait_over(comm_wait_t *w)
+{
+    if (comm_wait_late(w)) return 1;
+    comm_idle(&w->idle);
+    return 0;
+}
+
+void comm_wait_heard(comm_wait_t *w)
+{
+    w->from = live_awake(&w->clock, w->gap);
+    comm_idle_reset(&w->idle);
+}
+
 size_t comm_window_bytes(size_t bytes)
 {
     long page = sysconf(_SC_PAGESIZE);
@@ -455,15 +480,14 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
      * tests stalls every rank of the collective (a 2-rank all-reduce of the
      * mlp gradient took 8-12 ms with sleeps, 0.2-0.6 ms bare); yielding
      * still leaves the core to a rank that computes */
-    comm_idle_t idle = comm_idle_start(c);
-    idle.spin = 1;
+    comm_wait_t w = comm_wait_start(c, comm_deadline(c, LIVE_SILENT));
+    w.idle.spin = 1;
     for (;;) {
         int done = 0;
         int rc = comm_testall(n, reqs, &done);
         if (rc != MPI_SUCCESS) comm_rollcall_and_exit(c, what, 1);
         if (done) break;
-        if (now_s() - t0 > live_deadline(c->timeout_s, LIVE_SILENT)) comm_rollcall_and_exit(c, what, 0);
-        comm_idle(&idle);
+        if (comm_wait_over(&w)) comm_rollcall_and_exit(c, what, 0);
     }
     c->comm_s += now_s() - t0;
     return 0;
@@ -472,18 +496,13 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
 int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick)(void *), void *arg)
 {
     if (sim_build()) return MPI_Wait(req, MPI_STATUS_IGNORE) == MPI_SUCCESS ? 0 : -1;
-    /* the wait is counted on this process's awake clock: a time it was
-     * frozen itself (a gap in its looks at the clock) is not the peer's */
-    live_clock_t k = { 0 };
-    const double gap = live_deadline(timeout_s, LIVE_STALL), t0 = live_awake(&k, gap);
-    comm_idle_t idle = comm_idle_start(c);
+    comm_wait_t w = comm_wait_start(c, timeout_s);
     for (;;) {
         int done = 0;
         if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
         if (done) return 0;
         if (tick) tick(arg);
-        if (live_awake(&k, gap) - t0 > timeout_s) return -1;
-        comm_idle(&idle);
+        if (comm_wait_over(&w)) return -1;
     }
 }
 

@@ -136,6 +136,32 @@ static inline comm_idle_t comm_idle_start(const comm_t *c)
 /* Start a new wait (call when something happened). */
 static inline void comm_idle_reset(comm_idle_t *w) { w->since = 0; }
 void comm_idle(comm_idle_t *w);
+/* One wait on peers: comm_idle's backoff between the polls, and a deadline
+ * counted on this process's awake clock (comm/liveness.h): a gap between
+ * two polls of more than LIVE_STALL of --timeout (of the wait's own limit,
+ * if that is shorter) was this process frozen, not the peers silent, and
+ * is left out. Every loop that waits for
+ * something from a peer that may be dead is written
+ *     comm_wait_t w = comm_wait_start(c, limit_s);
+ *     while (!arrived) { poll; if (comm_wait_over(&w)) { the peer is late } }
+ * comm_wait_over idles (by the --wait policy) and returns 0 while the
+ * deadline is ahead, and returns 1 once it has passed; comm_wait_late only
+ * looks. comm_wait_heard: the peer was heard, the deadline counts from now
+ * and the backoff starts again. A limit <= 0 never passes. */
+typedef struct comm_wait {
+    comm_idle_t idle;
+    live_clock_t clock;
+    double gap;     /* a longer gap between polls was this process's freeze */
+    double from;    /* awake time the deadline counts from */
+    double limit;   /* seconds (<= 0: none) */
+} comm_wait_t;
+comm_wait_t comm_wait_start(const comm_t *c, double limit_s);
+/* Awake seconds since the start or the last comm_wait_heard. */
+double comm_wait_s(comm_wait_t *w);
+int comm_wait_late(comm_wait_t *w);
+int comm_wait_over(comm_wait_t *w);
+void comm_wait_heard(comm_wait_t *w);
+
 /* How late this process wakes from a short sleep (the median over a few
  * sleeps of 10 us, beyond the 10 us asked), in seconds. comm_init measures
  * it once after lowering the process's timer slack to 1 us (Linux rounds

@@ -121,11 +121,10 @@ static int heard_evicted(ps_client_t *pc, int n, MPI_Request *reqs)
             /* MPICH cannot cancel a receive whose shard began to answer
              * and then finished: after 1 s it is abandoned (nothing will
              * write into the buffer, and this worker stops training) */
-            double t0 = now_s();
-            comm_idle_t idle = comm_idle_start(pc->comm);
-            while (reqs[i] != MPI_REQUEST_NULL && now_s() - t0 < 1.0) {
+            comm_wait_t w = comm_wait_start(pc->comm, 1.0);
+            while (reqs[i] != MPI_REQUEST_NULL) {
                 MPI_Test(&reqs[i], &f, MPI_STATUS_IGNORE);
-                comm_idle(&idle);
+                if (reqs[i] != MPI_REQUEST_NULL && comm_wait_over(&w)) break;
             }
             if (reqs[i] != MPI_REQUEST_NULL) MPI_Request_free(&reqs[i]);
         } else {
@@ -190,8 +189,8 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
      * for the first 20 ms: sleeping there made a 5-rank asp run on 2 cores
      * 1.4x slower, while the shards sleeping when idle costs nothing. Longer
      * waits (a gate held by a slow worker) back off. */
-    comm_idle_t idle = comm_idle_start(pc->comm);
-    idle.yield_s = 20e-3;
+    comm_wait_t w = comm_wait_start(c, limit);
+    w.idle.yield_s = 20e-3;
     for (;;) {
         int done = 0;
         if (comm_testall(n, reqs, &done) != MPI_SUCCESS) {
@@ -205,10 +204,10 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
         }
         if (done) break;
         /* (a fast round trip never probes: only a wait past 1 ms can be an eviction's) */
-        if (now_s() - t0 > 1e-3 && heard_evicted(pc, n, reqs)) break;
+        if (comm_wait_s(&w) > 1e-3 && heard_evicted(pc, n, reqs)) break;
         /* copying is this wait's work: no idling while there are chunks to take */
         int copied = pc->guessing && reqs == pc->pull_req && guess_copy(pc);
-        if (now_s() - t0 > limit) {
+        if (comm_wait_late(&w)) {
             int k = 0;
             for (int i = 0; i < n; i++) {
                 int f = 0;
@@ -219,7 +218,7 @@ static void wait_shards(ps_client_t *pc, int n, MPI_Request *reqs, double limit,
             die("server shard %d (rank %d) did not answer %s within %.0f s (dead or hung); stopping the job",
                 k, k, what, limit);
         }
-        if (!copied) comm_idle(&idle);
+        if (!copied) comm_idle(&w.idle);
     }
     c->comm_s += now_s() - t0;
 }
@@ -442,9 +441,8 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
         MPI_CHECK(c, MPI_Isend(&dh[k], (int)sizeof dh[k], MPI_BYTE, k, PS_DONE, c->world, &done[k]));
     }
     recv_replies(pc, PS_FINAL, lead ? params : pc->rbuf, pc->pull_req);
-    double last = now_s();
     int all = 0;
-    comm_idle_t idle = comm_idle_start(pc->comm);
+    comm_wait_t w = comm_wait_start(c, 0);   /* its limit depends on what was heard: below */
     if (sim_build()) {
         /* shards do not send keep-alives in simulation (see the shard loop) */
         if (sim_waitall(S, pc->pull_req) != MPI_SUCCESS)
@@ -464,15 +462,15 @@ void ps_finish(ps_client_t *pc, int lead, float *params)
         if (ka) {
             ps_hdr_t h;
             MPI_Recv(&h, (int)sizeof h, MPI_BYTE, st.MPI_SOURCE, PS_KEEPALIVE, c->world, MPI_STATUS_IGNORE);
-            last = now_s();
+            comm_wait_heard(&w);
         }
-        if (now_s() - last > (take_notice(pc) ? live_deadline(c->timeout_s, LIVE_NOTICE) : shard_limit(pc))) {
+        if (comm_wait_s(&w) > (take_notice(pc) ? live_deadline(c->timeout_s, LIVE_NOTICE) : shard_limit(pc))) {
             if (c->evicted) break;
             comm_fault(c, "the final parameters", NULL, 0);
             die("the server shards sent neither the final parameters nor a keep-alive within %.0f s; stopping",
                 shard_limit(pc));
         }
-        comm_idle(&idle);
+        comm_idle(&w.idle);
     }
     if (all) {
         for (int k = 0; k < S; k++) MPI_CHECK(c, MPI_Wait(&done[k], MPI_STATUS_IGNORE));

@@ -103,15 +103,14 @@ void gossip_finish(run_t *r)
         int one = 1;
         for (int j = 0; j < N; j++)
             if (j != me && g->alive[j]) MPI_Send(&one, 1, MPI_INT, j, TAG_GOSSIP_DONE, r->comm->world);
-        double t0 = now_s();
-        comm_idle_t idle = comm_idle_start(r->comm);
+        comm_wait_t w = comm_wait_start(r->comm, comm_deadline(r->comm, LIVE_FINISH));
         for (;;) {
             gossip_drain_inbox(r, g, 0);
             int missing = -1;
             for (int j = 0; j < N; j++) if (j != me && g->alive[j] && !g->done_from[j]) missing = j;
             if (missing < 0 && g->ninbox == 0) break;   /* every DONE in, every message received */
-            if (missing >= 0 && now_s() - t0 > comm_deadline(r->comm, LIVE_FINISH)) { gossip_mark_dead(r, g, missing, "it never finished", comm_deadline(r->comm, LIVE_FINISH)); t0 = now_s(); }
-            comm_idle(&idle);
+            if (missing >= 0 && comm_wait_late(&w)) { gossip_mark_dead(r, g, missing, "it never finished", comm_deadline(r->comm, LIVE_FINISH)); comm_wait_heard(&w); }
+            comm_idle(&w.idle);
         }
     }
     /* nobody dies in simulation, and polling a peer's window until it has
@@ -125,9 +124,9 @@ void gossip_finish(run_t *r)
         MPI_Request q;
         /* from the lead, or from the rank that took over from a dead one */
         MPI_CHECK(r->comm, MPI_Irecv(&lost, 1, MPI_INT, MPI_ANY_SOURCE, TAG_GOSSIP_BYE, r->comm->world, &q));
-        double t0 = now_s(), checked = t0;
+        double checked = now_s();
         int got = 0;
-        comm_idle_t idle = comm_idle_start(r->comm);
+        comm_wait_t w = comm_wait_start(r->comm, comm_deadline(r->comm, LIVE_GOODBYE));
         while (!got) {
             MPI_Test(&q, &got, MPI_STATUS_IGNORE);
             if (got) break;
@@ -145,8 +144,7 @@ void gossip_finish(run_t *r)
                     return;
                 }
             }
-            if (now_s() - t0 > comm_deadline(r->comm, LIVE_GOODBYE)) { gossip_mark_dead(r, g, 0, "the lead never said goodbye", comm_deadline(r->comm, LIVE_GOODBYE)); break; }
-            comm_idle(&idle);
+            if (comm_wait_over(&w)) { gossip_mark_dead(r, g, 0, "the lead never said goodbye", comm_deadline(r->comm, LIVE_GOODBYE)); break; }
         }
         if (got) r->comm->peer_lost = lost;   /* the lead's verdict: every rank finalizes, or none */
     }

@@ -271,8 +271,8 @@ void sb_coord_stop(sb_coord_t *co)
      * carrying whether a peer died: a replica told too early would call
      * MPI_Finalize, which waits for the dead rank forever. Parked replicas
      * get keep-alives meanwhile, so they do not time out on us. */
-    double t0 = now_s(), last_ka = t0;
-    comm_idle_t idle = comm_idle_start(co->c);
+    double last_ka = now_s();
+    comm_wait_t w = comm_wait_start(co->c, comm_deadline(co->c, LIVE_SILENT));
     for (;;) {
         int left = 0;
         for (int q = 0; q < co->R; q++)
@@ -286,17 +286,17 @@ void sb_coord_stop(sb_coord_t *co)
         sb_req_t m;
         int from;
         if (recv_req(co, &m, &from)) {
-            comm_idle_reset(&idle);
+            comm_idle_reset(&w.idle);
             if (from < 0 || m.kind == REQ_NOTICE) continue;
             co->rep[from].last_heard = now_s();
             if (m.kind == REQ_DONE) co->dup_discarded++;   /* a backup copy still running at the end */
             co->rep[from].parked = 1;
-        } else if (now_s() - t0 > comm_deadline(co->c, LIVE_SILENT)) {   /* died after its last task: nothing of it counts */
+        } else if (comm_wait_late(&w)) {   /* died after its last task: nothing of it counts */
             for (int q = 0; q < co->R; q++)
                 if (co->rep[q].alive && !co->rep[q].parked) { co->rep[q].alive = 0; co->c->peer_lost = 1; }
         } else {
             if (now_s() - co->last_ping > comm_deadline(co->c, LIVE_KEEPALIVE)) sb_coord_op(co, OP_PING, 0, 0, 0, 0);
-            comm_idle(&idle);
+            comm_idle(&w.idle);
         }
     }
     for (int q = 0; q < co->R; q++)

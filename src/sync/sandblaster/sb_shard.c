@@ -158,26 +158,24 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
         s->out_req[q] = MPI_REQUEST_NULL;
         s->fetch_pass[q] = -1;
     }
-    double heard = now_s();
-    comm_idle_t idle = comm_idle_start(s->c);
+    comm_wait_t w = comm_wait_start(s->c, live_deadline(s->timeout, LIVE_SILENT));   /* on the coordinator */
     while (!s->stop) {
         int flag = 0;
         MPI_Status st;
         comm_preempt_tell(c, 0);   /* a signal to this shard preempts the job: the coordinator stops it */
         MPI_CHECK(c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &flag, &st));
         if (!flag) {
-            if (now_s() - heard > live_deadline(s->timeout, LIVE_SILENT))
+            if (comm_wait_over(&w))
                 die("sandblaster shard %d: the coordinator (rank 0) has been silent for %.1f s (--timeout %g); stopping",
-                    k, now_s() - heard, s->timeout);
-            comm_idle(&idle);
+                    k, comm_wait_s(&w), s->timeout);
             continue;
         }
-        comm_idle_reset(&idle);
+        comm_idle_reset(&w.idle);
         int src = st.MPI_SOURCE, q = src - 1 - s->S;
         if (src == 0 && st.MPI_TAG == SB_OP) {
             sb_op_t o;
             MPI_CHECK(c, MPI_Recv(&o, (int)sizeof o, MPI_BYTE, 0, SB_OP, c->world, MPI_STATUS_IGNORE));
-            heard = now_s();
+            comm_wait_heard(&w);
             on_op(s, &o);
         } else if (q >= 0 && q < s->R && st.MPI_TAG == SB_FETCH) {
             sb_req_t f;
