@@ -465,11 +465,11 @@ static void test_negative_state(void)
 }
 
 /* A paradigm's sync_state: its keys in any order, each once, nothing else,
- * plain integers; the writer's text is what the paradigms wrote before the
+ * plain integers within each key's range; the writer's text is what the paradigms wrote before the
  * helper existed (old checkpoints keep loading). */
 static void test_sync_state_text(void)
 {
-    static const char *const keys[] = { "steps", "syncs", "workers", "window" };
+    static const ckpt_key_t keys[] = { { "steps", -5, 1000 }, { "syncs", 0, 1000 }, { "workers", 1, 64 }, { "window", 1, 1000 } };
     char out[256];
     long v[4];
     CHECK(ckpt_state_write(out, sizeof out, 4, keys, (long[]){ 300, 12, 4, 25 }) == 0, "write");
@@ -478,7 +478,10 @@ static void test_sync_state_text(void)
     CHECK(ckpt_state_read("window=25,workers=4,syncs=12,steps=300", 4, keys, v) == 0 && v[0] == 300 && v[3] == 25,
           "another order");
     CHECK(ckpt_state_read("steps=-1,syncs=0,workers=1,window=1", 4, keys, v) == 0 && v[0] == -1,
-          "a negative value is read (the paradigm judges its range)");
+          "a negative value within its key's range is read");
+    CHECK(ckpt_state_read("steps=-6,syncs=0,workers=1,window=1", 4, keys, v) != 0, "a value below its key's range is refused");
+    CHECK(ckpt_state_read("steps=1,syncs=0,workers=65,window=1", 4, keys, v) != 0, "a value above its key's range is refused");
+    CHECK(ckpt_state_read("steps=1000,syncs=1000,workers=64,window=1000", 4, keys, v) == 0, "the ends of the ranges are read");
     static const char *const bad[] = {
         "", ",", "steps=300,syncs=12,workers=4", "steps=300,syncs=12,workers=4,window=25,extra=1",
         "steps=300,syncs=12,workers=4,steps=25", "steps=300,syncs=12,workers=4,window=", "steps=300,syncs=12,workers=4,window",

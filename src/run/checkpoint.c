@@ -425,19 +425,19 @@ int ckpt_read_row64(const ckpt_t *ck, const char *name, long row, double *dst, s
     return 0;
 }
 
-int ckpt_state_write(char *out, size_t len, int n, const char *const keys[], const long vals[])
+int ckpt_state_write(char *out, size_t len, int n, const ckpt_key_t keys[], const long vals[])
 {
     size_t at = 0;
     if (len) out[0] = 0;
     for (int i = 0; i < n; i++) {
-        int w = snprintf(out + at, len - at, "%s%s=%ld", i ? "," : "", keys[i], vals[i]);
+        int w = snprintf(out + at, len - at, "%s%s=%ld", i ? "," : "", keys[i].name, vals[i]);
         if (w < 0 || (size_t)w >= len - at) return -1;
         at += (size_t)w;
     }
     return 0;
 }
 
-int ckpt_state_read(const char *text, int n, const char *const keys[], long vals[])
+int ckpt_state_read(const char *text, int n, const ckpt_key_t keys[], long vals[])
 {
     char seen[64] = { 0 }, buf[256];
     if (n < 1 || n > 64 || strlen(text) >= sizeof buf) return -1;
@@ -448,8 +448,8 @@ int ckpt_state_read(const char *text, int n, const char *const keys[], long vals
         if (!eq) return -1;
         *eq = 0;
         int k = 0;
-        while (k < n && strcmp(pair, keys[k])) k++;
-        if (k == n || seen[k] || parse_long(eq + 1, &vals[k]) != 0) return -1;
+        while (k < n && strcmp(pair, keys[k].name)) k++;
+        if (k == n || seen[k] || parse_long(eq + 1, &vals[k]) != 0 || vals[k] < keys[k].min || vals[k] > keys[k].max) return -1;
         seen[k] = 1;
         got++;
     }

@@ -89,13 +89,19 @@ int ckpt_read_row64(const ckpt_t *ck, const char *name, long row, double *dst, s
 /* Rows of a 2-D tensor (0 if absent or not 2-D). */
 long ckpt_rows(const ckpt_t *ck, const char *name);
 
-/* A paradigm's sync_state is "key=value,key=value,..." with integer values,
- * its keys named once by the paradigm (one array for writing and reading).
+/* A paradigm's sync_state is "key=value,key=value,..." with integer values:
+ * its schema, declared once in the paradigm's file, names each key with the
+ * range a resume accepts (one array for writing and reading).
  * ckpt_state_write writes the n pairs in that order (-1 if they do not fit);
  * ckpt_state_read takes exactly those keys, in any order, each once, no
- * other key, each value a plain decimal integer (-1 otherwise). */
-int ckpt_state_write(char *out, size_t len, int n, const char *const keys[], const long vals[]);
-int ckpt_state_read(const char *text, int n, const char *const keys[], long vals[]);
+ * other key, each value a plain decimal integer within its key's range (-1
+ * otherwise). What ties two keys together the paradigm checks itself. */
+typedef struct ckpt_key {
+    const char *name;
+    long min, max;
+} ckpt_key_t;
+int ckpt_state_write(char *out, size_t len, int n, const ckpt_key_t keys[], const long vals[]);
+int ckpt_state_read(const char *text, int n, const ckpt_key_t keys[], long vals[]);
 void ckpt_free(ckpt_t *ck);
 
 #endif

@@ -104,6 +104,37 @@ int sync_rows_read64(run_t *r, const ckpt_t *ck, const char *name, double *dst, 
     return -1;
 }
 
+void sync_worker_rows_add(run_t *r, sync_rows_t *sr)
+{
+    float *v[3];
+    const char *names[3];
+    int nv = sync_worker_vectors(r, v, names);
+    for (int i = 0; i < nv; i++) sync_rows_add(r, sr, names[i], v[i], r->model->nparams);
+    if (r->model->nstate) sync_rows_add(r, sr, "sync.worker_state", r->model->state, r->model->nstate);
+}
+
+int sync_worker_rows_read(run_t *r, const ckpt_t *ck)
+{
+    float *v[3];
+    const char *names[3];
+    int nv = sync_worker_vectors(r, v, names);
+    for (int i = 0; i < nv; i++)
+        if (sync_rows_read(r, ck, names[i], v[i], r->model->nparams) != 0) return -1;
+    if (r->model->nstate && sync_rows_read(r, ck, "sync.worker_state", r->model->state, r->model->nstate) != 0) return -1;
+    return 0;
+}
+
+int sync_state_load(run_t *r, const ckpt_meta_t *m, int n, const ckpt_key_t keys[], long vals[], const char *what)
+{
+    if (ckpt_state_read(m->sync_state, n, keys, vals) != 0) {
+        snprintf(r->err, sizeof r->err, "checkpoint's state of %s ('%.64s') is malformed or out of range", what, m->sync_state);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (!strcmp(keys[i].name, "workers") && sync_same_workers(r, (int)vals[i], what) != 0) return -1;
+    return 0;
+}
+
 int sync_same_workers(run_t *r, int workers, const char *what)
 {
     if (workers == r->nworkers) return 0;

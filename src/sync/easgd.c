@@ -33,7 +33,7 @@ typedef struct easgd_sync {
 } easgd_t;
 
 /* the checkpoint's sync_state */
-static const char *const STATE_KEYS[] = { "workers" };
+static const ckpt_key_t STATE_KEYS[] = { { "workers", 1, INT_MAX } };   /* the checkpoint's sync_state */
 
 static int is_sync(const run_t *r) { return !strcmp(r->cfg->easgd_mode, "sync"); }
 
@@ -143,11 +143,7 @@ static int easgd_ckpt_state(run_t *r, ckpt_meta_t *meta)
 {
     easgd_t *e = r->sync_state;
     if (!e->sync_mode) return 0;
-    float *v[3];
-    const char *names[3];
-    int nv = sync_worker_vectors(r, v, names);
-    for (int i = 0; i < nv; i++) sync_rows_add(r, &e->rows, names[i], v[i], r->model->nparams);
-    if (r->model->nstate) sync_rows_add(r, &e->rows, "sync.worker_state", r->model->state, r->model->nstate);
+    sync_worker_rows_add(r, &e->rows);
     sync_rows_meta(r, &e->rows, meta);
     meta->params = e->center;
     ckpt_state_write(meta->sync_state, sizeof meta->sync_state, 1, STATE_KEYS, (long[]){ r->nworkers });
@@ -169,18 +165,8 @@ static int easgd_resume(run_t *r, const ckpt_t *ck)
     const ckpt_meta_t *m = &ck->meta;
     if (strcmp(m->sync, "easgd") || !ckpt_rows(ck, "sync.worker_params")) return 0;
     long workers;
-    if (ckpt_state_read(m->sync_state, 1, STATE_KEYS, &workers) != 0 || workers < 1 || workers > INT_MAX) {
-        snprintf(r->err, sizeof r->err, "checkpoint's EASGD state '%.64s' is malformed", m->sync_state);
-        return -1;
-    }
-    if (sync_same_workers(r, (int)workers, "the EASGD local models") != 0) return -1;
-    float *v[3];
-    const char *names[3];
-    int nv = sync_worker_vectors(r, v, names);
-    for (int i = 0; i < nv; i++)
-        if (sync_rows_read(r, ck, names[i], v[i], r->model->nparams) != 0) return -1;
-    if (r->model->nstate && sync_rows_read(r, ck, "sync.worker_state", r->model->state, r->model->nstate) != 0) return -1;
-    return 0;
+    if (sync_state_load(r, m, 1, STATE_KEYS, &workers, "the EASGD local models") != 0) return -1;
+    return sync_worker_rows_read(r, ck);
 }
 
 static sync_stop_mode_t easgd_stop_mode(const run_t *r) { return is_sync(r) ? STOP_AGREE : STOP_OWN_CLOCK; }

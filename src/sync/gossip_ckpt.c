@@ -1,4 +1,5 @@
 /* --sync gossip: checkpoints (docs/algorithms.md §8). */
+#include <limits.h>
 #include <string.h>
 
 #include "../util/util.h"
@@ -15,7 +16,7 @@
  * stalled its own pushes in flight and with them the peer it waited for),
  * and a dead one's row is the others' mean. Their optimizer state stays local (a momentum
  * buffer restarts at zero on resume). */
-static const char *const STATE_KEYS[] = { "workers" };   /* the checkpoint's sync_state */
+static const ckpt_key_t STATE_KEYS[] = { { "workers", 2, INT_MAX } };   /* the checkpoint's sync_state */
 
 int gossip_ckpt_state(run_t *r, ckpt_meta_t *meta)
 {
@@ -97,8 +98,8 @@ int gossip_resume(run_t *r, const ckpt_t *ck)
      * the end holds the final average only: every replica starts from it */
     if (!*m->sync_state && ckpt_rows(ck, "sync.worker_params") == 0) return 0;
     long workers;
-    if (ckpt_state_read(m->sync_state, 1, STATE_KEYS, &workers) != 0 || workers < 2) {
-        snprintf(r->err, sizeof r->err, "checkpoint's gossip state '%.64s' is malformed", m->sync_state);
+    if (ckpt_state_read(m->sync_state, 1, STATE_KEYS, &workers) != 0) {
+        snprintf(r->err, sizeof r->err, "checkpoint's gossip state '%.64s' is malformed or out of range", m->sync_state);
         return -1;
     }
     if (workers != r->comm->size) {

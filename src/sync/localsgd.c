@@ -36,7 +36,7 @@ typedef struct localsgd {
     int eval_avg;          /* the next evaluation reads avg (else the workers hold θ̄ already) */
 } localsgd_t;
 
-static const char *const STATE_KEYS[] = { "rounds", "workers" };   /* the checkpoint's sync_state */
+static const ckpt_key_t STATE_KEYS[] = { { "rounds", 0, LONG_MAX }, { "workers", 1, INT_MAX } };   /* the checkpoint's sync_state */
 
 static int localsgd_init(run_t *r)
 {
@@ -162,12 +162,8 @@ static int localsgd_resume(run_t *r, const ckpt_t *ck)
     const ckpt_meta_t *m = &ck->meta;
     if (strcmp(m->sync, "localsgd") && strcmp(m->sync, "fedavg")) return 0;
     long kv[2];   /* rounds, workers */
-    if (ckpt_state_read(m->sync_state, 2, STATE_KEYS, kv) != 0 || kv[0] < 0 || kv[1] < 1 || kv[1] > INT_MAX) {
-        snprintf(r->err, sizeof r->err, "checkpoint's local-SGD state '%.64s' is malformed", m->sync_state);
-        return -1;
-    }
+    if (sync_state_load(r, m, 2, STATE_KEYS, kv, "the local models") != 0) return -1;
     const long rounds = kv[0];
-    if (sync_same_workers(r, (int)kv[1], "the local models") != 0) return -1;
     float *v[4];
     const char *names[4];
     size_t len[4];

@@ -39,7 +39,7 @@ typedef struct selsync {
     sync_rows_t rows;
 } selsync_t;
 
-static const char *const STATE_KEYS[] = { "steps", "syncs", "workers", "window" };   /* the checkpoint's sync_state */
+static const ckpt_key_t STATE_KEYS[] = { { "steps", 0, LONG_MAX }, { "syncs", 0, LONG_MAX }, { "workers", 1, INT_MAX }, { "window", 1, LONG_MAX } };   /* the checkpoint's sync_state */
 
 static void window_push(window_t *w, long W, double x) { w->v[w->count++ % W] = x; }
 
@@ -135,11 +135,7 @@ static int selsync_ckpt_state(run_t *r, ckpt_meta_t *meta)
 {
     selsync_t *s = r->sync_state;
     const size_t W = (size_t)s->W;
-    float *v[3];
-    const char *names[3];
-    int nv = sync_worker_vectors(r, v, names);
-    for (int i = 0; i < nv; i++) sync_rows_add(r, &s->rows, names[i], v[i], r->model->nparams);
-    if (r->model->nstate) sync_rows_add(r, &s->rows, "sync.worker_state", r->model->state, r->model->nstate);
+    sync_worker_rows_add(r, &s->rows);
     memcpy(s->mine, s->norms.v, W * sizeof(double));
     memcpy(s->mine + W, s->deltas.v, W * sizeof(double));
     s->mine[2 * W] = s->prev;
@@ -158,24 +154,19 @@ static int selsync_resume(run_t *r, const ckpt_t *ck)
     const ckpt_meta_t *m = &ck->meta;
     if (strcmp(m->sync, "selsync")) return 0;
     long kv[4];   /* steps, syncs, workers, window */
-    if (ckpt_state_read(m->sync_state, 4, STATE_KEYS, kv) != 0 || kv[0] < 0 || kv[0] > m->step || kv[1] < 0 || kv[1] > kv[0] ||
-        kv[2] < 1 || kv[2] > INT_MAX || kv[3] < 1) {
-        snprintf(r->err, sizeof r->err, "checkpoint's selsync state '%.64s' is malformed or out of range", m->sync_state);
+    if (sync_state_load(r, m, 4, STATE_KEYS, kv, "the selsync state") != 0) return -1;
+    if (kv[0] > m->step || kv[1] > kv[0]) {
+        snprintf(r->err, sizeof r->err, "checkpoint's selsync state '%.64s' counts more steps or syncs than its %ld steps",
+                 m->sync_state, m->step);
         return -1;
     }
     const long steps = kv[0], syncs = kv[1], W = kv[3];
-    if (sync_same_workers(r, (int)kv[2], "the selsync state") != 0) return -1;
     if (W != s->W) {
         snprintf(r->err, sizeof r->err, "checkpoint's selsync windows hold W = %ld values, not --window %ld; resume with --window %ld",
                  W, s->W, W);
         return -1;
     }
-    float *v[3];
-    const char *names[3];
-    int nv = sync_worker_vectors(r, v, names);
-    for (int i = 0; i < nv; i++)
-        if (sync_rows_read(r, ck, names[i], v[i], r->model->nparams) != 0) return -1;
-    if (r->model->nstate && sync_rows_read(r, ck, "sync.worker_state", r->model->state, r->model->nstate) != 0) return -1;
+    if (sync_worker_rows_read(r, ck) != 0) return -1;
     if (sync_rows_read64(r, ck, "sync.worker_ewma", s->mine, (size_t)(2 * W + 2)) != 0) return -1;
     memcpy(s->norms.v, s->mine, (size_t)W * sizeof(double));
     memcpy(s->deltas.v, s->mine + W, (size_t)W * sizeof(double));

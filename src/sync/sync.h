@@ -196,6 +196,15 @@ int  sync_rows_read(run_t *r, const ckpt_t *ck, const char *name, float *dst, si
  * WORKERS workers resumes only on as many: 0, or -1 with r->err set. */
 int  sync_same_workers(run_t *r, int workers, const char *what);
 int  sync_rows_read64(run_t *r, const ckpt_t *ck, const char *name, double *dst, size_t n);
+/* A worker's own vectors (sync_worker_vectors) and its model's state
+ * ("sync.worker_state"), gathered as rows for a checkpoint / taken back
+ * from one on resume (0, or -1 with r->err set). */
+void sync_worker_rows_add(run_t *r, sync_rows_t *sr);
+int  sync_worker_rows_read(run_t *r, const ckpt_t *ck);
+/* The checkpoint's sync_state read by the paradigm's schema (checkpoint.h)
+ * into vals: 0, or -1 with r->err naming WHAT (e.g. "the local models")
+ * and the text. A key named "workers" must match this run's worker count. */
+int  sync_state_load(run_t *r, const ckpt_meta_t *m, int n, const ckpt_key_t keys[], long vals[], const char *what);
 
 /* Batch normalization's running statistics (model state) recomputed at
  * params (the model's own or another vector of nparams): the mean of the

@@ -1,6 +1,7 @@
 /* What every parameter-server paradigm shares: roles (the first --servers
  * ranks are shards, the rest workers, worker 0 leads), the server loop, the
  * client, evaluation of the global model, statistics, and the end of a run. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +34,7 @@ int ps_sync_layout(run_t *r)
 
 
 /* the shards' checkpoint's sync_state */
-static const char *const STATE_KEYS[] = { "workers", "updates" };
+static const ckpt_key_t STATE_KEYS[] = { { "workers", 1, INT_MAX }, { "updates", 0, LONG_MAX } };
 
 static int server_opt(const config_t *cfg, optim_cfg_t *o, char *err, size_t len)
 {
@@ -154,7 +155,7 @@ int ps_sync_resume(run_t *r, const ckpt_t *ck)
     const long rows = ckpt_rows(ck, "sync.ps_clocks");
     if (rows > 0) {
         long kv[2];   /* workers, updates */
-        if (ckpt_state_read(m->sync_state, 2, STATE_KEYS, kv) != 0 || kv[0] < 1 || kv[0] != rows || kv[1] < 0) {
+        if (ckpt_state_read(m->sync_state, 2, STATE_KEYS, kv) != 0 || kv[0] != rows) {
             snprintf(r->err, sizeof r->err, "checkpoint's parameter-server state '%.64s' is malformed or does not match its %ld clocks",
                      m->sync_state, rows);
             return -1;

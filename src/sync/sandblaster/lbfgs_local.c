@@ -4,6 +4,7 @@
  * gradient is summed portion by portion in the groups a single Sandblaster
  * replica pushes; so Sandblaster with one shard and one replica adds the
  * same floats in the same order. Also: the batch and portion helpers of sb.h. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,7 +94,9 @@ typedef struct local {
 } local_t;
 
 /* the L-BFGS state's sync_state: the history's bookkeeping and counters */
-static const char *const LBFGS_KEYS[] = { "history", "head", "count", "have_g", "g_batch", "evals", "ls_failures", "resets" };
+static const ckpt_key_t LBFGS_KEYS[] = { { "history", 1, 1000 }, { "head", 0, 999 }, { "count", 0, 1000 }, { "have_g", 0, 1 },
+                                          { "g_batch", 0, LONG_MAX }, { "evals", 0, LONG_MAX }, { "ls_failures", 0, LONG_MAX },
+                                          { "resets", 0, LONG_MAX } };
 
 static double l_dot(void *c, int a, int b)
 {
@@ -219,8 +222,7 @@ int sb_lbfgs_load(lbfgs_t *lb, const ckpt_t *ck, double *scalars, char *err, siz
     const ckpt_meta_t *md = &ck->meta;
     if (!sb_lbfgs_in(ck)) return 0;
     long v[8];
-    if (ckpt_state_read(md->sync_state, 8, LBFGS_KEYS, v) != 0 || v[0] < 1 || v[0] > 1000 || v[1] < 0 || v[1] >= v[0] ||
-        v[2] < 0 || v[2] > v[0] || v[3] < 0 || v[3] > 1 || v[4] < 0 || v[4] > md->step || v[5] < 0 || v[6] < 0 || v[7] < 0) {
+    if (ckpt_state_read(md->sync_state, 8, LBFGS_KEYS, v) != 0 || v[1] >= v[0] || v[2] > v[0] || v[4] > md->step) {
         snprintf(err, len, "checkpoint's L-BFGS state '%.100s' is malformed or out of range", md->sync_state);
         return -1;
     }
