@@ -834,6 +834,7 @@ def claim_jin_resnet_small():
     return " and ".join(str(m) for m in firsts), med("bsp"), med("gossip")
 
 
+@functools.lru_cache(maxsize=None)   # two claims quote it
 def claim_jin_resnet_64():
     """64 workers: at each step size gossip's and bsp's median times to 0.80,
     each a tie (neither first by first_among); EASGD's final accuracies'
