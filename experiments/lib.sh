@@ -91,11 +91,16 @@ sim_run() {
     run_wall "$name" "$t0"
 }
 # Records a finished run's wall seconds in OUT/wall.tsv (a kept run keeps
-# the line of the invocation that made it): NAME START_SECONDS
+# the line of the invocation that made it): NAME START_SECONDS. Several
+# invocations may share OUT (EXP_SEEDS, EXP_METHODS): the update holds a
+# lock, so that none loses another's line.
 run_wall() {
     local w=$((SECONDS - $2))
-    { [ -f "$OUT/wall.tsv" ] && awk -F'\t' -v n="$1" '$1 != n' "$OUT/wall.tsv"; printf '%s\t%s\n' "$1" "$w"; } > "$OUT/wall.tsv.new" || true
-    mv "$OUT/wall.tsv.new" "$OUT/wall.tsv"
+    (
+        flock 9
+        { [ -f "$OUT/wall.tsv" ] && awk -F'\t' -v n="$1" '$1 != n' "$OUT/wall.tsv"; printf '%s\t%s\n' "$1" "$w"; } > "$OUT/wall.tsv.new" || true
+        mv "$OUT/wall.tsv.new" "$OUT/wall.tsv"
+    ) 9> "$OUT/wall.tsv.lock"
     echo "    ${w} s"
 }
 # Appends what the runs cost to summary.md: the sum of every run's wall

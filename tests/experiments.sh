@@ -49,6 +49,18 @@ if [ -d "$WORK/jin/metrics" ]; then
         ok "experiments/jin.sh --report: ran nothing, named the missing run, counted its seeds"
     else bad "experiments/jin.sh --report" "$(tail -3 "$WORK/jin-report.log"; grep '^- ' "$WORK/jin/summary.md")"; fi
 fi
+# Several invocations sharing an output folder (EXP_SEEDS, EXP_METHODS):
+# runs finishing at once each keep their line of wall.tsv (40 at once)
+mkdir -p "$WORK/walls"
+(
+    . "$HERE/../experiments/lib.sh"
+    OUT=$WORK/walls
+    for i in $(seq 40); do run_wall "run-$i" "$SECONDS" > /dev/null 2>&1 & done
+    wait
+)
+walls=$(sort -u "$WORK/walls/wall.tsv" 2>/dev/null | grep -c '^run-[0-9]*'$'\t''[0-9]*$')
+if [ "$walls" = 40 ]; then ok "experiments: 40 runs finishing at once into one folder each keep their wall time"
+else bad "experiments: runs finishing at once into one folder" "$walls of 40 wall times kept"; fi
 # Runs experiments/NAME.sh --quick into $WORK/NAME (out); fails the case
 # and returns 1 if it did not run: NAME [more flags]
 quick() {
