@@ -56,6 +56,22 @@ exp_args() {   # NAME "$@"
 kept() {
     [ "$KEEP" = 1 ] && [ -s "$OUT/metrics/$1.jsonl" ] && tail -n 1 "$OUT/metrics/$1.jsonl" | grep -q '"event":"done"'
 }
+# exp_list VAR REGEX WHAT: the words of the environment variable VAR (a
+# subset of an experiment's sweep, e.g. EXP_NS="64 128") into the array
+# VAR_LIST, each checked against REGEX; one that does not match, or a VAR
+# set to nothing but blanks, is one line naming it and exit 2 (instead of
+# runs that fail and are reported as results). Unset or empty: the array
+# is left alone.
+exp_list() {
+    local var=$1 re=$2 what=$3 w
+    local -n into=${var}_LIST
+    [ -n "${!var:-}" ] || return 0
+    read -ra into <<< "${!var}"
+    [ "${#into[@]}" -gt 0 ] || { echo "$(basename "$0"): $var is blank: give $what, separated by spaces, or unset it" >&2; exit 2; }
+    for w in "${into[@]}"; do
+        [[ $w =~ ^($re)$ ]] || { echo "$(basename "$0"): $var: '$w' is not $what" >&2; exit 2; }
+    done
+}
 need_sim() {
     [ -x "$SIMBUILD/dsgd" ] || { echo "$SIMBUILD/dsgd missing: run make sim" >&2; exit 1; }
 }
