@@ -28,6 +28,11 @@ path_opt() {
 exp_args() {   # NAME "$@"
     local name=$1
     shift
+    # the paper's regime or the MLP's: a misspelt one would run the other
+    case ${REGIME:-mlp} in
+        mlp|resnet) ;;
+        *) echo "$name: REGIME: '$REGIME' is not a regime (mlp, the default, or resnet)" >&2; exit 2 ;;
+    esac
     while [ $# -gt 0 ]; do
         case "$1" in
             --quick) QUICK=1; shift ;;
@@ -67,9 +72,9 @@ exp_list() {
     local -n into=${var}_LIST
     [ -n "${!var:-}" ] || return 0
     read -ra into <<< "${!var}"
-    [ "${#into[@]}" -gt 0 ] || { echo "$(basename "$0"): $var is blank: give $what, separated by spaces, or unset it" >&2; exit 2; }
+    [ "${#into[@]}" -gt 0 ] || { echo "$(basename "$0" .sh): $var is blank: give $what, separated by spaces, or unset it" >&2; exit 2; }
     for w in "${into[@]}"; do
-        [[ $w =~ ^($re)$ ]] || { echo "$(basename "$0"): $var: '$w' is not $what" >&2; exit 2; }
+        [[ $w =~ ^($re)$ ]] || { echo "$(basename "$0" .sh): $var: '$w' is not $what" >&2; exit 2; }
     done
 }
 need_sim() {

@@ -66,12 +66,12 @@ else bad "experiments: runs finishing at once into one folder" "$walls of 40 wal
 # arithmetic error)
 for e in "jin|EXP_NS=4x|EXP_NS: '4x' is not a number of workers" "jin|EXP_LRS=fast|EXP_LRS: 'fast' is not a step size" \
          "jin|EXP_METHODS=asp|EXP_METHODS: 'asp' is not a method" "distbelief|EXP_SEEDS=one|EXP_SEEDS: 'one' is not a seed" \
-         "jin|EXP_NS= |EXP_NS is blank"; do
+         "jin|EXP_NS= |EXP_NS is blank" "dssp|REGIME=resnt|REGIME: 'resnt' is not a regime"; do
     IFS='|' read -r script var want <<< "$e"
     rm -rf "$WORK/bad"
     env REGIME=resnet "$var" "$HERE/../experiments/$script.sh" --out "$WORK/bad" --sim-build "$SIM" --build "$REAL" > "$WORK/bad.out" 2> "$WORK/bad.err"
     rc=$?
-    if [ $rc = 2 ] && [ "$(wc -l < "$WORK/bad.err")" = 1 ] && grep -q "^$script.sh: $want" "$WORK/bad.err" &&
+    if [ $rc = 2 ] && [ "$(wc -l < "$WORK/bad.err")" = 1 ] && grep -q "^$script: $want" "$WORK/bad.err" &&
         [ -z "$(ls -A "$WORK/bad/metrics" 2>/dev/null)" ]; then ok "experiments/$script.sh with '$var': refused in one line, nothing run"
     else bad "experiments/$script.sh with '$var'" "exit $rc: $(head -3 "$WORK/bad.err")"; fi
 done
