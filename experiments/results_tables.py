@@ -162,8 +162,9 @@ def jin_resnet():
 def jin_resnet_why():
     """Why the methods part as N grows (step size 0.1), per N over the
     seeds: the workers' mean steps in the 6 s; bsp's milliseconds a step
-    computing and communicating, and the communicating share; gossip's
-    replicas' consensus distance; EASGD's centre's final accuracy."""
+    computing and communicating; each method's communicating share of its
+    (lead's) step; gossip's replicas' consensus distance; EASGD's centre's
+    final accuracy."""
     rows = []
     for n in (4, 8, 16, 32, 64, 128):
         rs = {p: present("jin-resnet", [f"{p}-{n}-lr0.1-seed{sd}" for sd in SEEDS]) for p in ("bsp", "easgd", "gossip")}
@@ -175,10 +176,11 @@ def jin_resnet_why():
                                   for r in rs[p]], "%.2f")
         ms = lambda p, k: spread([1e3 * done_of(r, k) for r in rs[p]], "%.1f")
         rows.append([n, steps("bsp"), ms("bsp", "compute_s_per_step"), ms("bsp", "comm_s_per_step"), share("bsp"),
-                     steps("gossip"), spread([done_of(r, "consensus_distance") for r in rs["gossip"]], "%.2f"),
-                     steps("easgd"), spread([acc(r) for r in rs["easgd"]], "%.3f")])
+                     steps("gossip"), share("gossip"), spread([done_of(r, "consensus_distance") for r in rs["gossip"]], "%.2f"),
+                     steps("easgd"), share("easgd"), spread([acc(r) for r in rs["easgd"]], "%.3f")])
     return md(["N", "bsp steps", "bsp ms computing a step", "bsp ms communicating", "bsp comm share", "gossip steps",
-               "gossip consensus distance", "easgd steps", "easgd centre's acc"], rows)
+               "gossip comm share", "gossip consensus distance", "easgd steps", "easgd comm share", "easgd centre's acc"],
+              rows)
 
 
 DSSP = ("bsp-ps", "ssp", "dssp", "asp")
@@ -873,6 +875,17 @@ def claim_jin_resnet_128():
             words[lead], r3(min(e)), r3(max(e)), cd(64), cd(128), comm(64), comm(128))
 
 
+def claim_jin_comm_shares():
+    """Step size 0.1, N = 4 to 128: the range of gossip's and of EASGD's
+    median communicating share of a step (the lead's)."""
+    def med(p, n):
+        return median([done_of(r, "comm_s_per_step") / (done_of(r, "comm_s_per_step") + done_of(r, "compute_s_per_step"))
+                       for r in jin_resnet_runs(p, n)])
+    g = [med("gossip", n) for n in (4, 8, 16, 32, 64, 128)]
+    e = [med("easgd", n) for n in (4, 8, 16, 32, 64, 128)]
+    return r3(min(g), 2), r3(max(g), 2), r3(min(e), 2), r3(max(e), 2)
+
+
 def claim_jin_selector():
     """bsp at step size 0.1 with the selector's all-reduce (metrics/selector-bsp-*)
     against the rerun with Rabenseifner's: at 64 workers the ranges of ms
@@ -902,6 +915,8 @@ CLAIMS += [
      "all-reduce an evaluation ahead on {} of its three seeds. EASGD's centre, on 16 shards, ends at {}–{} without "
      "reaching 0.80.",
      lambda: claim_jin_resnet_128()[:7]),
+    ("results.md", "communication is a small share of their step at every N, gossip's {}–{} and EASGD's {}–{} "
+     "(medians, step size 0.1, 4 to 128 workers)", claim_jin_comm_shares),
     ("results.md", "gossip's consensus distance grows from {} at 64 workers to {} at 128, while bsp's communication stays "
      "at {} and {} ms a step.", lambda: claim_jin_resnet_128()[7:]),
     ("results.md", "at 64 workers gossip ties all-reduce at both step sizes (medians {} against {} s, {} against {} s) "
