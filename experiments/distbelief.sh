@@ -119,4 +119,4 @@ for N in "${NS[@]}"; do
 done
 figures all "$TARGET" "${names[@]}"
 wall_report
-cat "$OUT/summary.md"
+summary_done

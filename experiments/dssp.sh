@@ -130,7 +130,7 @@ done
 # the acceptance figure: dssp's time to target against ssp's and bsp-ps's (heterogeneous)
 CLS="hetero cpu-hetero cpu-transient"
 [ $RN = 1 ] && CLS="rn-hetero rn-transient rn-homo"
-python3 - "$OUT" "$TARGET" "${SEEDS[*]}" "$CLS" "${NS[@]}" >> "$OUT/summary.md" <<'PY'
+python3 - "$OUT" "$TARGET" "${SEEDS[*]}" "$CLS" "${NS[@]}" >> "$SUMMARY" <<'PY'
 import os
 import sys
 sys.path.insert(0, "experiments")
@@ -156,4 +156,4 @@ for cl in cls:
 print()
 PY
 wall_report
-cat "$OUT/summary.md"
+summary_done

@@ -53,7 +53,7 @@ for seed in "${SEEDS[@]}"; do
         done
     done
 done
-python3 - "$OUT" "${names[@]}" >> "$OUT/summary.md" <<'PY'
+python3 - "$OUT" "${names[@]}" >> "$SUMMARY" <<'PY'
 import json
 import os
 import statistics
@@ -86,4 +86,5 @@ print("Median [min, max] over seeds " + ", ".join(sorted({n.rsplit('seed', 1)[1]
 print()
 PY
 wall_report
+summary_done > /dev/null
 echo "wrote $OUT/summary.md"

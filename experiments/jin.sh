@@ -100,12 +100,12 @@ for LR in "${LRS[@]}"; do
 
 Not run yet (%d runs).
 
-' "$title" "${#names[@]}" >> "$OUT/summary.md"
+' "$title" "${#names[@]}" >> "$SUMMARY"
         continue
     fi
     table "$title" "$TARGET" bsp "${names[@]}"
     figures "$sub" "$TARGET" "${names[@]}"
-    python3 - "$OUT" "$TARGET" "$EVAL" "$LR" "${SEEDS[*]}" "${#LRS[@]}" "${NS[@]}" >> "$OUT/summary.md" <<'PY'
+    python3 - "$OUT" "$TARGET" "$EVAL" "$LR" "${SEEDS[*]}" "${#LRS[@]}" "${NS[@]}" >> "$SUMMARY" <<'PY'
 import json
 import os
 import sys
@@ -170,4 +170,4 @@ print(f"\nCrossover N: {cross if cross else 'none in this range'}\n")
 PY
 done
 wall_report
-cat "$OUT/summary.md"
+summary_done

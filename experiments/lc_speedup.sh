@@ -37,8 +37,8 @@ for m in "${MODELS[@]}"; do
             --test-subset 8 --lr 0.0001 --sync none --model-parallel "$M" --quiet || true
     done
 done
-python3 - "$OUT" "${MODELS[@]}" -- "${MS[@]}" <<'PY'
-import json, sys
+SUMMARY=$SUMMARY python3 - "$OUT" "${MODELS[@]}" -- "${MS[@]}" <<'PY'
+import json, os, sys
 out = sys.argv[1]
 i = sys.argv.index("--")
 models, ms = sys.argv[2:i], [int(x) for x in sys.argv[i + 1:]]
@@ -65,7 +65,7 @@ for m in models:
         cells.append("%.2f× (%.3g s)" % (sp, step))
     md.append("| %s `%s` %s | %s | %s |" % (name, spec, data.split(":")[1].split(",")[1], nparams, " | ".join(cells)))
 open(out + "/speedup.tsv", "a").write("\n".join(rows) + "\n")
-open(out + "/summary.md", "a").write("Speed-up (simulated step time):\n\n" + "\n".join(md) + "\n\n")
+open(os.environ["SUMMARY"], "a").write("Speed-up (simulated step time):\n\n" + "\n".join(md) + "\n\n")
 PY
 # speed-up against M, one line per model, the ideal dashed. gnuplot runs
 # in OUT and is given only names relative to it: OUT may hold quotes, and
@@ -88,4 +88,4 @@ gp="$OUT/figures/speedup.gp"
 } > "$gp"
 (cd "$OUT" && gnuplot figures/speedup.gp) 2> "$OUT/logs/plot.log" || { echo "gnuplot failed: $(cat "$OUT/logs/plot.log")" >&2; exit 1; }
 wall_report
-cat "$OUT/summary.md"
+summary_done

@@ -52,6 +52,11 @@ exp_args() {   # NAME "$@"
     # from elsewhere)
     [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
     [[ $SIMBUILD = /* ]] || SIMBUILD=$ROOT/$SIMBUILD
+    # the summary is written to a file of this invocation's own and put in
+    # place whole at the end (summary_done): invocations sharing OUT each
+    # leave a whole summary, the last to finish the one that stays
+    SUMMARY=$OUT/summary.md.$$.part
+    trap 'rm -f "$SUMMARY"' EXIT
     cd "$ROOT"
     mkdir -p "$OUT/metrics" "$OUT/logs" "$OUT/figures"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -130,7 +135,7 @@ wall_report() {
     [ -f "$OUT/wall.tsv" ] || return 0
     awk -F'\t' -v inv="$SECONDS" '{ s += $2; n++ } END {
         printf "Wall time on this machine: %d runs, %.1f min in all (this invocation %.1f min).\n\n", n, s / 60, inv / 60 }' \
-        "$OUT/wall.tsv" >> "$OUT/summary.md"
+        "$OUT/wall.tsv" >> "$SUMMARY"
 }
 # A run on real processes: NAME NP -- dsgd train flags
 real_run() {
@@ -161,7 +166,7 @@ table() {
             else echo "- $n failed: $(grep -m1 'dsgd: error' "$OUT/logs/$n.log" || tail -1 "$OUT/logs/$n.log")"; fi
         done
         echo
-    } >> "$OUT/summary.md"
+    } >> "$SUMMARY"
     rm -f "$OUT/table.part.md"
 }
 # Figures of some runs into figures/SUBDIR: SUBDIR TARGET NAMES...
@@ -176,5 +181,11 @@ figures() {
     scripts/dsgd-plot --time wall --out "$OUT/figures/$sub" --target "$target" "${files[@]}" > "$OUT/logs/plot-$sub.log"
 }
 summary_head() {   # TITLE TEXT
-    { echo "# $1"; echo; echo "$2"; echo; echo "Command: \`$([ "${REGIME:-mlp}" = mlp ] || echo "REGIME=$REGIME ")$0 $([ "$QUICK" = 1 ] && echo --quick)\` ($(date -u +%F))"; echo; } > "$OUT/summary.md"
+    { echo "# $1"; echo; echo "$2"; echo; echo "Command: \`$([ "${REGIME:-mlp}" = mlp ] || echo "REGIME=$REGIME ")$0 $([ "$QUICK" = 1 ] && echo --quick)\` ($(date -u +%F))"; echo; } > "$SUMMARY"
+}
+# Puts this invocation's summary in place as OUT/summary.md (a rename: a
+# reader never sees half of it) and prints it.
+summary_done() {
+    mv -f "$SUMMARY" "$OUT/summary.md"
+    cat "$OUT/summary.md"
 }

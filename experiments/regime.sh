@@ -43,6 +43,7 @@ for m in "${MODELS[@]}"; do
     names+=("$n")
 done
 # (the replacement quoted: bash would put the matched text for a '&' in OUT)
-python3 experiments/regime.py "$B" "${names[@]/#/"$OUT/metrics/"}" >> "$OUT/summary.md"
+python3 experiments/regime.py "$B" "${names[@]/#/"$OUT/metrics/"}" >> "$SUMMARY"
 wall_report
+summary_done > /dev/null
 echo "wrote $OUT/summary.md"

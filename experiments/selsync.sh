@@ -105,7 +105,7 @@ for net in "${NETS[@]}"; do
     done
 done
 # the acceptance question: a δ with accuracy within 0.5 points of bsp at a sync fraction below 0.5?
-python3 - "$OUT" >> "$OUT/summary.md" <<'PY'
+python3 - "$OUT" >> "$SUMMARY" <<'PY'
 import glob, json, os, re, sys
 sys.path.insert(0, "experiments")
 from summarize import spread
@@ -140,4 +140,4 @@ for tag, seeds in tags.items():
 print()
 PY
 wall_report
-cat "$OUT/summary.md"
+summary_done

@@ -48,6 +48,21 @@ if [ -d "$WORK/jin/metrics" ]; then
         grep -q '^- N = 4: .*gossip [0-9.]* s (1 of 2 seeds)' "$WORK/jin/summary.md"; then
         ok "experiments/jin.sh --report: ran nothing, named the missing run, counted its seeds"
     else bad "experiments/jin.sh --report" "$(tail -3 "$WORK/jin-report.log"; grep '^- ' "$WORK/jin/summary.md")"; fi
+    # two invocations into one folder at once (one per core, as EXP_SEEDS
+    # allows): one runs the missing run, the other reports meanwhile; the
+    # summary that stays is one whole summary, not both interleaved, and
+    # neither leaves a part behind
+    "$HERE/../experiments/jin.sh" --quick --keep --out "$WORK/jin" --sim-build "$SIM" > "$WORK/jin-twice-1.log" 2>&1 &
+    pid=$!
+    for i in $(seq 300); do grep -q '^  gossip-4-lr0.05-seed2$' "$WORK/jin-twice-1.log" && break; sleep 0.05; done
+    "$HERE/../experiments/jin.sh" --quick --report --out "$WORK/jin" --sim-build "$SIM" > "$WORK/jin-twice-2.log" 2>&1
+    wait $pid
+    heads=$(grep -c '^# Jin et al' "$WORK/jin/summary.md")
+    cross=$(grep -c '^Crossover N' "$WORK/jin/summary.md")
+    parts=$(find "$WORK/jin" -maxdepth 1 -name 'summary.md.*' | wc -l)
+    if [ "$heads" = 1 ] && [ "$cross" = 1 ] && [ "$parts" = 0 ]; then
+        ok "experiments/jin.sh: two invocations into one folder at once leave one whole summary"
+    else bad "experiments/jin.sh, two invocations at once" "$heads titles, $cross crossover lines, $parts parts left in the summary"; fi
 fi
 # Several invocations sharing an output folder (EXP_SEEDS, EXP_METHODS):
 # runs finishing at once each keep their line of wall.tsv (40 at once)
