@@ -180,8 +180,18 @@ figures() {
     # time since the common start, the clock the speed-ups use (summarize.py)
     scripts/dsgd-plot --time wall --out "$OUT/figures/$sub" --target "$target" "${files[@]}" > "$OUT/logs/plot-$sub.log"
 }
+# The command line of this invocation as the summary records it: REGIME
+# and the sweep's subsets (EXP_*) where set, the script, --quick.
+summary_command() {
+    local v env=""
+    [ "${REGIME:-mlp}" = mlp ] || env="REGIME=$REGIME "
+    for v in EXP_LRS EXP_NS EXP_SEEDS EXP_METHODS; do
+        [ -z "${!v:-}" ] || env+="$v=\"${!v}\" "
+    done
+    echo "$env$0$([ "$QUICK" = 1 ] && echo " --quick")"
+}
 summary_head() {   # TITLE TEXT
-    { echo "# $1"; echo; echo "$2"; echo; echo "Command: \`$([ "${REGIME:-mlp}" = mlp ] || echo "REGIME=$REGIME ")$0 $([ "$QUICK" = 1 ] && echo --quick)\` ($(date -u +%F))"; echo; } > "$SUMMARY"
+    { echo "# $1"; echo; echo "$2"; echo; echo "Command: \`$(summary_command)\` ($(date -u +%F))"; echo; } > "$SUMMARY"
 }
 # Puts this invocation's summary in place as OUT/summary.md (a rename: a
 # reader never sees half of it) and prints it.

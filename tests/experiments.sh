@@ -63,6 +63,11 @@ if [ -d "$WORK/jin/metrics" ]; then
     if [ "$heads" = 1 ] && [ "$cross" = 1 ] && [ "$parts" = 0 ]; then
         ok "experiments/jin.sh: two invocations into one folder at once leave one whole summary"
     else bad "experiments/jin.sh, two invocations at once" "$heads titles, $cross crossover lines, $parts parts left in the summary"; fi
+    # the summary records the subset it was asked for
+    EXP_SEEDS=2 EXP_NS="2 4" "$HERE/../experiments/jin.sh" --quick --report --out "$WORK/jin" --sim-build "$SIM" > "$WORK/jin-sub.log" 2>&1
+    if grep -q '^Command: `EXP_NS="2 4" EXP_SEEDS="2" [^`]*experiments/jin.sh --quick`' "$WORK/jin/summary.md"; then
+        ok "experiments/jin.sh: the summary's command names the subset (EXP_NS, EXP_SEEDS) it was made for"
+    else bad "experiments/jin.sh with EXP_SEEDS, EXP_NS" "$(grep '^Command' "$WORK/jin/summary.md")"; fi
 fi
 # Several invocations sharing an output folder (EXP_SEEDS, EXP_METHODS):
 # runs finishing at once each keep their line of wall.tsv (40 at once)
