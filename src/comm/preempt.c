@@ -2,20 +2,27 @@
 #include "comm.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../util/sim.h"
 
-static volatile sig_atomic_t preempt_sig;
+/* The first signal's number (0: none yet). Atomic, and taken by one
+ * compare-and-swap: the process has other threads (OpenMP's, OpenBLAS's),
+ * two signals sent at once may run their handlers on two of them at the
+ * same time, and exactly one of the two must be the first (a plain flag let
+ * both see "none yet", and the second signal was lost: the run stopped
+ * gracefully instead of at once). */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a signal handler needs a lock-free int");
+static atomic_int preempt_sig;
 
 static void on_preempt(int sig)
 {
-    if (preempt_sig) {   /* the second: now */
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&preempt_sig, &none, sig)) {   /* the second: now */
         signal(sig, SIG_DFL);
         raise(sig);
-        return;
     }
-    preempt_sig = sig;
 }
 
 void comm_preempt_arm(void)
@@ -29,13 +36,13 @@ void comm_preempt_arm(void)
     sigaction(SIGINT, &sa, NULL);
 }
 
-int comm_preempt_signal(void) { return preempt_sig; }
+int comm_preempt_signal(void) { return atomic_load(&preempt_sig); }
 
-const char *comm_preempt_name(void) { return preempt_sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+const char *comm_preempt_name(void) { return atomic_load(&preempt_sig) == SIGINT ? "SIGINT" : "SIGTERM"; }
 
 void comm_preempt_tell(comm_t *c, int lead)
 {
-    if (!preempt_sig || c->preempt_told || c->rank == lead) return;
+    if (!atomic_load(&preempt_sig) || c->preempt_told || c->rank == lead) return;
     c->preempt_told = 1;
     static const int sig_sent = 0;   /* the message's content does not matter: its arrival does */
     MPI_Request q;
