@@ -54,10 +54,8 @@ else
 fi
 # a subset, for two invocations at once (one per core) into one --out:
 # EXP_NS="1 4 16" in one, EXP_NS=32 EXP_SEEDS="1 2" in the other
-EXP_NS_LIST=("${NS[@]}") EXP_SEEDS_LIST=("${SEEDS[@]}")
-exp_list EXP_NS '[1-9][0-9]*' "a number of replicas (a whole number from 1)"
-exp_list EXP_SEEDS '[0-9]+' "a seed (a whole number)"
-NS=("${EXP_NS_LIST[@]}") SEEDS=("${EXP_SEEDS_LIST[@]}")
+exp_list EXP_NS NS '[1-9][0-9]*' "a number of replicas (a whole number from 1)"
+exp_list EXP_SEEDS SEEDS '[0-9]+' "a seed (a whole number)"
 COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --eval-offline --quiet)
 # Downpour's variants: METHOD:SHARDS:GAMMA (SHARDS s: S shards, growing
 # with the replicas; GAMMA: Adagrad's at the shards, - for plain SGD;

@@ -52,12 +52,11 @@ else
     NS=(4 8 16 32 64 128); LIMIT=4; EVAL=0.1; TARGET=0.82
     DATA=(--data fashion-mnist --model mlp --batch 64 --test-subset 2000)
 fi
-EXP_LRS_LIST=("${LRS[@]}") EXP_NS_LIST=("${NS[@]}") EXP_SEEDS_LIST=("${SEEDS[@]}") EXP_METHODS_LIST=(bsp easgd gossip)
-exp_list EXP_LRS '[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?' "a step size (a positive decimal number)"
-exp_list EXP_NS '[2-9]|[1-9][0-9]+' "a number of workers (a whole number from 2)"
-exp_list EXP_SEEDS '[0-9]+' "a seed (a whole number)"
-exp_list EXP_METHODS 'bsp|easgd|gossip' "a method (bsp, easgd, gossip)"
-LRS=("${EXP_LRS_LIST[@]}") NS=("${EXP_NS_LIST[@]}") SEEDS=("${EXP_SEEDS_LIST[@]}") METHODS=("${EXP_METHODS_LIST[@]}")
+METHODS=(bsp easgd gossip)
+exp_list EXP_LRS LRS '[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?' "a step size (a positive decimal number)"
+exp_list EXP_NS NS '[2-9]|[1-9][0-9]+' "a number of workers (a whole number from 2)"
+exp_list EXP_SEEDS SEEDS '[0-9]+' "a seed (a whole number)"
+exp_list EXP_METHODS METHODS 'bsp|easgd|gossip' "a method (bsp, easgd, gossip)"
 # runs method $1 of this invocation? (EXP_METHODS)
 wanted() { [[ " ${METHODS[*]} " == *" $1 "* ]]; }
 COMMON=("${DATA[@]}" --epochs 100000 --time-limit "$LIMIT" --eval-every-s "$EVAL" --eval-offline --quiet)

@@ -66,15 +66,15 @@ exp_args() {   # NAME "$@"
 kept() {
     [ "$KEEP" = 1 ] && [ -s "$OUT/metrics/$1.jsonl" ] && tail -n 1 "$OUT/metrics/$1.jsonl" | grep -q '"event":"done"'
 }
-# exp_list VAR REGEX WHAT: the words of the environment variable VAR (a
-# subset of an experiment's sweep, e.g. EXP_NS="64 128") into the array
-# VAR_LIST, each checked against REGEX; one that does not match, or a VAR
-# set to nothing but blanks, is one line naming it and exit 2 (instead of
-# runs that fail and are reported as results). Unset or empty: the array
-# is left alone.
+# exp_list VAR ARRAY REGEX WHAT: the words of the environment variable VAR
+# (a subset of an experiment's sweep, e.g. EXP_NS="64 128") into ARRAY,
+# each checked against REGEX; one that does not match, or a VAR set to
+# nothing but blanks, is one line naming it and exit 2 (instead of runs
+# that fail and are reported as results). Unset or empty: ARRAY keeps its
+# default.
 exp_list() {
-    local var=$1 re=$2 what=$3 w
-    local -n into=${var}_LIST
+    local var=$1 re=$3 what=$4 w
+    local -n into=$2
     [ -n "${!var:-}" ] || return 0
     read -ra into <<< "${!var}"
     [ "${#into[@]}" -gt 0 ] || { echo "$(basename "$0" .sh): $var is blank: give $what, separated by spaces, or unset it" >&2; exit 2; }
