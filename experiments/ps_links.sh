@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One parameter-server shard on a real, shaped link: asp and downpour with
 # W workers on one shard (host 0), one rank per host of a namespaced cluster
-# (scripts/dsgd-cluster), the mlp (a push and a reply are 940 KB each).
+# (scripts/dsgd-cluster), the mlp (a push and a reply are 940 KB each);
+# with --paradigms sandblaster, W replicas pushing portions' gradient sums
+# to one Sandblaster shard (host 1; host 0 is the coordinator), 5 L-BFGS
+# iterations of 1280·W samples in 128-sample portions.
 # Prints a markdown table: samples per second (median [min, max] of the
 # repeats), and how the shard's link was used, sampled every 10 ms by
 # experiments/link_use.py: the share of the busy span in which data came in,
@@ -44,12 +47,13 @@ stats() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? 
 
 # run BIN PARADIGM W RATE: prints "samples/s in_busy out_busy both_busy"
 run() {
-    local bin=$1 p=$2 w=$3 rate=$4
+    local bin=$1 p=$2 w=$3 rate=$4 host=0 what=(--epochs 1)
+    [ "$p" = sandblaster ] && host=1 what=(--steps 5 --batch-total $((1280 * w)) --portion 128)
     rm -f "$W/stop" "$W/m.jsonl"
-    "$CL" exec 0 python3 experiments/link_use.py --rate "$(bps "$rate")" --until "$W/stop" > "$W/use.json" &
+    "$CL" exec "$host" python3 experiments/link_use.py --rate "$(bps "$rate")" --until "$W/stop" > "$W/use.json" &
     local mon=$!
     "$CL" mpirun --dsgd "$bin" -- train --data fashion-mnist --model mlp --batch 64 --lr 0.05 --test-subset 500 \
-        --quiet --sync "$p" --servers 1 --train-subset $((1280 * w)) --epochs 1 --metrics "$W/m.jsonl" > "$W/out" 2>&1 ||
+        --quiet --sync "$p" --servers 1 --train-subset $((1280 * w)) "${what[@]}" --metrics "$W/m.jsonl" > "$W/out" 2>&1 ||
         { touch "$W/stop"; wait "$mon" || true; echo "ps_links: run failed: $(tail -2 "$W/out")" >&2; exit 1; }
     touch "$W/stop"
     wait "$mon"
@@ -63,7 +67,9 @@ EOF
 
 echo "## One shard on a shaped link ($(date -u +%Y-%m-%d), load average at start $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-echo "mlp, batch 64, one epoch of 1280 samples per worker, --servers 1 on host 0, one rank per host;"
+echo "mlp, batch 64, --servers 1, one rank per host; asp and downpour: one epoch of 1280 samples per worker,"
+echo "the shard on host 0; sandblaster: 5 L-BFGS iterations of 1280·W samples in 128-sample portions, the"
+echo "coordinator on host 0 and the shard on host 1;"
 echo "samples/s median [min, max] of $REPS; link: in / out / both busy, medians."
 echo
 if [ -n "$VS" ]; then
@@ -75,8 +81,9 @@ else
 fi
 for rate in $RATES; do
     for w in $WS; do
-        "$CL" up $((w + 1)) --bandwidth "$rate" > /dev/null
         for p in $PARS; do
+            hosts=$((w + 1)); [ "$p" = sandblaster ] && hosts=$((w + 2))
+            "$CL" up "$hosts" --bandwidth "$rate" > /dev/null
             new=() old=() ni=() no=() nb=() oi=() oo=() ob=()
             for r in $(seq 1 "$REPS"); do
                 read -r s i o b <<< "$(run "$BIN" "$p" "$w" "$rate")"
@@ -97,7 +104,7 @@ for rate in $RATES; do
             else
                 echo "| $rate | $w | $p | $m [$lo, $hi] | $link |"
             fi
+            "$CL" down > /dev/null
         done
-        "$CL" down > /dev/null
     done
 done

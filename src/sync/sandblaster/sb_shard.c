@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../util/sim.h"
 #include "../../util/util.h"
 #include "sb.h"
 
@@ -27,7 +28,9 @@ typedef struct shard {
     int64_t pass;
     long counted, discarded, conflicts;
     int end_wanted, stop, peer_lost;
-    unsigned char *in;       /* receive buffer: push header + n floats */
+    unsigned char **in;      /* (R) a replica's receive buffer: fetch, then push header + n floats */
+    MPI_Request *rq;         /* (2R + 1) the receives kept posted (see "Receives") */
+    sb_op_t op_in;
     float **out;             /* (R) X slices on their way to replicas */
     MPI_Request *out_req;    /* (R) */
     int64_t *fetch_pass;     /* (R) parked fetch: the pass wanted, or -1 */
@@ -35,6 +38,55 @@ typedef struct shard {
 } shard_t;
 
 static size_t push_bytes(const shard_t *s) { return sizeof(sb_push_hdr_t) + s->n * sizeof(float); }
+
+/* ---- Receives ----
+ * The shard keeps a receive posted for every live replica's next push and
+ * next fetch, and for the coordinator's next operation: a push above the
+ * MPI's eager limit moves while the shard adds another one or sends X,
+ * instead of waiting for the shard to probe it and post its receive (which
+ * let one push flow at a time). Request q is replica q's push, R + q its
+ * fetch, 2R the operation; replica q's buffer holds its fetch request, then
+ * its push. Memory: one push buffer per replica (R slices). */
+#define RQ_FETCH(s, q) ((s)->R + (q))
+#define RQ_OP(s) (2 * (s)->R)
+
+static sb_req_t *fetch_in(const shard_t *s, int q) { return (sb_req_t *)s->in[q]; }
+static unsigned char *push_in(const shard_t *s, int q) { return s->in[q] + sizeof(sb_req_t); }
+
+static void post_push(shard_t *s, int q)
+{
+    MPI_CHECK(s->c, MPI_Irecv(push_in(s, q), (int)push_bytes(s), MPI_BYTE, 1 + s->S + q, SB_PUSH, s->c->world, &s->rq[q]));
+}
+
+static void post_fetch(shard_t *s, int q)
+{
+    MPI_CHECK(s->c, MPI_Irecv(fetch_in(s, q), (int)sizeof(sb_req_t), MPI_BYTE, 1 + s->S + q, SB_FETCH, s->c->world,
+                              &s->rq[RQ_FETCH(s, q)]));
+}
+
+static void post_op(shard_t *s)
+{
+    MPI_CHECK(s->c, MPI_Irecv(&s->op_in, (int)sizeof(sb_op_t), MPI_BYTE, 0, SB_OP, s->c->world, &s->rq[RQ_OP(s)]));
+}
+
+/* Withdraw a posted receive. A dead replica's may already be matched by a
+ * message that never ends: it is freed unfinished, and its buffer is left to
+ * MPI (the caller forgets it). */
+static void withdraw(shard_t *s, MPI_Request *r, int wait)
+{
+    if (*r == MPI_REQUEST_NULL) return;
+    MPI_Cancel(r);
+    if (wait) MPI_CHECK(s->c, MPI_Wait(r, MPI_STATUS_IGNORE));
+    else MPI_Request_free(r);
+}
+
+static void forget(shard_t *s, int q)
+{
+    s->dead[q] = 1;
+    withdraw(s, &s->rq[q], 0);
+    withdraw(s, &s->rq[RQ_FETCH(s, q)], 0);
+    s->in[q] = NULL;   /* MPI's until the end */
+}
 
 static void send_x(shard_t *s, int q)
 {
@@ -77,7 +129,7 @@ static void on_op(shard_t *s, const sb_op_t *o)
         if (s->counted == s->P) { reply(s, 0); s->end_wanted = 0; }
         break;
     case OP_EVICT:
-        s->dead[o->who] = 1;
+        if (o->who >= 0 && o->who < s->R && !s->dead[o->who]) forget(s, o->who);
         s->peer_lost = 1;
         MPI_CHECK(s->c, MPI_Send(s->have, s->P, MPI_BYTE, 0, SB_BITMAP, s->c->world));
         break;
@@ -112,17 +164,52 @@ static void on_push(shard_t *s, const sb_push_hdr_t *h, const float *g)
     if (s->end_wanted && s->counted == s->P) { reply(s, 0); s->end_wanted = 0; }
 }
 
-/* Receive a probed push. A replica that dies while sending never finishes
- * the message: give up after the timeout and abandon the buffer, which MPI
- * may still own (the coordinator evicts that replica on its own clock). */
-static int recv_push(shard_t *s, const MPI_Status *st, int q)
+/* Take what is no receive's: anything an evicted replica still sends (a
+ * frozen one that came back waits in its send until it is taken), and
+ * messages of other protocols (e.g. a roll call). A message of ours that
+ * came between a receive's completion and its repost stays for the repost.
+ * A sender that dies within its message is abandoned after the timeout. */
+static void drain(shard_t *s)
 {
-    MPI_Request req;
-    MPI_CHECK(s->c, MPI_Irecv(s->in, (int)push_bytes(s), MPI_BYTE, st->MPI_SOURCE, SB_PUSH, s->c->world, &req));
-    if (comm_wait_bounded(s->c, &req, s->timeout, NULL, NULL) == 0) return 0;
-    s->in = xmalloc(push_bytes(s));
-    if (q >= 0 && q < s->R) s->dead[q] = 1;
-    return -1;
+    for (;;) {
+        int flag = 0, bytes = 0;
+        MPI_Status st;
+        MPI_CHECK(s->c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->c->world, &flag, &st));
+        if (!flag) return;
+        int src = st.MPI_SOURCE, q = src - 1 - s->S, tag = st.MPI_TAG;
+        if ((src == 0 && tag == SB_OP) || (q >= 0 && q < s->R && !s->dead[q] && (tag == SB_PUSH || tag == SB_FETCH)))
+            return;
+        MPI_Get_count(&st, MPI_BYTE, &bytes);
+        unsigned char *junk = xmalloc((size_t)bytes + 1);
+        MPI_Request r;
+        MPI_CHECK(s->c, MPI_Irecv(junk, bytes, MPI_BYTE, src, tag, s->c->world, &r));
+        if (comm_wait_bounded(s->c, &r, s->timeout, NULL, NULL) != 0) return;   /* junk stays with MPI */
+        free(junk);
+    }
+}
+
+/* Completed receive i: act on it and post the next one of its kind. */
+static void take(shard_t *s, int i)
+{
+    if (i == RQ_OP(s)) {
+        sb_op_t o = s->op_in;
+        post_op(s);
+        on_op(s, &o);
+        return;
+    }
+    int q = i < s->R ? i : i - s->R;
+    if (s->dead[q]) return;
+    if (i == q) {
+        on_push(s, (const sb_push_hdr_t *)push_in(s, q), (const float *)(push_in(s, q) + sizeof(sb_push_hdr_t)));
+        post_push(s, q);
+        return;
+    }
+    s->fetch_pass[q] = fetch_in(s, q)->pass;
+    post_fetch(s, q);
+    /* a fetch of a later pass waits for its OP_BEGIN; one of an earlier
+     * pass gets the current X: its result comes too late to count and is
+     * discarded by the coordinator */
+    if (s->fetch_pass[q] <= s->pass) send_x(s, q);
 }
 
 int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
@@ -148,62 +235,60 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
         for (int i = 0; i < 2 * m; i++) memcpy(s->v[LB_S(0) + i], restore + (size_t)(1 + i) * s->n, s->n * sizeof(float));
     }
     s->have = xcalloc((size_t)s->P, 1);
-    s->in = xmalloc(push_bytes(s));
+    s->in = xcalloc((size_t)s->R, sizeof(unsigned char *));
+    s->rq = xmalloc(sizeof(MPI_Request) * (size_t)(2 * s->R + 1));
     s->out = xcalloc((size_t)s->R, sizeof(float *));
     s->out_req = xmalloc(sizeof(MPI_Request) * (size_t)s->R);
     s->fetch_pass = xmalloc(sizeof(int64_t) * (size_t)s->R);
     s->dead = xcalloc((size_t)s->R, 1);
     for (int q = 0; q < s->R; q++) {
+        s->in[q] = xmalloc(sizeof(sb_req_t) + push_bytes(s));
         s->out[q] = xalloc_floats(s->n ? s->n : 1);
         s->out_req[q] = MPI_REQUEST_NULL;
         s->fetch_pass[q] = -1;
+        post_push(s, q);
+        post_fetch(s, q);
     }
+    post_op(s);
+    const int nrq = 2 * s->R + 1;
+    int *idx = xcalloc((size_t)nrq, sizeof(int));
+    MPI_Status *sts = xcalloc((size_t)nrq, sizeof(MPI_Status));   /* MPICH's headers want an array here */
     comm_wait_t w = comm_wait_start(s->c, live_deadline(s->timeout, LIVE_SILENT));   /* on the coordinator */
     while (!s->stop) {
-        int flag = 0;
-        MPI_Status st;
+        int nready = 0;
         comm_preempt_tell(c, 0);   /* a signal to this shard preempts the job: the coordinator stops it */
-        MPI_CHECK(c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->world, &flag, &st));
-        if (!flag) {
+        if (sim_build()) {   /* nobody dies: block (Waitany, as the parameter server's shard, server.c) */
+            MPI_CHECK(c, MPI_Waitany(nrq, s->rq, &idx[0], &sts[0]));
+            nready = idx[0] == MPI_UNDEFINED ? 0 : 1;
+        } else {
+            MPI_CHECK(c, MPI_Testsome(nrq, s->rq, &nready, idx, sts));
+        }
+        if (nready <= 0) {
+            drain(s);
             if (comm_wait_over(&w))
                 die("sandblaster shard %d: the coordinator (rank 0) has been silent for %.1f s (--timeout %g); stopping",
                     k, comm_wait_s(&w), s->timeout);
             continue;
         }
         comm_idle_reset(&w.idle);
-        int src = st.MPI_SOURCE, q = src - 1 - s->S;
-        if (src == 0 && st.MPI_TAG == SB_OP) {
-            sb_op_t o;
-            MPI_CHECK(c, MPI_Recv(&o, (int)sizeof o, MPI_BYTE, 0, SB_OP, c->world, MPI_STATUS_IGNORE));
-            comm_wait_heard(&w);
-            on_op(s, &o);
-        } else if (q >= 0 && q < s->R && st.MPI_TAG == SB_FETCH) {
-            sb_req_t f;
-            MPI_CHECK(c, MPI_Recv(&f, (int)sizeof f, MPI_BYTE, src, SB_FETCH, c->world, MPI_STATUS_IGNORE));
-            if (s->dead[q]) continue;
-            s->fetch_pass[q] = f.pass;
-            /* a fetch of a later pass waits for its OP_BEGIN; one of an
-             * earlier pass gets the current X: its result comes too late
-             * to count and is discarded by the coordinator */
-            if (f.pass <= s->pass) send_x(s, q);
-        } else if (q >= 0 && q < s->R && st.MPI_TAG == SB_PUSH) {
-            if (recv_push(s, &st, q) != 0 || s->dead[q]) continue;
-            on_push(s, (const sb_push_hdr_t *)s->in, (const float *)(s->in + sizeof(sb_push_hdr_t)));
-        } else {   /* not ours (e.g. a roll call): take it off the queue */
-            int bytes = 0;
-            MPI_Get_count(&st, MPI_BYTE, &bytes);
-            char *junk = xmalloc((size_t)bytes + 1);
-            MPI_Recv(junk, bytes, MPI_BYTE, src, st.MPI_TAG, c->world, MPI_STATUS_IGNORE);
-            free(junk);
+        for (int i = 0; i < nready; i++) {
+            if (idx[i] == RQ_OP(s)) comm_wait_heard(&w);
+            take(s, idx[i]);
         }
     }
+    free(idx);
+    free(sts);
+    /* the coordinator is alive (it sent OP_STOP); after a death elsewhere a
+     * replica may not be */
+    for (int i = 0; i < nrq; i++) withdraw(s, &s->rq[i], i == RQ_OP(s) || !s->peer_lost);
     for (int q = 0; q < s->R; q++) {
         if (!s->dead[q]) MPI_CHECK(c, MPI_Wait(&s->out_req[q], MPI_STATUS_IGNORE));
         else if (s->out_req[q] != MPI_REQUEST_NULL) MPI_Request_free(&s->out_req[q]);   /* to a dead replica: abandon */
         free(s->out[q]);
+        if (!s->peer_lost) free(s->in[q]);   /* else a withdrawn receive may still own it */
     }
     if (s->peer_lost) c->peer_lost = 1;
     for (int i = 0; i < s->nv; i++) free(s->v[i]);
-    free(s->v); free(s->have); free(s->in); free(s->out); free(s->out_req); free(s->fetch_pass); free(s->dead);
+    free(s->v); free(s->have); free(s->in); free(s->rq); free(s->out); free(s->out_req); free(s->fetch_pass); free(s->dead);
     return 0;
 }
