@@ -50,6 +50,29 @@ print("ok" if ok else "bad", "%s: %.2f ms a step, Rabenseifner cost %.2f ms" % (
 if [ "${r%% *}" = ok ]; then ok "64 simulated hosts all-reduce a 77 KB gradient as dsgd does on Open MPI (${r#ok })"
 else bad "the simulated all-reduce at 64 hosts" "$r"; fi
 
+# --trace writes SimGrid's trace of the messages, and experiments/sim_links.py
+# reads it back: asp on 2 shards, 2 workers, 10 steps: each worker's 10
+# gradients (tag 211) reach each shard, and each shard answers each worker's
+# 10 pulls (202); receives of any tag (the shard's headers) are matched too.
+# A file that is not a trace is refused in one line.
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 4 --trace "$WORK/t.trace" -- train --sync asp --servers 2 \
+    --data synthetic --model mlp:32 --batch 32 --steps 10 --lr 0.05 --quiet > "$WORK/trace.out" 2>&1
+python3 "$HERE/../experiments/sim_links.py" "$WORK/t.trace" --tags 211,202 > "$WORK/links.md" 2>&1
+r=$(python3 -c '
+import re, sys
+rows = {(int(a), int(b), int(t)): int(n) for a, b, t, n in re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \| (\d+) \|", open(sys.argv[1]).read(), re.M)}
+want = {(w, s, 211): 10 for w in (2, 3) for s in (0, 1)}
+want.update({(s, w, 202): 10 for w in (2, 3) for s in (0, 1)})
+want.update({(w, s, 200): 10 for w in (2, 3) for s in (0, 1)})
+bad = {k: (rows.get(k), v) for k, v in want.items() if rows.get(k) != v}
+print("bad %s" % bad if bad else "ok %d kinds of message" % len(rows))
+' "$WORK/links.md" 2>&1)
+if [ "${r%% *}" = ok ]; then ok "dsgd-sim --trace and experiments/sim_links.py count every push, header and reply (${r#ok })"
+else bad "dsgd-sim --trace / sim_links.py" "$r $(tail -c 300 "$WORK/trace.out")"; fi
+m=$(python3 "$HERE/../experiments/sim_links.py" "$WORK/trace.out" 2>&1); rc=$?
+if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$m" | wc -l)" = 1 ] && [[ $m == *"not a Paje trace"* ]]; then ok "sim_links.py refuses a file that is not a trace: $m"
+else bad "sim_links.py on a file that is not a trace" "rc $rc: $m"; fi
+
 # Progress lines print the simulated time, as the eval events record it (a
 # small model's run lasts milliseconds of simulated time: one decimal
 # printed "time 0.0s" on every line)
