@@ -50,6 +50,26 @@ print("ok" if ok else "bad", "%s: %.2f ms a step, Rabenseifner cost %.2f ms" % (
 if [ "${r%% *}" = ok ]; then ok "64 simulated hosts all-reduce a 77 KB gradient as dsgd does on Open MPI (${r#ok })"
 else bad "the simulated all-reduce at 64 hosts" "$r"; fi
 
+# Two shards use their links at full rate: 6 asp workers each push half of
+# an mlp:32's gradient (50 KB) to each shard and pull half from each, over
+# 10 Mbit/s links; the shards' links bound a step at 6 pieces each way
+# (243 ms). A shard that took one gradient at a time received each at half
+# the rate (each worker sends its two pieces at once, and both shards took
+# the same worker's at once): 2.1x the bound; taking two at once, 1.2x.
+"$HERE/../scripts/dsgd-sim" --build "$SIM" --hosts 8 --bandwidth 10Mbps -- train --sync asp --servers 2 \
+    --data fashion-mnist --train-subset 1920 --test-subset 100 --model mlp:32 --batch 32 --steps 10 --lr 0.05 --quiet \
+    --metrics "$WORK/lanes.jsonl" > "$WORK/lanes.out" 2>&1
+r=$(python3 -c '
+import json, sys
+ev = {e["event"]: e for e in map(json.loads, open(sys.argv[1]))}
+c, d = ev["config"], ev["done"]
+bound = 6 * 4 * c["nparams"] / 2 / c["platform"]["bandwidth_Bps"]
+step = d["train_s"] / d["steps"]
+print("ok" if step <= 1.5 * bound else "bad", "%.0f ms a step, %.2fx the bound of the shard links (%.0f ms)" % (1e3 * step, step / bound, 1e3 * bound))
+' "$WORK/lanes.jsonl" 2>&1)
+if [ "${r%% *}" = ok ]; then ok "asp on 2 simulated shards keeps both links busy (${r#ok })"
+else bad "asp on 2 simulated shards" "$r $(tail -c 300 "$WORK/lanes.out")"; fi
+
 # --trace writes SimGrid's trace of the messages, and experiments/sim_links.py
 # reads it back: asp on 2 shards, 2 workers, 10 steps: each worker's 10
 # gradients (tag 211) reach each shard, and each shard answers each worker's

@@ -64,16 +64,22 @@ typedef struct shard {
      * finished together and the replies then went out together, again one
      * direction at a time. A worker's next header is received only once its
      * gradient is in: its messages are handled in the order it sent them.
-     * rreq: (workers) the headers' receives into hin; then the gradient's,
-     * into in; then shard 0's receive of the other shards' checkpoint
-     * pieces, when there are any. */
+     * With S > 1 shards and more than S workers a shard takes S gradients at
+     * once (lanes): each worker sends its S pieces at once, so each piece gets
+     * 1/S of the worker's link, and the shards' queues hold the workers in the
+     * same order; taken one at a time, every shard would receive at 1/S of its
+     * link's rate (docs/paradigms.md has the measurements).
+     * rreq: (workers) the headers' receives into hin; then the lanes', into
+     * in; then shard 0's receive of the other shards' checkpoint pieces,
+     * when there are any. */
     ps_hdr_t *hin;           /* (workers) */
-    MPI_Request *rreq;       /* (workers + 2) */
-    int nrreq;               /* workers + 1, or + 2 with the pieces' receive */
+    MPI_Request *rreq;       /* (workers + lanes + 1) */
+    int nrreq;               /* workers + lanes, + 1 with the pieces' receive */
     int *fifo;               /* (workers) workers whose gradient waits to be received, in order */
     int fifo_head, fifo_len;
-    int inflight;            /* the worker whose gradient is being received into in, or −1 */
-    unsigned char *in;       /* receive buffer of gradients: header + n floats */
+    int lanes;               /* gradients received at once: 1, or the shards' number with more than one */
+    int *inflight;           /* (lanes) the worker whose gradient is coming into in[l], or −1 */
+    unsigned char **in;      /* (lanes) receive buffers of gradients: header + n floats */
     /* Replies go out with MPI_Isend, one slot per worker and kind (pull or
      * evaluation): a blocking send to a worker that died after asking would
      * never return (large messages wait for the receiver). */
@@ -118,6 +124,8 @@ typedef struct shard {
 
 static inline size_t msg_bytes(size_t n) { return sizeof(ps_hdr_t) + n * sizeof(float); }
 static inline int worker_rank(const shard_t *s, int p) { return s->cfg->servers + p; }
+/* rreq's index of shard 0's receive of checkpoint pieces */
+static inline int snap_slot(const shard_t *s) { return s->cfg->workers + s->lanes; }
 
 /* The shard's awake clock: a gap between its polls longer than
  * LIVE_AWAY_POLL was its own absence. */
@@ -127,6 +135,7 @@ static inline double shard_now(shard_t *s) { return live_awake(&s->awake, live_d
 void post_header(shard_t *s, int p);
 void next_gradient(shard_t *s, double now);
 void drop_gradient(shard_t *s, int p);
+int  lane_of(const shard_t *s, int p);
 void cancel_receives(shard_t *s);
 void evict(shard_t *s, int p, double silent);
 void on_returned(shard_t *s, int p);

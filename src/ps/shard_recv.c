@@ -15,20 +15,29 @@ void post_header(shard_t *s, int p)
                               s->c->world, &s->rreq[p]));
 }
 
-/* Start receiving the next queued gradient, if none is coming in. It goes
- * straight to its offset in the slice's vector. */
+/* The lane worker p's gradient is coming in on, or −1. */
+int lane_of(const shard_t *s, int p)
+{
+    for (int l = 0; l < s->lanes; l++)
+        if (s->inflight[l] == p) return l;
+    return -1;
+}
+
+/* Start receiving the next queued gradients, while a lane is free. Each
+ * goes straight to its offset in its lane's copy of the slice. */
 void next_gradient(shard_t *s, double now)
 {
     const int W = s->cfg->workers;
-    while (s->inflight < 0 && s->fifo_len > 0) {
+    for (int l = 0; l < s->lanes && s->fifo_len > 0; l++) {
+        if (s->inflight[l] >= 0) continue;
         int p = s->fifo[s->fifo_head];
         s->fifo_head = (s->fifo_head + 1) % W;
         s->fifo_len--;
         worker_state_t *w = &s->ws[p];
-        float *g = (float *)(s->in + sizeof(ps_hdr_t)) + w->qh.off;
+        float *g = (float *)(s->in[l] + sizeof(ps_hdr_t)) + w->qh.off;
         MPI_CHECK(s->c, MPI_Irecv(g, (int)w->qh.cnt, MPI_FLOAT, worker_rank(s, p), PS_PUSH_DATA, s->c->world,
-                                  &s->rreq[W]));
-        s->inflight = p;
+                                  &s->rreq[W + l]));
+        s->inflight[l] = p;
         w->last_seen = now;   /* its silence counts from now, not from its wait in the queue */
     }
 }
@@ -42,10 +51,11 @@ void drop_gradient(shard_t *s, int p)
     if (!w->queued) return;
     w->queued = 0;
     const int W = s->cfg->workers;
-    if (s->inflight == p) {
-        MPI_Request_free(&s->rreq[W]);
-        s->in = xmalloc(msg_bytes(s->n));   /* the old buffer stays with the abandoned receive */
-        s->inflight = -1;
+    int l = lane_of(s, p);
+    if (l >= 0) {
+        MPI_Request_free(&s->rreq[W + l]);
+        s->in[l] = xmalloc(msg_bytes(s->n));   /* the old buffer stays with the abandoned receive */
+        s->inflight[l] = -1;
     } else {
         for (int i = 0; i < s->fifo_len; i++) {
             int j = (s->fifo_head + i) % W;
@@ -77,7 +87,7 @@ void cancel_receives(shard_t *s)
         if (done) continue;
         MPI_Request_free(&s->rreq[j]);
         if (j < s->cfg->workers) s->hin = NULL;
-        else if (j == s->cfg->workers) s->in = NULL;
+        else if (j < snap_slot(s)) s->in[j - s->cfg->workers] = NULL;
         else s->snap_in = NULL;
     }
 }

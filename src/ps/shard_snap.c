@@ -106,9 +106,9 @@ void snap_take(shard_t *s, int64_t c)
 /* shard 0: post the receive of the next piece from another shard */
 void snap_post(shard_t *s)
 {
-    if (s->nrreq <= s->cfg->workers + 1) return;
+    if (s->nrreq <= snap_slot(s)) return;
     MPI_CHECK(s->c, MPI_Irecv(s->snap_in, (int)s->snap_in_bytes, MPI_BYTE, MPI_ANY_SOURCE, PS_SNAP, s->c->world,
-                              &s->rreq[s->cfg->workers + 1]));
+                              &s->rreq[snap_slot(s)]));
 }
 
 /* shard 0: a piece from another shard has come in; receive the next */
@@ -137,7 +137,7 @@ void snap_final(shard_t *s)
     /* the other shards' final pieces (some may have come in already) */
     while (s->k == 0 && !s->final_done) {
         MPI_Status st;
-        MPI_CHECK(s->c, MPI_Wait(&s->rreq[s->cfg->workers + 1], &st));
+        MPI_CHECK(s->c, MPI_Wait(&s->rreq[snap_slot(s)], &st));
         snap_recv(s, &st);
     }
 }
