@@ -95,7 +95,8 @@ def both(ins, outs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description="Summarize the messages of a simulated run's trace "
+                                 "(scripts/dsgd-sim --trace FILE).")
     ap.add_argument("trace")
     ap.add_argument("--tags", default="")
     ap.add_argument("--from", dest="t0", type=float)

@@ -14,7 +14,7 @@ DSGD="$ROOT/$BUILD/dsgd"
 
 # every script: a usage on stdout, exit 0, within 20 s, nothing else run
 cd "$ROOT"
-for s in scripts/demo scripts/install-deps scripts/dsgd-sim scripts/dsgd-regime scripts/dsgd-plot experiments/*.sh "python3 experiments/summarize.py" "python3 experiments/regime.py"; do
+for s in scripts/demo scripts/install-deps scripts/dsgd-sim scripts/dsgd-regime scripts/dsgd-plot experiments/*.sh "python3 experiments/summarize.py" "python3 experiments/regime.py" "python3 experiments/sim_links.py"; do
     [ "$s" = experiments/lib.sh ] && continue
     timeout -k 5 20 $s --help > "$WORK/out" 2> "$WORK/err"
     rc=$?
