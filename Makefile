@@ -13,7 +13,12 @@
 #                      dsgd-regime), dsgd-cluster, dsgd-summarize (experiments/summarize.py)
 #                      and the man page
 #                      under PREFIX (default /usr/local), staged under DESTDIR if given
+# Builds use every core (make -jN, -j1 included, overrides it; sub-makes share
+# the jobs).
 
+ifeq ($(MAKELEVEL),0)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
 SANITIZE ?= 0
 SIM ?= 0
 MPI ?= openmpi

@@ -68,6 +68,40 @@ is_num() {
 }
 le() { is_num "$1" && awk -v a="$1" -v b="$2" 'BEGIN{exit !(a + 0 <= b + 0)}'; }
 ge() { is_num "$1" && awk -v a="$1" -v b="$2" 'BEGIN{exit !(a + 0 >= b + 0)}'; }
+# side FN ARGS...: run a case (a function that ends in ok or bad) in the
+# background while the suite goes on, in a folder of its own (WORK is
+# $WORK/side.N inside it); at most SIDE_JOBS (default 2) at once. For cases
+# that mostly wait (a freeze, a --timeout, a --time-limit): side by side
+# they cost the longest one's time, not the sum. side_join waits for them
+# and prints their lines in the order they started, counting the results.
+_side_n=0 _side_shown=0 _side_pids=()
+side() {
+    local live p
+    for (( ; ; )); do
+        live=0
+        for p in "${_side_pids[@]}"; do kill -0 "$p" 2>/dev/null && live=$((live + 1)); done
+        [ "$live" -lt "${SIDE_JOBS:-2}" ] && break
+        sleep 0.2
+    done
+    _side_n=$((_side_n + 1))
+    local dir="$WORK/side.$_side_n" hang="${DSGD_HANG_LOG:-}"
+    mkdir -p "$dir"
+    ( WORK=$dir; lib_env; DSGD_HANG_LOG=$hang; pass=0 fail=0; "$@" ) > "$dir/out" 2>&1 &
+    _side_pids+=($!)
+}
+side_join() {
+    local p i line n
+    for p in "${_side_pids[@]}"; do wait "$p"; done
+    for i in $(seq $((_side_shown + 1)) "$_side_n"); do
+        n=0
+        while IFS= read -r line; do
+            case $line in "ok   "*) pass=$((pass + 1)); n=$((n + 1)) ;; "FAIL "*) fail=$((fail + 1)); n=$((n + 1)) ;; esac
+            echo "$line"
+        done < "$WORK/side.$i/out"
+        [ "$n" -gt 0 ] || bad "case $i run beside the others ($(head -c 200 "$WORK/side.$i/out"))" "it reported nothing"
+    done
+    _side_shown=$_side_n _side_pids=()
+}
 # summary NAME: the closing line tests/run.sh reads; exit status = any failure
 summary() {
     if [ -s "${DSGD_HANG_LOG:-}" ]; then

@@ -81,9 +81,11 @@ mx=$(json_field "$WORK/asp.jsonl" done clock_gap_max)
 if awk -v m="$mx" 'BEGIN{exit !(m > 6)}'; then ok "asp with a 200x straggler exceeds those bounds (max clock gap $mx)"
 else bad "asp clock gap" "max $mx, expected > 6"; fi
 
-# A worker dies: the shards evict it and the run finishes (exit 0 on every survivor).
-for s in asp "ssp --staleness 3" "downpour --server-opt adagrad --adagrad-lr 0.05"; do
-    name=${s%% *}
+# A worker dies: the shards evict it and the run finishes (exit 0 on every
+# survivor). These cases and the frozen ones below mostly wait out their
+# --timeout and --time-limit: they run side by side (tests/lib.sh, side).
+dies_case() {
+    local s=$1 name=${1%% *} rcs ev acc
     rm -f "$WORK"/rc.*
     "${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 5 "${RECORD_RC[@]}" \
         "$DSGD" train --data synthetic --model mlp:32 --batch 32 --lr 0.05 --steps 300 --quiet --sync $s \
@@ -95,7 +97,8 @@ for s in asp "ssp --staleness 3" "downpour --server-opt adagrad --adagrad-lr 0.0
        grep -q "evicting worker 2 (rank 3)" "$WORK/f.err"; then
         ok "$name: worker 2 dies at step 50, is evicted, the rest finish (exit codes $rcs, test_acc $acc)"
     else bad "$name with a dead worker" "exit codes [$rcs], evictions $ev, acc $acc: $(grep dsgd "$WORK/f.err" | head -3)"; fi
-done
+}
+for s in asp "ssp --staleness 3" "downpour --server-opt adagrad --adagrad-lr 0.05"; do side dies_case "$s"; done
 
 # A worker frozen (SIGSTOP) past --timeout, then continued: the shards evict
 # it and tell it so; it says so in one line and stops training, and the job
@@ -140,10 +143,11 @@ frozen_case() {   # RANK WHO FREEZE_S TIME_LIMIT
         ok "asp: $who frozen $freeze s past --timeout 1 (time limit $tl s) learns it was evicted and leaves; the job exits 0 with status ok and 1 eviction"
     else bad "asp, $who frozen $freeze s" "pid '$fp', exit $rc, status '$st', evictions '$ev': $(grep dsgd "$WORK/frz.err" | head -4)"; fi
 }
-frozen_case 2 "worker 1" 3 8
-frozen_case 1 "worker 0 (the lead)" 3 8
-frozen_case 2 "worker 1" 7 4
-frozen_case 1 "worker 0 (the lead)" 7 4
+side frozen_case 2 "worker 1" 3 8
+side frozen_case 1 "worker 0 (the lead)" 3 8
+side frozen_case 2 "worker 1" 7 4
+side frozen_case 1 "worker 0 (the lead)" 7 4
+side_join
 
 # Wrong role counts are refused at start-up.
 "${MPIRUN[@]}" -np 2 "$DSGD" train "${C[@]}" --sync ssp --servers 2 > "$WORK/r.out" 2> "$WORK/r.err"

@@ -159,29 +159,43 @@ assert d["lost_ranks"]==json.loads(sys.argv[2]), d
 assert d["fault_step"]>0 and any(r["event"]=="eval" for r in rs), d' "$2/m.jsonl" "$3" 2> "$WORK/py.err"
     then ok "$1"; else bad "$1" "$(tail -1 "$WORK/py.err")"; fi
 }
+# These cases and the frozen shard below mostly wait out a --timeout or a
+# --time-limit: they run side by side (tests/lib.sh, side).
 F=(--data synthetic --model mlp:8 --batch 16 --steps 1000000 --eval-every 20 --quiet --timeout 3)
-killed_run 3 2 "$WORK/kbsp" "${F[@]}" --sync bsp
-fault_record "bsp, worker rank 2 killed: metrics in place, done says rank 2 lost at its step" "$WORK/kbsp" "[2]"
+bsp_killed() {
+    killed_run 3 2 "$WORK/kbsp" "${F[@]}" --sync bsp
+    fault_record "bsp, worker rank 2 killed: metrics in place, done says rank 2 lost at its step" "$WORK/kbsp" "[2]"
+}
+side bsp_killed
 # (Under MPICH both workers wait out the shard limit, and the first to give up
 # aborts the job: the other worker waits longer, so the lead records first.)
-killed_run 3 0 "$WORK/kps" "${F[@]}" --sync asp --servers 1
-fault_record "asp, the server (rank 0) killed: metrics in place, done says rank 0 lost" "$WORK/kps" "[0]"
+server_killed() {
+    killed_run 3 0 "$WORK/kps" "${F[@]}" --sync asp --servers 1
+    fault_record "asp, the server (rank 0) killed: metrics in place, done says rank 0 lost" "$WORK/kps" "[0]"
+}
+side server_killed
 # asp workers killed -9 (not --fail): the server evicts the dead one after
 # --timeout and the rest run to the time limit. A worker that is not the
 # lead: the lead's metrics close normally and count the eviction. The lead
 # itself: the others and the server still finish (exit 0), and the next
 # worker takes over the evaluations and the dead lead's metrics file: it is
 # renamed into place with a takeover event and a done event.
-killed_run 4 2 "$WORK/kw" "${F[@]}" --sync asp --servers 1 --time-limit 5
-rcs="$(cat "$WORK/kw/rc.0" "$WORK/kw/rc.1" "$WORK/kw/rc.3" 2>/dev/null | tr '\n' ' ')"
-ev=$(json_field "$WORK/kw/m.jsonl" done evictions 2>/dev/null)
-if [ "$rcs" = "0 0 0 " ] && [ "$ev" = 1 ]; then ok "asp, worker rank 2 killed -9: evicted, the rest finish (exit 0, ${took}s after the kill), evictions $ev"
-else bad "asp with a worker killed" "exit codes [$rcs] after ${took}s, evictions $ev: $(grep dsgd "$WORK/kw/stderr" | head -3)"; fi
-killed_run 4 1 "$WORK/kwl" "${F[@]}" --sync asp --servers 1 --time-limit 8
-rcs="$(cat "$WORK/kwl/rc.0" "$WORK/kwl/rc.2" "$WORK/kwl/rc.3" 2>/dev/null | tr '\n' ' ')"
-if [ "$rcs" = "0 0 0 " ] && [ "$took" -le 30 ]; then ok "asp, the lead worker (rank 1) killed -9: the server and the other workers finish (exit 0, ${took}s after the kill)"
-else bad "asp with the lead worker killed" "exit codes [$rcs] after ${took}s: $(grep dsgd "$WORK/kwl/stderr" | head -3)"; fi
-if [ ! -e "$WORK/kwl/m.jsonl.part" ] && python3 -c 'import json,sys
+worker_killed() {
+    local rcs ev
+    killed_run 4 2 "$WORK/kw" "${F[@]}" --sync asp --servers 1 --time-limit 5
+    rcs="$(cat "$WORK/kw/rc.0" "$WORK/kw/rc.1" "$WORK/kw/rc.3" 2>/dev/null | tr '\n' ' ')"
+    ev=$(json_field "$WORK/kw/m.jsonl" done evictions 2>/dev/null)
+    if [ "$rcs" = "0 0 0 " ] && [ "$ev" = 1 ]; then ok "asp, worker rank 2 killed -9: evicted, the rest finish (exit 0, ${took}s after the kill), evictions $ev"
+    else bad "asp with a worker killed" "exit codes [$rcs] after ${took}s, evictions $ev: $(grep dsgd "$WORK/kw/stderr" | head -3)"; fi
+}
+side worker_killed
+lead_killed() {
+    local rcs
+    killed_run 4 1 "$WORK/kwl" "${F[@]}" --sync asp --servers 1 --time-limit 8
+    rcs="$(cat "$WORK/kwl/rc.0" "$WORK/kwl/rc.2" "$WORK/kwl/rc.3" 2>/dev/null | tr '\n' ' ')"
+    if [ "$rcs" = "0 0 0 " ] && [ "$took" -le 30 ]; then ok "asp, the lead worker (rank 1) killed -9: the server and the other workers finish (exit 0, ${took}s after the kill)"
+    else bad "asp with the lead worker killed" "exit codes [$rcs] after ${took}s: $(grep dsgd "$WORK/kwl/stderr" | head -3)"; fi
+    if [ ! -e "$WORK/kwl/m.jsonl.part" ] && python3 -c 'import json,sys
 rs=[json.loads(l) for l in open(sys.argv[1])]
 assert rs[0]["event"]=="config", rs[0]
 t=[x for x in rs if x["event"]=="takeover"]
@@ -190,32 +204,39 @@ i=rs.index(t[0])
 assert any(x["event"]=="eval" for x in rs[:i]) and any(x["event"]=="eval" for x in rs[i+1:]), "evaluations before and after"
 d=rs[-1]
 assert d["event"]=="done" and d["status"]=="ok" and d["evictions"]==1, d' "$WORK/kwl/m.jsonl" 2> "$WORK/py.err"
-then ok "asp, the lead worker killed -9: worker 1 takes over; the metrics are in place (config, evaluations, takeover, evaluations, done)"
-else bad "lead takeover" "$(ls "$WORK/kwl") $(tail -1 "$WORK/py.err")"; fi
+    then ok "asp, the lead worker killed -9: worker 1 takes over; the metrics are in place (config, evaluations, takeover, evaluations, done)"
+    else bad "lead takeover" "$(ls "$WORK/kwl") $(tail -1 "$WORK/py.err")"; fi
+}
+side lead_killed
 
 # The shard itself frozen (kill -STOP) for twice --timeout, then continued:
 # its workers were waiting on it, not silent, and it must not evict them
 # when it comes back (it did: every worker, "silent for 4.0 s"). The same
 # gap opens when the shard waits out a dead worker's half-sent push.
-rm -rf "$WORK/fz"; mkdir -p "$WORK/fz"
-cat > "$WORK/fz/rank.sh" <<'EOS'
+shard_frozen() {
+    local job i rc ev
+    rm -rf "$WORK/fz"; mkdir -p "$WORK/fz"
+    cat > "$WORK/fz/rank.sh" <<'EOS'
 out=$1 var=$2
 shift 2
 eval r=\$$var
 sh -c 'echo $$ > "$0"; exec "$@"' "$out/pid.$r" "$@"
 EOS
-"${MPIRUN[@]}" -np 4 sh "$WORK/fz/rank.sh" "$WORK/fz" "$MPI_RANK_VAR" "$DSGD" train "${F[@]}" --timeout 2 --sync asp --servers 1 \
-    --time-limit 9 --metrics "$WORK/fz/m.jsonl" > "$WORK/fz/out" 2>&1 &
-job=$!
-for i in $(seq 1 300); do
-    grep -q '"event":"eval"' "$WORK/fz/m.jsonl.part" 2>/dev/null && [ -s "$WORK/fz/pid.0" ] && break
-    sleep 0.1
-done
-kill -STOP "$(cat "$WORK/fz/pid.0")"; sleep 4; kill -CONT "$(cat "$WORK/fz/pid.0")"
-wait $job; rc=$?
-ev=$(json_field "$WORK/fz/m.jsonl" done evictions 2>/dev/null)
-if [ "$rc" = 0 ] && [ "$ev" = 0 ]; then ok "asp, the shard frozen 4 s past --timeout 2 and continued: no worker evicted, the job exits 0"
-else bad "a frozen shard" "exit $rc, evictions '$ev': $(grep dsgd "$WORK/fz/out" | head -2)"; fi
+    "${MPIRUN[@]}" -np 4 sh "$WORK/fz/rank.sh" "$WORK/fz" "$MPI_RANK_VAR" "$DSGD" train "${F[@]}" --timeout 2 --sync asp --servers 1 \
+        --time-limit 9 --metrics "$WORK/fz/m.jsonl" > "$WORK/fz/out" 2>&1 &
+    job=$!
+    for i in $(seq 1 300); do
+        grep -q '"event":"eval"' "$WORK/fz/m.jsonl.part" 2>/dev/null && [ -s "$WORK/fz/pid.0" ] && break
+        sleep 0.1
+    done
+    kill -STOP "$(cat "$WORK/fz/pid.0")"; sleep 4; kill -CONT "$(cat "$WORK/fz/pid.0")"
+    wait $job; rc=$?
+    ev=$(json_field "$WORK/fz/m.jsonl" done evictions 2>/dev/null)
+    if [ "$rc" = 0 ] && [ "$ev" = 0 ]; then ok "asp, the shard frozen 4 s past --timeout 2 and continued: no worker evicted, the job exits 0"
+    else bad "a frozen shard" "exit $rc, evictions '$ev': $(grep dsgd "$WORK/fz/out" | head -2)"; fi
+}
+side shard_frozen
+side_join
 
 # ---- (8) --sync localsgd/fedavg --resume continues exactly ----
 # 2 workers, H = 8, momentum: stopped mid-period (k = 37) and at a period

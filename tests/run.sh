@@ -20,15 +20,18 @@ fi
 
 passed=0 failed=0
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$log.rc"' EXIT
 run_part() {
     local name=$1
     shift
     local t0=$SECONDS
     # a part still running after DSGD_PART_LIMIT s (default 1200) is stopped
     # and fails (its MPI launches have their own, shorter limit: tests/bounded)
-    timeout -k 10 "${DSGD_PART_LIMIT:-1200}" "$@" > "$log" 2>&1
-    local rc=$?
+    # its processor time (user + system, of every process it waited for)
+    # beside its wall time: a part far below its wall time is waiting
+    local TIMEFORMAT='%U %S' cpu rc
+    cpu=$( { time timeout -k 10 "${DSGD_PART_LIMIT:-1200}" "$@" > "$log" 2>&1; echo "rc $?" >&3; } 3> "$log.rc" 2>&1 )
+    rc=$(sed -n 's/^rc //p' "$log.rc")
     cat "$log"
     if [ $rc -eq 124 ] || [ $((SECONDS - t0)) -ge "${DSGD_PART_LIMIT:-1200}" ]; then
         echo "FAIL $name: stopped after ${DSGD_PART_LIMIT:-1200} s (hung)"
@@ -49,7 +52,7 @@ run_part() {
         f=1
     fi
     passed=$((passed + p)); failed=$((failed + f))
-    echo "  ($name: $((SECONDS - t0)) s)"
+    echo "  ($name: $((SECONDS - t0)) s, processor $(echo "$cpu" | awk '{printf "%.0f", $1 + $2}') s)"
 }
 
 # the sources alone: no include of a higher layer's header (docs/design.md)

@@ -506,6 +506,20 @@ int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick
     }
 }
 
+int comm_withdraw(MPI_Request *req, double bound)
+{
+    if (*req == MPI_REQUEST_NULL) return 1;
+    MPI_Cancel(req);
+    const double t0 = now_s();
+    do {
+        int done = 0;
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (done) return 1;
+    } while (now_s() - t0 < bound);
+    MPI_Request_free(req);
+    return 0;
+}
+
 void comm_iallreduce_sum(comm_t *c, float *buf, size_t n, MPI_Request *req)
 {
     if (n > CHUNK) die("comm_iallreduce_sum: span of %zu floats exceeds one MPI call; split it", n);

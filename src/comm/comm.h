@@ -200,6 +200,16 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what);
  * The simulated build waits once: nobody dies there, and each poll would
  * cost the simulator an event. */
 int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick)(void *), void *arg);
+/* Take back a posted receive nobody may answer (a dead or evicted peer's,
+ * or one left at the end of a run): cancel it and test it for up to
+ * `bound` seconds. Returns 1 when it finished (cancelled or received: its
+ * buffer is the caller's again), 0 when it was freed unfinished, matched by
+ * a message that never ends (its buffer is MPI's until MPI_Finalize: the
+ * caller must forget it, not free it). Never blocks longer than `bound`. */
+int comm_withdraw(MPI_Request *req, double bound);
+/* The bound a run's end gives its posted receives: a cancel is local, so
+ * only a receive that a message has matched takes any time at all. */
+#define COMM_WITHDRAW_S 0.5
 /* Deadline `which` of this process's --timeout (liveness.h). */
 static inline double comm_deadline(const comm_t *c, live_deadline_t which) { return live_deadline(c->timeout_s, which); }
 

@@ -73,19 +73,12 @@ void drop_gradient(shard_t *s, int p)
     next_gradient(s, shard_now(s));
 }
 
-/* At the end: take back the receives still posted (a header's is cancelled;
- * one that MPI cannot cancel keeps its buffer). */
+/* At the end: take back the receives still posted. One that a message
+ * which never ends has matched keeps its buffer (comm_withdraw). */
 void cancel_receives(shard_t *s)
 {
     for (int j = 0; j < s->nrreq; j++) {
-        if (s->rreq[j] == MPI_REQUEST_NULL) continue;
-        MPI_Cancel(&s->rreq[j]);
-        int done = 0;
-        double t0 = now_s();
-        while (!done && now_s() - t0 < 0.5)
-            if (MPI_Test(&s->rreq[j], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-        if (done) continue;
-        MPI_Request_free(&s->rreq[j]);
+        if (comm_withdraw(&s->rreq[j], COMM_WITHDRAW_S)) continue;
         if (j < s->cfg->workers) s->hin = NULL;
         else if (j < snap_slot(s)) s->in[j - s->cfg->workers] = NULL;
         else s->snap_in = NULL;

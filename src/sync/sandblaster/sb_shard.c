@@ -69,23 +69,14 @@ static void post_op(shard_t *s)
     MPI_CHECK(s->c, MPI_Irecv(&s->op_in, (int)sizeof(sb_op_t), MPI_BYTE, 0, SB_OP, s->c->world, &s->rq[RQ_OP(s)]));
 }
 
-/* Withdraw a posted receive. A dead replica's may already be matched by a
- * message that never ends: it is freed unfinished, and its buffer is left to
- * MPI (the caller forgets it). */
-static void withdraw(shard_t *s, MPI_Request *r, int wait)
-{
-    if (*r == MPI_REQUEST_NULL) return;
-    MPI_Cancel(r);
-    if (wait) MPI_CHECK(s->c, MPI_Wait(r, MPI_STATUS_IGNORE));
-    else MPI_Request_free(r);
-}
-
+/* A dead replica's receives are withdrawn at once; one that its message
+ * has matched keeps the buffer, which is then MPI's until the end. */
 static void forget(shard_t *s, int q)
 {
     s->dead[q] = 1;
-    withdraw(s, &s->rq[q], 0);
-    withdraw(s, &s->rq[RQ_FETCH(s, q)], 0);
-    s->in[q] = NULL;   /* MPI's until the end */
+    const int push = comm_withdraw(&s->rq[q], 0), fetch = comm_withdraw(&s->rq[RQ_FETCH(s, q)], 0);
+    if (push && fetch) free(s->in[q]);
+    s->in[q] = NULL;
 }
 
 static void send_x(shard_t *s, int q)
@@ -280,12 +271,13 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
     free(sts);
     /* the coordinator is alive (it sent OP_STOP); after a death elsewhere a
      * replica may not be */
-    for (int i = 0; i < nrq; i++) withdraw(s, &s->rq[i], i == RQ_OP(s) || !s->peer_lost);
+    for (int i = 0; i < nrq; i++)
+        if (!comm_withdraw(&s->rq[i], COMM_WITHDRAW_S) && i != RQ_OP(s)) s->in[i < s->R ? i : i - s->R] = NULL;
     for (int q = 0; q < s->R; q++) {
         if (!s->dead[q]) MPI_CHECK(c, MPI_Wait(&s->out_req[q], MPI_STATUS_IGNORE));
         else if (s->out_req[q] != MPI_REQUEST_NULL) MPI_Request_free(&s->out_req[q]);   /* to a dead replica: abandon */
         free(s->out[q]);
-        if (!s->peer_lost) free(s->in[q]);   /* else a withdrawn receive may still own it */
+        free(s->in[q]);   /* NULL when a withdrawn receive still owns it */
     }
     if (s->peer_lost) c->peer_lost = 1;
     for (int i = 0; i < s->nv; i++) free(s->v[i]);
