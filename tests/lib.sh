@@ -95,7 +95,11 @@ side_join() {
     for i in $(seq $((_side_shown + 1)) "$_side_n"); do
         n=0
         while IFS= read -r line; do
-            case $line in "ok   "*) pass=$((pass + 1)); n=$((n + 1)) ;; "FAIL "*) fail=$((fail + 1)); n=$((n + 1)) ;; esac
+            case $line in
+                "ok   "*) pass=$((pass + 1)); n=$((n + 1)) ;;
+                "FAIL "*) fail=$((fail + 1)); n=$((n + 1)) ;;
+                "skip "*) n=$((n + 1)) ;;
+            esac
             echo "$line"
         done < "$WORK/side.$i/out"
         [ "$n" -gt 0 ] || bad "case $i run beside the others ($(head -c 200 "$WORK/side.$i/out"))" "it reported nothing"

@@ -84,38 +84,77 @@ else bad "--no-backup-tasks" "dups $dups discarded $disc counted $counted"; fi
 # only near the end of a pass) and the one it was given. Without backup
 # tasks nobody else computes those, so the pass waits for the eviction
 # (--timeout 3) and the reissue.
-rm -f "$WORK"/rc.*
-"${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 6 "${RECORD_RC[@]}" \
-    "$DSGD" train "${L[@]}" "${F[@]}" --sync sandblaster --servers 2 --fail 1@5 --timeout 3 \
-    --push-portions 64 --no-backup-tasks --metrics "$WORK/f.jsonl" > "$WORK/f.out" 2> "$WORK/f.err"
-rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 "$WORK"/rc.4 "$WORK"/rc.5 2>/dev/null | tr '\n' ' ')"
-ev=$(json_field "$WORK/f.jsonl" done replica_evictions 2>/dev/null)
-re=$(json_field "$WORK/f.jsonl" done portions_reissued 2>/dev/null)
-read -r passes P issued dups disc counted <<< "$(counters "$WORK/f.jsonl" 2>/dev/null || echo x)"
-r=$(max_rel "$ref" "$(losses "$WORK/f.jsonl")")
-# How many of its portions it still held unpushed depends on timing (a
-# replica pushes early when it expects the others to finish the pass first),
-# so the count is reported, not required; what must hold is that the pass
-# completes with every portion counted exactly once and the same losses.
-if [ "$rcs" = "0 0 0 0 3 0 " ] && [ "$ev" = 1 ] && [ -n "$re" ] && [ "${counted:-x}" = $((passes * P)) ] && le "$r" 1e-5 &&
-   grep -q "replica 1 (rank 4) silent" "$WORK/f.err"; then
-    ok "replica 1 dies (holding $re unpushed granted portions): evicted, its work reissued, counted once; same losses (rel diff $r, exit codes $rcs)"
-else bad "a dead replica" "exit codes [$rcs], evictions $ev, reissued $re, counted $counted of $passes x $P, rel diff $r: $(grep dsgd "$WORK/f.err" | head -3)"; fi
+replica_dies() {
+    local rcs ev re r passes P issued dups disc counted
+    rm -f "$WORK"/rc.*
+    "${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 6 "${RECORD_RC[@]}" \
+        "$DSGD" train "${L[@]}" "${F[@]}" --sync sandblaster --servers 2 --fail 1@5 --timeout 3 \
+        --push-portions 64 --no-backup-tasks --metrics "$WORK/f.jsonl" > "$WORK/f.out" 2> "$WORK/f.err"
+    rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 "$WORK"/rc.4 "$WORK"/rc.5 2>/dev/null | tr '\n' ' ')"
+    ev=$(json_field "$WORK/f.jsonl" done replica_evictions 2>/dev/null)
+    re=$(json_field "$WORK/f.jsonl" done portions_reissued 2>/dev/null)
+    read -r passes P issued dups disc counted <<< "$(counters "$WORK/f.jsonl" 2>/dev/null || echo x)"
+    r=$(max_rel "$ref" "$(losses "$WORK/f.jsonl")")
+    # How many of its portions it still held unpushed depends on timing (a
+    # replica pushes early when it expects the others to finish the pass first),
+    # so the count is reported, not required; what must hold is that the pass
+    # completes with every portion counted exactly once and the same losses.
+    if [ "$rcs" = "0 0 0 0 3 0 " ] && [ "$ev" = 1 ] && [ -n "$re" ] && [ "${counted:-x}" = $((passes * P)) ] && le "$r" 1e-5 &&
+       grep -q "replica 1 (rank 4) silent" "$WORK/f.err"; then
+        ok "replica 1 dies (holding $re unpushed granted portions): evicted, its work reissued, counted once; same losses (rel diff $r, exit codes $rcs)"
+    else bad "a dead replica" "exit codes [$rcs], evictions $ev, reissued $re, counted $counted of $passes x $P, rel diff $r: $(grep dsgd "$WORK/f.err" | head -3)"; fi
+}
+side replica_dies
 
 # A replica that dies after its last portion, while the others finish
 # without it (backup tasks cover its portion): the run still ends, exit 0.
-rm -f "$WORK"/rc.*
-"${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 6 "${RECORD_RC[@]}" \
-    "$DSGD" train "${L[@]}" --portion 128 --steps 4 --sync sandblaster --servers 2 --fail 1@20 --timeout 3 \
-    --metrics "$WORK/g.jsonl" > "$WORK/g.out" 2> "$WORK/g.err"
-rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 "$WORK"/rc.4 "$WORK"/rc.5 2>/dev/null | tr '\n' ' ')"
-read -r passes P issued dups disc counted <<< "$(counters "$WORK/g.jsonl" 2>/dev/null || echo x)"
-if [ "$rcs" = "0 0 0 0 3 0 " ] && [ "${counted:-x}" = $((passes * P)) ]; then ok "a replica dead near the end of a short run: the rest finish (exit codes $rcs)"
-elif [ "$rcs" = "0 0 0 0 0 0 " ] && [ "${counted:-x}" = $((passes * P)) ]; then
-    # load balancing gave replica 1 fewer than 20 portions (a busy machine):
-    # nothing died, so there is nothing to judge; the run itself was right
-    echo "skip a replica dead near the end: replica 1 never reached its 20th portion (load balancing on a busy machine)"
-else bad "a replica dead near the end" "exit codes [$rcs], counted $counted of $passes x $P: $(grep dsgd "$WORK/g.err" | head -3)"; fi
+replica_dies_late() {
+    local rcs passes P issued dups disc counted
+    rm -f "$WORK"/rc.*
+    "${MPIRUN[@]}" "${MPI_RECOVER[@]}" -np 6 "${RECORD_RC[@]}" \
+        "$DSGD" train "${L[@]}" --portion 128 --steps 4 --sync sandblaster --servers 2 --fail 1@20 --timeout 3 \
+        --metrics "$WORK/g.jsonl" > "$WORK/g.out" 2> "$WORK/g.err"
+    rcs="$(cat "$WORK"/rc.0 "$WORK"/rc.1 "$WORK"/rc.2 "$WORK"/rc.3 "$WORK"/rc.4 "$WORK"/rc.5 2>/dev/null | tr '\n' ' ')"
+    read -r passes P issued dups disc counted <<< "$(counters "$WORK/g.jsonl" 2>/dev/null || echo x)"
+    if [ "$rcs" = "0 0 0 0 3 0 " ] && [ "${counted:-x}" = $((passes * P)) ]; then ok "a replica dead near the end of a short run: the rest finish (exit codes $rcs)"
+    elif [ "$rcs" = "0 0 0 0 0 0 " ] && [ "${counted:-x}" = $((passes * P)) ]; then
+        # load balancing gave replica 1 fewer than 20 portions (a busy machine):
+        # nothing died, so there is nothing to judge; the run itself was right
+        echo "skip a replica dead near the end: replica 1 never reached its 20th portion (load balancing on a busy machine)"
+    else bad "a replica dead near the end" "exit codes [$rcs], counted $counted of $passes x $P: $(grep dsgd "$WORK/g.err" | head -3)"; fi
+}
+side replica_dies_late
+
+# A replica frozen (SIGSTOP) past --timeout, then continued: the
+# coordinator evicts it and reissues its portions; the shards drop what it
+# pushes after that (its fetches are still answered: it waits for X before
+# it hears that it was evicted); woken, it is told, says so in one line and
+# waits for the end, computing nothing. Nobody is lost, so the job ends as
+# any other under a plain launch: every rank exits 0, status ok, the
+# metrics in place, every portion counted once. (It ended with the ranks
+# leaving without MPI_Finalize, the launcher killing the lead before its
+# metrics were written, or the woken replica dying waiting for X.)
+replica_frozen() {
+    local pid fp i rc st ev cnt
+    "${MPIRUN[@]}" -np 6 "${RECORD_RC[@]}" "$DSGD" train --data synthetic --model logreg --weight-decay 1e-3 --eval-every 50 --quiet \
+        --batch-total 2048 --portion 128 --steps 1000000 --sync sandblaster --servers 2 --timeout 2 --time-limit 9 \
+        --metrics "$WORK/fr.jsonl" > "$WORK/fr.out" 2> "$WORK/fr.err" &
+    pid=$!
+    for i in $(seq 100); do grep -q '"event":"eval"' "$WORK/fr.jsonl.part" 2>/dev/null && break; sleep 0.1; done
+    fp=$(rank_pid 4 "$WORK/fr.jsonl")
+    [ -n "$fp" ] && kill -STOP "$fp"; sleep 4; [ -n "$fp" ] && kill -CONT "$fp"
+    wait $pid
+    rc="$? [$(cat "$WORK"/rc.* 2>/dev/null | tr '\n' ' ')]"
+    st=$(json_field "$WORK/fr.jsonl" done status 2>/dev/null); ev=$(json_field "$WORK/fr.jsonl" done replica_evictions 2>/dev/null)
+    read -r passes P issued dups disc counted <<< "$(counters "$WORK/fr.jsonl" 2>/dev/null || echo x)"
+    if [ -n "$fp" ] && [ "$rc" = "0 [0 0 0 0 0 0 ]" ] && [ "$st" = ok ] && [ "$ev" = 1 ] && [ ! -e "$WORK/fr.jsonl.part" ] &&
+       [ "${counted:-x}" = $((passes * P)) ] && grep -q "replica 1 (rank 4) was frozen, not dead" "$WORK/fr.err" &&
+       grep -q "replica 1 (rank 4): evicted while silent" "$WORK/fr.err"; then
+        ok "a replica frozen 4 s past --timeout 2: evicted, told when it wakes, waits for the end; every rank exits 0, status ok, $counted = $passes x $P portions counted once"
+    else bad "a frozen replica" "pid '$fp', exit $rc, status '$st', evictions '$ev', counted $counted of $passes x $P: $(grep dsgd "$WORK/fr.err" | head -4)"; fi
+}
+side replica_frozen
+side_join
 
 # ---- 5. bad flags and world sizes are refused on every rank with one line ----
 refuse() {   # NAME EXPECTED-TEXT NP ARGS...

@@ -287,6 +287,11 @@ static int replica_run(run_t *r)
             pushed_now = 1;
         }
         if (t.action == ACT_STOP) {
+            if (t.flags & SB_EVICTED) {   /* its work is done by others; it waits for the end with them */
+                fprintf(stderr, "dsgd: sandblaster replica %d (rank %d): evicted while silent past --timeout %g (frozen); "
+                        "its portions went to the others; it computes no more\n", s->me, r->comm->rank, r->cfg->timeout);
+                continue;
+            }
             if (t.peer_lost) r->comm->peer_lost = 1;
             return 0;
         }

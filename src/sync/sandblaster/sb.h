@@ -89,6 +89,7 @@ typedef enum sb_action { ACT_WORK, ACT_IDLE, ACT_STOP, ACT_KEEPALIVE } sb_action
 typedef enum sb_verdict { V_NONE, V_KEEP, V_DISCARD } sb_verdict_t;
 #define SB_FLUSH_FIRST 1     /* push the held group before computing this portion */
 #define SB_SOLO 2            /* reissued after a failure: push it alone */
+#define SB_EVICTED 4         /* ACT_STOP to a replica declared dead that spoke again (it was frozen) */
 typedef struct sb_task {
     int32_t action, verdict, portion, flags;
     int64_t pass, batch;

@@ -104,8 +104,17 @@ static void on_req(sb_coord_t *co, int q, const sb_req_t *m)
     rp->last_heard = now;
     if (m->pushed > rp->pushed) rp->pushed = m->pushed;
     if (m->kind == REQ_NOTICE) return;
-    if (!rp->alive) {   /* declared dead, yet here: it holds nothing that counts; let it go */
-        send_task(co, q, ACT_STOP, m->kind == REQ_DONE ? V_DISCARD : V_NONE, -1, 0);
+    if (!rp->alive) {   /* declared dead, yet here: frozen, not dead. Nothing it holds counts: it stops */
+        if (!rp->returned) {
+            rp->returned = 1;
+            co->returned++;
+            /* every replica declared dead is back: nobody is lost, and every rank may finalize */
+            if (co->returned == co->lost) co->c->peer_lost = 0;
+            fprintf(stderr, "dsgd: sandblaster: replica %d (rank %d) was frozen, not dead; it waits for the end, its work stays reissued\n",
+                    q, co->first_replica + q);
+            fflush(stderr);
+        }
+        send_task(co, q, ACT_STOP, m->kind == REQ_DONE ? V_DISCARD : V_NONE, -1, SB_EVICTED);
         return;
     }
     int verdict = V_NONE;
@@ -141,6 +150,7 @@ static void evict(sb_coord_t *co, int q)
     sb_rep_t *rp = &co->rep[q];
     rp->alive = 0;
     co->evictions++;
+    co->lost++;
     co->c->peer_lost = 1;
     fprintf(stderr, "dsgd: sandblaster: replica %d (rank %d) silent for %.1f s (--timeout %g); reissuing its portions\n", q,
             co->first_replica + q, now_s() - rp->last_heard, co->c->timeout_s);
@@ -170,6 +180,14 @@ static void evict(sb_coord_t *co, int q)
     if (co->next > 0) co->next = 0;
     for (int j = 0; j < co->R; j++)
         if (co->rep[j].alive && co->rep[j].parked) assign(co, j, V_NONE);
+}
+
+/* A replica waiting on the coordinator, which keeps it alive: parked
+ * (nothing to do yet), or back from a freeze that got it evicted (it waits
+ * for the end, so that every rank finishes together). */
+static int benched(const sb_coord_t *co, int q)
+{
+    return (co->rep[q].alive && co->rep[q].parked) || co->rep[q].returned;
 }
 
 /* Receive a replica's message if one is waiting: 0 if none; else 1 with
@@ -202,10 +220,12 @@ static int poll_once(sb_coord_t *co)
             now - rp->last_heard > comm_deadline(co->c, LIVE_SILENT))
             evict(co, q);
     }
-    if (now - co->last_ping > comm_deadline(co->c, LIVE_KEEPALIVE)) {
-        sb_coord_op(co, OP_PING, 0, 0, 0, 0);
+    if (now - co->last_ping > comm_deadline(co->c, LIVE_KEEPALIVE)) sb_coord_op(co, OP_PING, 0, 0, 0, 0);
+    /* on their own clock: the operations that keep the shards' silence short say nothing to replicas */
+    if (now - co->last_ka > comm_deadline(co->c, LIVE_KEEPALIVE)) {
         for (int q = 0; q < co->R; q++)
-            if (co->rep[q].alive && co->rep[q].parked) send_task(co, q, ACT_KEEPALIVE, V_NONE, -1, 0);
+            if (benched(co, q)) send_task(co, q, ACT_KEEPALIVE, V_NONE, -1, 0);
+        co->last_ka = now;
     }
     return 0;
 }
@@ -280,7 +300,7 @@ void sb_coord_stop(sb_coord_t *co)
         if (!left) break;
         if (now_s() - last_ka > comm_deadline(co->c, LIVE_KEEPALIVE)) {
             for (int q = 0; q < co->R; q++)
-                if (co->rep[q].alive && co->rep[q].parked) send_task(co, q, ACT_KEEPALIVE, V_NONE, -1, 0);
+                if (benched(co, q)) send_task(co, q, ACT_KEEPALIVE, V_NONE, -1, 0);
             last_ka = now_s();
         }
         sb_req_t m;
@@ -293,14 +313,14 @@ void sb_coord_stop(sb_coord_t *co)
             co->rep[from].parked = 1;
         } else if (comm_wait_late(&w)) {   /* died after its last task: nothing of it counts */
             for (int q = 0; q < co->R; q++)
-                if (co->rep[q].alive && !co->rep[q].parked) { co->rep[q].alive = 0; co->c->peer_lost = 1; }
+                if (co->rep[q].alive && !co->rep[q].parked) { co->rep[q].alive = 0; co->lost++; co->c->peer_lost = 1; }
         } else {
             if (now_s() - co->last_ping > comm_deadline(co->c, LIVE_KEEPALIVE)) sb_coord_op(co, OP_PING, 0, 0, 0, 0);
             comm_idle(&w.idle);
         }
     }
     for (int q = 0; q < co->R; q++)
-        if (co->rep[q].alive && !co->rep[q].stopped) {
+        if ((co->rep[q].alive || co->rep[q].returned) && !co->rep[q].stopped) {
             send_task(co, q, ACT_STOP, V_NONE, -1, 0);
             co->rep[q].stopped = 1;
         }
@@ -329,7 +349,7 @@ void sb_coord_init(sb_coord_t *co, comm_t *c, int S, int R, int P, int no_backup
     co->req = xcalloc((size_t)S, sizeof(MPI_Request));
     double now = now_s();
     for (int q = 0; q < R; q++) co->rep[q] = (sb_rep_t){ .alive = 1, .cur = -1, .last_heard = now };
-    co->last_ping = now;
+    co->last_ping = co->last_ka = now;
 }
 
 void sb_coord_free(sb_coord_t *co)

@@ -8,6 +8,7 @@
 
 typedef struct sb_rep {
     int alive, parked, stopped;
+    int returned;            /* declared dead, then heard from: it was frozen, not dead */
     int cur;                 /* portion it is computing, or -1 */
     int64_t cur_pass;
     int64_t kept, pushed;    /* portions granted to it / pushed by it (whole run) */
@@ -34,9 +35,11 @@ typedef struct sb_coord {
     sb_rep_t *rep;           /* (R) */
     sb_reply_t *rep_in;      /* (S) */
     MPI_Request *req;        /* (S) */
-    double last_ping;
+    double last_ping;        /* the last operation sent to the shards */
+    double last_ka;          /* the last keep-alive sent to waiting replicas */
     /* figures for the done event */
     long passes, issued, dup_issued, dup_discarded, reissued, evictions, counted, shard_discarded;
+    long lost, returned;     /* replicas declared dead; of them, heard from again */
     double pass_s;
 } sb_coord_t;
 

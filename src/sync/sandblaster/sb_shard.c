@@ -34,7 +34,8 @@ typedef struct shard {
     float **out;             /* (R) X slices on their way to replicas */
     MPI_Request *out_req;    /* (R) */
     int64_t *fetch_pass;     /* (R) parked fetch: the pass wanted, or -1 */
-    unsigned char *dead;     /* (R) */
+    unsigned char *dead;     /* (R) evicted: its pushes no longer count */
+    unsigned char *lent;     /* (R) its push buffer is MPI's (a withdrawn receive a message had matched) */
 } shard_t;
 
 static size_t push_bytes(const shard_t *s) { return sizeof(sb_push_hdr_t) + s->n * sizeof(float); }
@@ -69,19 +70,26 @@ static void post_op(shard_t *s)
     MPI_CHECK(s->c, MPI_Irecv(&s->op_in, (int)sizeof(sb_op_t), MPI_BYTE, 0, SB_OP, s->c->world, &s->rq[RQ_OP(s)]));
 }
 
-/* A dead replica's receives are withdrawn at once; one that its message
- * has matched keeps the buffer, which is then MPI's until the end. */
+/* An evicted replica's pushes no longer count: their receive is withdrawn
+ * at once (one that a push has matched leaves the buffer to MPI until the
+ * end). Its fetches are still answered: a replica that was frozen, not
+ * dead, waits for its X before it hears from the coordinator that it was
+ * evicted. */
 static void forget(shard_t *s, int q)
 {
     s->dead[q] = 1;
-    const int push = comm_withdraw(&s->rq[q], 0), fetch = comm_withdraw(&s->rq[RQ_FETCH(s, q)], 0);
-    if (push && fetch) free(s->in[q]);
-    s->in[q] = NULL;
+    if (!comm_withdraw(&s->rq[q], 0)) s->lent[q] = 1;
 }
 
 static void send_x(shard_t *s, int q)
 {
-    /* the replica has received the previous slice before it could ask again */
+    /* the replica has received the previous slice before it could ask again;
+     * an evicted one may be dead inside it: it gets nothing more */
+    if (s->dead[q]) {
+        int done = 0;
+        MPI_CHECK(s->c, MPI_Test(&s->out_req[q], &done, MPI_STATUS_IGNORE));
+        if (!done) return;
+    }
     MPI_CHECK(s->c, MPI_Wait(&s->out_req[q], MPI_STATUS_IGNORE));
     memcpy(s->out[q], s->v[LB_X], s->n * sizeof(float));
     MPI_CHECK(s->c, MPI_Isend(s->out[q], (int)s->n, MPI_FLOAT, 1 + s->S + q, SB_PARAMS, s->c->world, &s->out_req[q]));
@@ -113,7 +121,7 @@ static void on_op(shard_t *s, const sb_op_t *o)
         memset(v[LB_GX], 0, s->n * sizeof(float));
         memset(s->have, 0, (size_t)s->P);
         for (int q = 0; q < s->R; q++)
-            if (!s->dead[q] && s->fetch_pass[q] >= 0 && s->fetch_pass[q] <= s->pass) send_x(s, q);
+            if (s->fetch_pass[q] >= 0 && s->fetch_pass[q] <= s->pass) send_x(s, q);
         break;
     case OP_END:
         s->end_wanted = 1;
@@ -128,9 +136,9 @@ static void on_op(shard_t *s, const sb_op_t *o)
         MPI_CHECK(s->c, MPI_Send(v[o->a], (int)s->n, MPI_FLOAT, 0, SB_SLICE, s->c->world));
         s->c->bytes_sent += s->n * sizeof(float);
         break;
-    case OP_STOP:
+    case OP_STOP:   /* the coordinator's verdict: an evicted replica may have come back */
         s->stop = 1;
-        s->peer_lost |= o->who;
+        s->peer_lost = o->who;
         break;
     default: break;   /* OP_PING */
     }
@@ -168,7 +176,7 @@ static void drain(shard_t *s)
         MPI_CHECK(s->c, MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->c->world, &flag, &st));
         if (!flag) return;
         int src = st.MPI_SOURCE, q = src - 1 - s->S, tag = st.MPI_TAG;
-        if ((src == 0 && tag == SB_OP) || (q >= 0 && q < s->R && !s->dead[q] && (tag == SB_PUSH || tag == SB_FETCH)))
+        if ((src == 0 && tag == SB_OP) || (q >= 0 && q < s->R && (tag == SB_FETCH || (tag == SB_PUSH && !s->dead[q]))))
             return;
         MPI_Get_count(&st, MPI_BYTE, &bytes);
         unsigned char *junk = xmalloc((size_t)bytes + 1);
@@ -189,8 +197,8 @@ static void take(shard_t *s, int i)
         return;
     }
     int q = i < s->R ? i : i - s->R;
-    if (s->dead[q]) return;
     if (i == q) {
+        if (s->dead[q]) return;
         on_push(s, (const sb_push_hdr_t *)push_in(s, q), (const float *)(push_in(s, q) + sizeof(sb_push_hdr_t)));
         post_push(s, q);
         return;
@@ -232,6 +240,7 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
     s->out_req = xmalloc(sizeof(MPI_Request) * (size_t)s->R);
     s->fetch_pass = xmalloc(sizeof(int64_t) * (size_t)s->R);
     s->dead = xcalloc((size_t)s->R, 1);
+    s->lent = xcalloc((size_t)s->R, 1);
     for (int q = 0; q < s->R; q++) {
         s->in[q] = xmalloc(sizeof(sb_req_t) + push_bytes(s));
         s->out[q] = xalloc_floats(s->n ? s->n : 1);
@@ -272,15 +281,15 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
     /* the coordinator is alive (it sent OP_STOP); after a death elsewhere a
      * replica may not be */
     for (int i = 0; i < nrq; i++)
-        if (!comm_withdraw(&s->rq[i], COMM_WITHDRAW_S) && i != RQ_OP(s)) s->in[i < s->R ? i : i - s->R] = NULL;
+        if (!comm_withdraw(&s->rq[i], COMM_WITHDRAW_S) && i != RQ_OP(s)) s->lent[i < s->R ? i : i - s->R] = 1;
     for (int q = 0; q < s->R; q++) {
         if (!s->dead[q]) MPI_CHECK(c, MPI_Wait(&s->out_req[q], MPI_STATUS_IGNORE));
         else if (s->out_req[q] != MPI_REQUEST_NULL) MPI_Request_free(&s->out_req[q]);   /* to a dead replica: abandon */
         free(s->out[q]);
-        free(s->in[q]);   /* NULL when a withdrawn receive still owns it */
+        if (!s->lent[q]) free(s->in[q]);
     }
     if (s->peer_lost) c->peer_lost = 1;
     for (int i = 0; i < s->nv; i++) free(s->v[i]);
-    free(s->v); free(s->have); free(s->in); free(s->rq); free(s->out); free(s->out_req); free(s->fetch_pass); free(s->dead);
+    free(s->v); free(s->have); free(s->in); free(s->rq); free(s->out); free(s->out_req); free(s->fetch_pass); free(s->dead); free(s->lent);
     return 0;
 }
