@@ -53,16 +53,31 @@ raw=open(sys.argv[1],"rb").read(); h=json.loads(raw[8:8+struct.unpack("<Q",raw[:
 A=(--data synthetic --model mlp:32 --batch 32 --lr 0.05 --momentum 0.9 --quiet --eval-every 100 --timeout 20)
 N=20000
 
-for p in "bsp 2" "localsgd 2" "asp 3" "gossip 2" "none 1"; do
-    set -- $p
-    s=$1 np=$2
-    extra=()
+# Each case below mostly waits (for its evaluations, for the signal to be
+# taken): they run side by side (tests/lib.sh, side).
+sigterm_case() {   # SYNC NP
+    local s=$1 np=$2 extra=() st steps cs rc
     [ $s = gossip ] && extra=(--gossip round)
     preempt "$s" "$np" "${A[@]}" --sync "$s" "${extra[@]}" --steps $N --checkpoint "$WORK/$s.st"
     st=$(done_field "$s" status); steps=$(done_field "$s" steps); cs=$(ckpt_step "$WORK/$s.st")
     if [ "$RC" = 143 ] && [ "$st" = preempted ] && [ -n "$cs" ] && [ "$cs" -gt 0 ] && [ "$cs" -lt $N ] && [ ! -e "$WORK/$s.jsonl.part" ]; then
         ok "$s: SIGTERM at step $steps of $N: exit 143, done status preempted, checkpoint at step $cs, metrics closed"
     else bad "$s preempted" "exit $RC, status '$st', checkpoint step '$cs', steps '$steps': $(tail -c 300 "$WORK/$s.out")"; fi
+    if [ $s = bsp ]; then
+        # a preempted run saves first and does not evaluate at the end (a launcher
+        # kills its ranks soon after passing the signal on): its done event carries
+        # the last evaluation and says the final one was left out
+        if python3 - "$WORK/$s.jsonl" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+d = recs[-1]
+ev = [r for r in recs if r["event"] == "eval"]
+assert d["event"] == "done" and d["status"] == "preempted" and d["final_eval"].startswith("skipped"), d
+assert d["eval_step"] == ev[-1]["step"] < d["steps"] and d["test_acc"] == ev[-1]["test_acc"], (d, ev[-1])
+PY
+        then ok "a preempted run's done event carries its last evaluation (eval_step) and says the final one was skipped"
+        else bad "preempted run's final evaluation" "$(tail -1 "$WORK/$s.jsonl" | head -c 300)"; fi
+    fi
     # the checkpoint resumes to the end
     if [ "$np" = 1 ]; then timeout 120 "$DSGD" train "${A[@]}" --sync "$s" "${extra[@]}" --steps $N --resume "$WORK/$s.st" --checkpoint "$WORK/$s.res.st" > "$WORK/$s.res.out" 2>&1
     else "${MPIRUN[@]}" -np "$np" "$DSGD" train "${A[@]}" --sync "$s" "${extra[@]}" --steps $N --resume "$WORK/$s.st" --checkpoint "$WORK/$s.res.st" > "$WORK/$s.res.out" 2>&1; fi
@@ -75,14 +90,17 @@ for p in "bsp 2" "localsgd 2" "asp 3" "gossip 2" "none 1"; do
         if cmp -s "$WORK/$s.full.st" "$WORK/$s.res.st"; then ok "$s: preempted at step $cs and resumed, the final checkpoint equals the uninterrupted run's byte for byte"
         else bad "$s: preempted and resumed against uninterrupted" "max |diff| $(python3 "$HERE/ckpt_diff.py" "$WORK/$s.full.st" "$WORK/$s.res.st" 2>&1)"; fi
     fi
-done
+}
+for p in "bsp 2" "localsgd 2" "asp 3" "gossip 2" "none 1"; do side sigterm_case $p; done
 
 # the resumed run continues the preempted run's metrics: its evaluations up
 # to the checkpoint, a resume event, the rest, one done event
-preempt mx 2 "${A[@]}" --sync bsp --steps $N --checkpoint "$WORK/mx.st"
-cs=$(ckpt_step "$WORK/mx.st")
-"${MPIRUN[@]}" -np 2 "$DSGD" train "${A[@]}" --sync bsp --steps $N --resume "$WORK/mx.st" --metrics "$WORK/mx.jsonl" > "$WORK/mx.res.out" 2>&1
-if python3 - "$WORK/mx.jsonl" "$cs" $N <<'PY'
+metrics_case() {
+    local cs
+    preempt mx 2 "${A[@]}" --sync bsp --steps $N --checkpoint "$WORK/mx.st"
+    cs=$(ckpt_step "$WORK/mx.st")
+    "${MPIRUN[@]}" -np 2 "$DSGD" train "${A[@]}" --sync bsp --steps $N --resume "$WORK/mx.st" --metrics "$WORK/mx.jsonl" > "$WORK/mx.res.out" 2>&1
+    if python3 - "$WORK/mx.jsonl" "$cs" $N <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 ev = [r["event"] for r in recs]
@@ -94,23 +112,28 @@ assert len(res) == 1 and recs[res[0]]["step"] == cs, (res, cs)
 assert steps[0] == 100 and steps == sorted(steps) and steps[-1] == n, steps[:3] + steps[-3:]
 assert recs[-1]["status"] == "ok"
 PY
-then ok "the resumed run's metrics continue the preempted run's record (evaluations from step 100, a resume event at step $cs, one done event)"
-else bad "metrics across a resume" "$(tail -c 300 "$WORK/mx.res.out")"; fi
-grep -q "resumed from step $cs" "$WORK/mx.res.out" && ok "the console says where the run resumed (step $cs)" || bad "resume line" "$(head -c 300 "$WORK/mx.res.out")"
+    then ok "the resumed run's metrics continue the preempted run's record (evaluations from step 100, a resume event at step $cs, one done event)"
+    else bad "metrics across a resume" "$(tail -c 300 "$WORK/mx.res.out")"; fi
+    grep -q "resumed from step $cs" "$WORK/mx.res.out" && ok "the console says where the run resumed (step $cs)" || bad "resume line" "$(head -c 300 "$WORK/mx.res.out")"
+}
+side metrics_case
 
 # Sandblaster: the coordinator stops after its iteration, and so do the shards and replicas
 SB=(--data synthetic --model mlp:16 --quiet --batch-total 256 --timeout 20 --steps 100000 --eval-every 5)
-preempt sb 4 "${SB[@]}" --sync sandblaster --servers 2 --checkpoint "$WORK/sb.st"
-st=$(done_field sb status); cs=$(ckpt_step "$WORK/sb.st")
-if [ "$RC" = 143 ] && [ "$st" = preempted ] && [ -n "$cs" ] && [ "$cs" -gt 0 ]; then ok "sandblaster: SIGTERM: exit 143, done status preempted, checkpoint at iteration $cs"
-else bad "sandblaster preempted" "exit $RC, status '$st', checkpoint step '$cs': $(tail -c 300 "$WORK/sb.out")"; fi
+sandblaster_case() {
+    local st cs
+    preempt sb 4 "${SB[@]}" --sync sandblaster --servers 2 --checkpoint "$WORK/sb.st"
+    st=$(done_field sb status); cs=$(ckpt_step "$WORK/sb.st")
+    if [ "$RC" = 143 ] && [ "$st" = preempted ] && [ -n "$cs" ] && [ "$cs" -gt 0 ]; then ok "sandblaster: SIGTERM: exit 143, done status preempted, checkpoint at iteration $cs"
+    else bad "sandblaster preempted" "exit $RC, status '$st', checkpoint step '$cs': $(tail -c 300 "$WORK/sb.out")"; fi
+}
+side sandblaster_case
 
 # a signal to one rank of the job preempts the whole job, whatever that
 # rank's role: the shard that holds the model and writes the checkpoints, a
 # worker other than the lead, Sandblaster's shards and replicas
-for c in "asp 3 0 shard" "asp 3 2 worker" "sandblaster 4 1 shard" "sandblaster 4 3 replica"; do
-    set -- $c
-    s=$1 np=$2 rk=$3 role=$4
+rank_case() {   # SYNC NP RANK ROLE
+    local s=$1 np=$2 rk=$3 role=$4 st cs
     if [ $s = asp ]; then preempt_rank "$s-$role" "$np" "$rk" "${A[@]}" --sync asp --servers 1 --steps $N --checkpoint "$WORK/$s-$role.st"
     else preempt_rank "$s-$role" "$np" "$rk" "${SB[@]}" --sync sandblaster --servers 2 --checkpoint "$WORK/$s-$role.st"; fi
     st=$(done_field "$s-$role" status); cs=$(ckpt_step "$WORK/$s-$role.st")
@@ -118,7 +141,9 @@ for c in "asp 3 0 shard" "asp 3 2 worker" "sandblaster 4 1 shard" "sandblaster 4
        grep -q "stopping after" "$WORK/$s-$role.out"; then
         ok "$s: SIGTERM to the $role (rank $rk) alone: the job stops, exit 143, done status preempted, checkpoint at step $cs"
     else bad "$s: SIGTERM to the $role alone" "exit $RC, status '$st', checkpoint step '$cs': $(tail -c 300 "$WORK/$s-$role.out")"; fi
-done
+}
+for c in "asp 3 0 shard" "asp 3 2 worker" "sandblaster 4 1 shard" "sandblaster 4 3 replica"; do side rank_case $c; done
+side_join
 
 # a second signal: at once (the signal's default action: status 128 + its
 # number, and no done event: the run did not stop gracefully). The process
@@ -156,20 +181,6 @@ done
 if [ -z "$twice_bad" ]; then
     ok "a second signal ends the process at once, 20 times of 20 with 2 threads (status 130 or 143: the second signal's own, no done event)"
 else bad "second signal" "$twice_bad"; fi
-
-# a preempted run saves first and does not evaluate at the end (a launcher
-# kills its ranks soon after passing the signal on): its done event carries
-# the last evaluation and says the final one was left out
-if python3 - "$WORK/bsp.jsonl" <<'PY'
-import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1])]
-d = recs[-1]
-ev = [r for r in recs if r["event"] == "eval"]
-assert d["event"] == "done" and d["status"] == "preempted" and d["final_eval"].startswith("skipped"), d
-assert d["eval_step"] == ev[-1]["step"] < d["steps"] and d["test_acc"] == ev[-1]["test_acc"], (d, ev[-1])
-PY
-then ok "a preempted run's done event carries its last evaluation (eval_step) and says the final one was skipped"
-else bad "preempted run's final evaluation" "$(tail -1 "$WORK/bsp.jsonl" | head -c 300)"; fi
 
 # SIGTERM to the launcher, as a batch system sends it: Open MPI's mpirun
 # passes it on and kills the ranks 1 s later; a final evaluation that took
