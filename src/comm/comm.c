@@ -498,33 +498,6 @@ int comm_waitall(comm_t *c, int n, MPI_Request *reqs, const char *what)
     return 0;
 }
 
-int comm_wait_bounded(comm_t *c, MPI_Request *req, double timeout_s, void (*tick)(void *), void *arg)
-{
-    if (sim_build()) return MPI_Wait(req, MPI_STATUS_IGNORE) == MPI_SUCCESS ? 0 : -1;
-    comm_wait_t w = comm_wait_start(c, timeout_s);
-    for (;;) {
-        int done = 0;
-        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
-        if (done) return 0;
-        if (tick) tick(arg);
-        if (comm_wait_over(&w)) return -1;
-    }
-}
-
-int comm_withdraw(MPI_Request *req, double bound)
-{
-    if (*req == MPI_REQUEST_NULL) return 1;
-    MPI_Cancel(req);
-    const double t0 = now_s();
-    do {
-        int done = 0;
-        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-        if (done) return 1;
-    } while (now_s() - t0 < bound);
-    MPI_Request_free(req);
-    return 0;
-}
-
 void comm_iallreduce_sum(comm_t *c, float *buf, size_t n, MPI_Request *req)
 {
     if (n > CHUNK) die("comm_iallreduce_sum: span of %zu floats exceeds one MPI call; split it", n);
