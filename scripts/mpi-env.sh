@@ -11,11 +11,18 @@
 #                 memory (Open MPI: the ob1 PML with the tcp BTL; MPICH built
 #                 on UCX: UCX's tcp transport, MPICH's shared memory off)
 #   MPI_RANK_VAR  the variable each launched process finds its rank in
-# and lets both run as root and start more processes than cores.
+# and lets both run as root and start more processes than cores, and Open
+# MPI start without the PML it does not use.
 
 # Open MPI refuses root unless told so, and more ranks than cores unless
 # oversubscription is allowed; MPICH's mpiexec does both as it is.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# Open MPI opens its cm PML in every MPI_Init only to pick ob1 in the end,
+# and cm loads the PSM and PSM2 libraries (True Scale, Omni-Path), about
+# 0.1 s each without that hardware: leaving cm out (and ucx, as Debian's own
+# configuration does) starts 2 ranks in 0.11 s instead of 0.32, and
+# tests/resume.sh took 32 s instead of 50. A value you export wins.
+export OMPI_MCA_pml=${OMPI_MCA_pml-^ucx,cm}
 
 # mpi_impl DSGD: openmpi or mpich, from the binary's own report
 mpi_impl() {

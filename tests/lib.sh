@@ -78,10 +78,10 @@ _side_n=0 _side_shown=0 _side_pids=()
 side() {
     local live p
     for (( ; ; )); do
-        live=0
-        for p in "${_side_pids[@]}"; do kill -0 "$p" 2>/dev/null && live=$((live + 1)); done
-        [ "$live" -lt "${SIDE_JOBS:-2}" ] && break
-        sleep 0.2
+        live=()
+        for p in "${_side_pids[@]}"; do kill -0 "$p" 2>/dev/null && live+=("$p"); done
+        [ "${#live[@]}" -lt "${SIDE_JOBS:-2}" ] && break
+        wait -n "${live[@]}"
     done
     _side_n=$((_side_n + 1))
     local dir="$WORK/side.$_side_n" hang="${DSGD_HANG_LOG:-}"

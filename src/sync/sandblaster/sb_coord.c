@@ -97,6 +97,14 @@ static void assign(sb_coord_t *co, int q, int verdict)
     }
 }
 
+/* a replica declared dead that has not been heard from since */
+static int any_lost(const sb_coord_t *co)
+{
+    for (int q = 0; q < co->R; q++)
+        if (!co->rep[q].alive && !co->rep[q].returned) return 1;
+    return 0;
+}
+
 static void on_req(sb_coord_t *co, int q, const sb_req_t *m)
 {
     sb_rep_t *rp = &co->rep[q];
@@ -107,9 +115,8 @@ static void on_req(sb_coord_t *co, int q, const sb_req_t *m)
     if (!rp->alive) {   /* declared dead, yet here: frozen, not dead. Nothing it holds counts: it stops */
         if (!rp->returned) {
             rp->returned = 1;
-            co->returned++;
             /* every replica declared dead is back: nobody is lost, and every rank may finalize */
-            if (co->returned == co->lost) co->c->peer_lost = 0;
+            if (!any_lost(co)) co->c->peer_lost = 0;
             fprintf(stderr, "dsgd: sandblaster: replica %d (rank %d) was frozen, not dead; it waits for the end, its work stays reissued\n",
                     q, co->first_replica + q);
             fflush(stderr);
@@ -150,7 +157,6 @@ static void evict(sb_coord_t *co, int q)
     sb_rep_t *rp = &co->rep[q];
     rp->alive = 0;
     co->evictions++;
-    co->lost++;
     co->c->peer_lost = 1;
     fprintf(stderr, "dsgd: sandblaster: replica %d (rank %d) silent for %.1f s (--timeout %g); reissuing its portions\n", q,
             co->first_replica + q, now_s() - rp->last_heard, co->c->timeout_s);
@@ -291,17 +297,16 @@ void sb_coord_stop(sb_coord_t *co)
      * carrying whether a peer died: a replica told too early would call
      * MPI_Finalize, which waits for the dead rank forever. Parked replicas
      * get keep-alives meanwhile, so they do not time out on us. */
-    double last_ka = now_s();
     comm_wait_t w = comm_wait_start(co->c, comm_deadline(co->c, LIVE_SILENT));
     for (;;) {
         int left = 0;
         for (int q = 0; q < co->R; q++)
             if (co->rep[q].alive && !co->rep[q].parked) left++;
         if (!left) break;
-        if (now_s() - last_ka > comm_deadline(co->c, LIVE_KEEPALIVE)) {
+        if (now_s() - co->last_ka > comm_deadline(co->c, LIVE_KEEPALIVE)) {
             for (int q = 0; q < co->R; q++)
                 if (benched(co, q)) send_task(co, q, ACT_KEEPALIVE, V_NONE, -1, 0);
-            last_ka = now_s();
+            co->last_ka = now_s();
         }
         sb_req_t m;
         int from;
@@ -313,7 +318,7 @@ void sb_coord_stop(sb_coord_t *co)
             co->rep[from].parked = 1;
         } else if (comm_wait_late(&w)) {   /* died after its last task: nothing of it counts */
             for (int q = 0; q < co->R; q++)
-                if (co->rep[q].alive && !co->rep[q].parked) { co->rep[q].alive = 0; co->lost++; co->c->peer_lost = 1; }
+                if (co->rep[q].alive && !co->rep[q].parked) { co->rep[q].alive = 0; co->c->peer_lost = 1; }
         } else {
             if (now_s() - co->last_ping > comm_deadline(co->c, LIVE_KEEPALIVE)) sb_coord_op(co, OP_PING, 0, 0, 0, 0);
             comm_idle(&w.idle);

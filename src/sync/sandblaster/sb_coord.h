@@ -39,7 +39,6 @@ typedef struct sb_coord {
     double last_ka;          /* the last keep-alive sent to waiting replicas */
     /* figures for the done event */
     long passes, issued, dup_issued, dup_discarded, reissued, evictions, counted, shard_discarded;
-    long lost, returned;     /* replicas declared dead; of them, heard from again */
     double pass_s;
 } sb_coord_t;
 
