@@ -58,17 +58,6 @@ int model_bn_channels(const model_t *m)
     return c;
 }
 
-static long layer_out_size(const layer_t *l) { return (long)l->out_c * l->out_h * l->out_w; }
-
-/* OC: output channels computed here (a partition's share for split convs). */
-static conv_geom_t layer_geom(const layer_t *l, int B, int OC)
-{
-    conv_geom_t g = { .B = B, .C = l->in_c, .H = l->in_h, .W = l->in_w, .OC = OC,
-                      .KH = l->k, .KW = l->k, .stride = l->stride, .pad = l->pad };
-    conv_geom_init(&g);
-    return g;
-}
-
 static int layer_split(const layer_t *l) { return l->kind == LAYER_DENSE || l->kind == LAYER_CONV; }
 
 int model_part_check(const char *spec, int c, int h, int w, int classes, int M, char *err, size_t errlen)
@@ -92,13 +81,6 @@ int model_part_check(const char *spec, int c, int h, int w, int classes, int M, 
         }
     free(p);
     return rc;
-}
-
-/* Layer i is a ReLU that the max pooling after it applies (fused: the ReLU
- * layer then neither computes nor stores anything). */
-static int relu_into_pool(const model_t *m, int i)
-{
-    return !m->graph && i + 1 < m->nlayers && m->layers[i].kind == LAYER_RELU && m->layers[i + 1].kind == LAYER_MAXPOOL;
 }
 
 model_t *model_create(const char *spec, int c, int h, int w, int classes, int max_batch)
@@ -212,7 +194,7 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
             l->dout = i > 0 ? m->layers[i - 1].dout : NULL;
             continue;
         }
-        if (relu_into_pool(m, i)) {   /* the pool above computes both, and both gradients */
+        if (passes_relu_fused(m, i)) {   /* the pool above computes both, and both gradients */
             l->out = l->dout = NULL;
             continue;
         }
@@ -248,7 +230,7 @@ void model_free(model_t *m)
     spatial_free(m);
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
-        if (l->kind == LAYER_FLATTEN || relu_into_pool(m, i)) continue;
+        if (l->kind == LAYER_FLATTEN || passes_relu_fused(m, i)) continue;
         free(l->out);
         if (i != m->nlayers - 1 && !m->graph) free(l->dout);
         free(l->argmax);
@@ -331,52 +313,7 @@ void model_init_params(model_t *m, uint64_t seed)
 const float *model_forward(model_t *m, const float *x, int B)
 {
     if (B > m->max_batch) die("model_forward: batch %d exceeds the model's max batch %d", B, m->max_batch);
-    if (m->graph) return graph_forward(m, x, B);
-    m->input = x;
-    const float *inp = x;
-    for (int i = 0; i < m->nlayers; i++) {
-        layer_t *l = &m->layers[i];
-        const float *W = m->params + l->w_off, *bias = m->params + l->b_off;
-        long n = (long)B * layer_out_size(l);
-        switch (l->kind) {
-        case LAYER_DENSE:
-            if (m->spatial && spatial_classifier(m->layers, m->nlayers, i)) { spatial_dense_forward(m, i, inp, B); break; }
-            dense_forward(l->pb ? l->lout : l->out, inp, W, bias, B, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
-            break;
-        case LAYER_CONV: {
-            conv_geom_t g = layer_geom(l, B, l->u_hi - l->u_lo);
-            conv2d_forward(l->pb ? l->lout : l->out, m->col + m->col_off[i], inp, W, bias, &g);
-            break;
-        }
-        case LAYER_LC: {
-            if (m->spatial) { spatial_lc_forward(m, i, (float *)inp, B); break; }
-            conv_geom_t g = layer_geom(l, B, l->out_c);
-            lc_forward(l->out, m->col + m->col_off[i], inp, W, bias, &g);
-            break;
-        }
-        case LAYER_MAXPOOL: {
-            if (m->spatial) { spatial_pool_forward(m, i, inp, B, i > 0 && relu_into_pool(m, i - 1)); break; }
-            conv_geom_t g = layer_geom(l, B, l->out_c);
-            if (i > 0 && relu_into_pool(m, i - 1)) maxpool_relu_forward(l->out, l->argmax, inp, &g);
-            else maxpool_forward(l->out, l->argmax, inp, &g);
-            break;
-        }
-        case LAYER_RELU:
-            if (relu_into_pool(m, i)) { l->out = (float *)inp; break; }   /* the pool below applies it */
-            if (m->spatial) { spatial_act(m, i, inp, NULL, B); break; }
-            relu_forward(l->out, inp, n);
-            break;
-        case LAYER_TANH:
-            if (m->spatial) { spatial_act(m, i, inp, NULL, B); break; }
-            tanh_forward(l->out, inp, n);
-            break;
-        case LAYER_FLATTEN: l->out = (float *)inp; break;
-        case LAYER_BN: case LAYER_ADD: case LAYER_GAP: break;   /* graph models only */
-        }
-        if (l->pb) m->part.gather(m->part.ctx, l->out, l->lout, B, (int)layer_out_size(l), l->pb);
-        inp = l->out;
-    }
-    return inp;
+    return passes_forward(m, x, B);
 }
 
 float model_loss(model_t *m, const int32_t *labels, int B)
@@ -385,83 +322,10 @@ float model_loss(model_t *m, const int32_t *labels, int B)
     return softmax_xent_forward(m->probs, logits, labels, B, m->classes);
 }
 
-/* This partition's columns of a split layer's whole output gradient, made
- * contiguous for the kernels. */
-static const float *part_slice(model_t *m, layer_t *l, int B)
-{
-    const int R = (int)layer_out_size(l), lo = l->pb[m->part.index], nl = l->pb[m->part.index + 1] - lo;
-    for (int b = 0; b < B; b++)
-        memcpy(l->ldout + (long)b * nl, l->dout + (long)b * R + lo, sizeof(float) * (size_t)nl);
-    return l->ldout;
-}
-
-/* The lowest layer with parameters: it needs no input gradient. */
-static int first_param_layer(const model_t *m)
-{
-    for (int i = 0; i < m->nlayers; i++)
-        if (m->layers[i].w_len) return i;
-    return m->nlayers;
-}
-
 void model_backward(model_t *m, const int32_t *labels, int B)
 {
     softmax_xent_backward(m->dlogits, m->probs, labels, B, m->classes);
-    if (m->graph) { graph_backward(m, B); return; }
-    const int first_param = first_param_layer(m);
-    for (int i = m->nlayers - 1; i >= 0; i--) {
-        layer_t *l = &m->layers[i];
-        const float *inp = i > 0 ? m->layers[i - 1].out : m->input;
-        float *dinp = (i > first_param) ? m->layers[i - 1].dout : NULL;
-        long n = (long)B * layer_out_size(l);
-        const float *dout = l->pb ? part_slice(m, l, B) : l->dout;
-        switch (l->kind) {
-        case LAYER_DENSE:
-            if (m->spatial && spatial_classifier(m->layers, m->nlayers, i)) { spatial_dense_backward(m, i, dinp, B); break; }
-            dense_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, dout, inp,
-                           m->params + l->w_off, B, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
-            break;
-        case LAYER_CONV: {
-            conv_geom_t g = layer_geom(l, B, l->u_hi - l->u_lo);
-            conv2d_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, m->col + m->col_off[i],
-                            dout, m->params + l->w_off, &g);
-            break;
-        }
-        case LAYER_LC: {
-            if (m->spatial) { spatial_lc_backward(m, i, dinp, inp, B); break; }
-            conv_geom_t g = layer_geom(l, B, l->out_c);
-            lc_backward(dinp, m->grads + l->w_off, m->grads + l->b_off, m->col + m->col_off[i], dout, inp,
-                        m->params + l->w_off, &g);
-            break;
-        }
-        case LAYER_MAXPOOL:
-            if (i > 0 && relu_into_pool(m, i - 1)) {
-                /* through the fused ReLU into the gradient below it */
-                float *d2 = i - 1 > first_param ? m->layers[i - 2].dout : NULL;
-                if (d2 && m->spatial) spatial_pool_backward(m, i, d2, B, 1);
-                else if (d2) { conv_geom_t g = layer_geom(l, B, l->out_c); maxpool_relu_backward(d2, l->dout, l->out, l->argmax, &g); }
-            } else if (dinp && m->spatial) {
-                spatial_pool_backward(m, i, dinp, B, 0);
-            } else if (dinp) {
-                conv_geom_t g = layer_geom(l, B, l->out_c);
-                maxpool_backward(dinp, l->dout, l->argmax, &g);
-            }
-            break;
-        case LAYER_RELU:
-            if (relu_into_pool(m, i)) break;   /* done by the pool above */
-            if (dinp && m->spatial) spatial_act(m, i, NULL, dinp, B);
-            else if (dinp) relu_backward(dinp, l->dout, l->out, n);
-            break;
-        case LAYER_TANH:
-            if (dinp && m->spatial) spatial_act(m, i, NULL, dinp, B);
-            else if (dinp) tanh_backward(dinp, l->dout, l->out, n);
-            break;
-        case LAYER_FLATTEN: break;  /* dout aliases the layer below */
-        case LAYER_BN: case LAYER_ADD: case LAYER_GAP: break;   /* graph models only */
-        }
-        /* each partition's contribution to the input gradient, summed */
-        if (l->pb && dinp) m->part.sum(m->part.ctx, dinp, (long)B * l->in_c * l->in_h * l->in_w);
-        if (l->w_len && m->grad_ready) m->grad_ready(m->grad_ctx, l->w_off, l->w_len + l->b_len);
-    }
+    passes_backward(m, B);
 }
 
 int model_correct(const model_t *m, const int32_t *labels, int B)
@@ -490,7 +354,7 @@ double model_forward_macs(const model_t *m)
 
 double model_train_flops(const model_t *m)
 {
-    const int first_param = first_param_layer(m);
+    const int first = passes_first_param(m);
     double flops = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const layer_t *l = &m->layers[i];
@@ -498,7 +362,7 @@ double model_train_flops(const model_t *m)
                     : l->kind == LAYER_CONV ? (double)l->w_len * l->out_h * l->out_w : 0;
         /* forward and weight gradient always; the input gradient only where
          * model_backward computes one */
-        const int dinp = m->graph ? l->src >= 0 : i > first_param;
+        const int dinp = l->src >= 0 && l->src >= first;
         flops += 2.0 * macs * (dinp ? 3 : 2);
     }
     return flops;

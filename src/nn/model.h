@@ -8,7 +8,7 @@
  *   mlp[:H1,H2,...][:tanh]       dense+act per hidden size (default 256,128, relu)
  *   lenet[:tanh]                 conv5x5x6 pad2 → pool2 → conv5x5x16 → pool2 → 120 → 84 → K
  *   resnet[:D,W]                 He et al.'s CIFAR residual network, depth D = 6n+2, base width W
- *                                (default resnet:20,16; resnet.c)
+ *                                (default resnet:20,16; plan.c)
  *   lc[:C1,C2,...][:k=K][:s=S][:p=P][:pool=Q]
  *                                DistBelief's image model: locally connected layers of C1, C2, ...
  *                                channels (K×K fields, stride S, zero padding P; default
@@ -136,7 +136,7 @@ typedef struct model {
     size_t nstate;              /* floats of non-trained state (batch-norm running statistics) */
     float *state;               /* (nstate) in the same allocation as params, right after them */
     float *dscratch;            /* graph: input gradient of a second reader, before it is added */
-    float **dpool;              /* graph: the buffers the layers' douts share (resnet.c) */
+    float **dpool;              /* graph: the buffers the layers' douts share (graph.c) */
     int ndpool;
     float *zbias;               /* graph: gradients of the absent conv biases (discarded) */
     double *bn_moments;         /* graph: (max_batch, widest conv, 2) moments of a conv's output planes for the batch normalization after it */

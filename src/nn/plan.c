@@ -90,6 +90,16 @@ static int plan_lc(plan_t *p, const char *spec, char **fields, int nf, layer_kin
     return 0;
 }
 
+long layer_out_size(const layer_t *l) { return (long)l->out_c * l->out_h * l->out_w; }
+
+conv_geom_t layer_geom(const layer_t *l, int B, int OC)
+{
+    conv_geom_t g = { .B = B, .C = l->in_c, .H = l->in_h, .W = l->in_w, .OC = OC,
+                      .KH = l->k, .KW = l->k, .stride = l->stride, .pad = l->pad };
+    conv_geom_init(&g);
+    return g;
+}
+
 /* ---- spec parsing into a plan (layers with shapes, no buffers) ---- */
 
 void plan_from(plan_t *p, int src)
@@ -185,7 +195,7 @@ const char *layer_kind_name(layer_kind_t k)
  *   global average pooling → dense(K)
  * Convolutions have no bias (the batch normalization after each has one).
  * resnet = resnet:20,16 (ResNet-20: 0.27 M parameters on 3×32×32 inputs).
- * Its passes are graph.c's. */
+ * Its passes are passes.c's. */
 enum { RESNET_DEPTH = 20, RESNET_WIDTH = 16, RESNET_MAX_BLOCKS = 60 };
 
 /* conv without bias, He-normal init (a batch normalization follows) */

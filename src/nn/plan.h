@@ -1,6 +1,7 @@
-/* nn/plan — a model spec parsed into layers with shapes but no buffers
- * (plan.c); model.c builds a model from it, and graph.c runs the passes
- * of a model whose layers form a graph. Internal to nn. */
+/* nn/plan — a model spec parsed into layers with shapes but no buffers,
+ * and the layers' geometry (plan.c); model.c builds a model from it,
+ * passes.c runs its forward and backward passes, and graph.c lays out a
+ * residual network's output gradients. Internal to nn. */
 #ifndef DSGD_PLAN_H
 #define DSGD_PLAN_H
 
@@ -27,11 +28,25 @@ int plan_push(plan_t *p, layer_kind_t kind, int out_c, int k, int stride, int pa
 /* The next layer reads layer src's output (-1: the model input). */
 void plan_from(plan_t *p, int src);
 
+/* A layer's output floats per sample. */
+long layer_out_size(const layer_t *l);
+/* A convolution's, locally connected layer's or pooling's geometry for a
+ * batch of B, computing OC output channels (a partition's share for split
+ * convolutions; out_c otherwise). */
+conv_geom_t layer_geom(const layer_t *l, int B, int OC);
+
 /* A graph model's output gradients: the layers' douts share as few
  * buffers of `size` floats as the backward pass can live with (graph.c). */
 void graph_alloc_douts(model_t *m, size_t size);
-/* The forward and backward passes of a graph model (graph.c). */
-const float *graph_forward(model_t *m, const float *x, int B);
-void graph_backward(model_t *m, int B);
+
+/* The forward and backward passes of every model (passes.c). */
+const float *passes_forward(model_t *m, const float *x, int B);
+void passes_backward(model_t *m, int B);
+/* Layer i is a ReLU that the max pooling after it applies (fused: the ReLU
+ * layer then neither computes nor stores anything). */
+int passes_relu_fused(const model_t *m, int i);
+/* The lowest layer with parameters (nlayers if none): no layer below it
+ * gets an input gradient. */
+int passes_first_param(const model_t *m);
 
 #endif

@@ -34,6 +34,7 @@
  * output units instead would gather the whole top activation on every
  * partition each step, traffic that grows with M and is larger than all
  * the halos together. */
+#include "plan.h"
 #include "spatial.h"
 
 #include <stdio.h>
@@ -318,13 +319,7 @@ static void zero(float *x, int B, int C, int H, int W, lc_rect_t r)
         for (int y = r.y0; y < r.y1; y++) memset(x + (bc * H + y) * W + r.x0, 0, sizeof(float) * (size_t)(r.x1 - r.x0));
 }
 
-static conv_geom_t geom(const layer_t *l, int B)
-{
-    conv_geom_t g = { .B = B, .C = l->in_c, .H = l->in_h, .W = l->in_w, .OC = l->out_c,
-                      .KH = l->k, .KW = l->k, .stride = l->stride, .pad = l->pad };
-    conv_geom_init(&g);
-    return g;
-}
+static conv_geom_t geom(const layer_t *l, int B) { return layer_geom(l, B, l->out_c); }
 
 /* The up to four rectangles of b outside its interior r. */
 static int border(lc_rect_t b, lc_rect_t r, lc_rect_t *out)

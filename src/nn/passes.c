@@ -1,0 +1,293 @@
+/* nn/passes — the forward and backward passes of every model (model.c
+ * calls them): layer i reads the output of layer src (the model input if
+ * src < 0), the layer below it in a sequential model, any earlier one in a
+ * residual network, and a residual add reads a second one (src2).
+ *
+ * The backward pass visits layers from the top. An output that feeds two
+ * layers (a residual block's input: its first convolution and its
+ * shortcut) gets the first reader's input gradient written into its dout
+ * and the second's added from a scratch buffer. No layer below the lowest
+ * one with parameters gets an input gradient.
+ *
+ * Fusions: a ReLU that a max pooling reads (sequential models) is applied
+ * by the pool, in both passes; a convolution that a batch normalization
+ * reads takes its output planes' moments while they are in cache, and the
+ * normalization's input gradient goes straight into the convolution's
+ * padded output gradient.
+ */
+#include <string.h>
+
+#include "../util/par.h"
+#include "../util/util.h"
+#include "layers.h"
+#include "plan.h"
+#include "spatial.h"
+
+static const float BN_EPS = 1e-5f;
+
+int passes_relu_fused(const model_t *m, int i)
+{
+    return !m->graph && i + 1 < m->nlayers && m->layers[i].kind == LAYER_RELU && m->layers[i + 1].kind == LAYER_MAXPOOL;
+}
+
+int passes_first_param(const model_t *m)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].w_len) return i;
+    return m->nlayers;
+}
+
+static const float *input_of(const model_t *m, int src) { return src < 0 ? m->input : m->layers[src].out; }
+
+static long in_size(const layer_t *l) { return (long)l->in_c * l->in_h * l->in_w; }
+
+/* ---- forward ---- */
+
+/* Returns the layer whose output planes' moments m->bn_moments now holds
+ * (i, if a batch normalization in training reads it next), or -1. */
+static int conv_forward(model_t *m, int i, const float *in, int B)
+{
+    layer_t *l = &m->layers[i];
+    const float *W = m->params + l->w_off, *bias = m->params + l->b_off;
+    conv_geom_t g = layer_geom(l, B, l->u_hi - l->u_lo);
+    if (!m->graph) {   /* its own workspace; a split layer computes its partition's channels */
+        conv2d_forward(l->pb ? l->lout : l->out, m->col + m->col_off[i], in, W, bias, &g);
+        return -1;
+    }
+    const int to_bn = m->training && i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_BN && m->layers[i + 1].src == i;
+    conv2d_forward_ws(l->out, m->col + m->col_off[i], m->col + m->col_work_off, in, W, l->b_len ? bias : NULL,
+                      to_bn ? m->bn_moments : NULL, &g);
+    return to_bn ? i : -1;
+}
+
+static void bn_forward(model_t *m, int i, const float *in, int B, int moments_of)
+{
+    layer_t *l = &m->layers[i];
+    const float *W = m->params + l->w_off, *bias = m->params + l->b_off;
+    float *rm = m->state + l->s_off, *rv = rm + l->out_c;
+    const int HW = l->out_h * l->out_w;
+    if (m->training)
+        bn_forward_train(l->out, l->aux, l->aux + l->out_c, rm, rv, in, W, bias, moments_of == l->src ? m->bn_moments : NULL,
+                         m->bn_moments, B, l->out_c, HW, l->relu, m->bn_momentum, BN_EPS, m->bn_sync);
+    else
+        bn_forward_eval(l->out, rm, rv, in, W, bias, B, l->out_c, HW, l->relu, BN_EPS);
+}
+
+static void pool_forward(model_t *m, int i, const float *in, int B)
+{
+    layer_t *l = &m->layers[i];
+    const int fused = i > 0 && passes_relu_fused(m, i - 1);
+    if (m->spatial) { spatial_pool_forward(m, i, in, B, fused); return; }
+    conv_geom_t g = layer_geom(l, B, l->out_c);
+    if (fused) maxpool_relu_forward(l->out, l->argmax, in, &g);
+    else maxpool_forward(l->out, l->argmax, in, &g);
+}
+
+static void layer_forward(model_t *m, int i, const float *in, int B, int *moments_of)
+{
+    layer_t *l = &m->layers[i];
+    const float *W = m->params + l->w_off, *bias = m->params + l->b_off;
+    const long n = (long)B * layer_out_size(l);
+    switch (l->kind) {
+    case LAYER_DENSE:
+        if (m->spatial && spatial_classifier(m->layers, m->nlayers, i)) spatial_dense_forward(m, i, in, B);
+        else dense_forward(l->pb ? l->lout : l->out, in, W, bias, B, (int)in_size(l), l->u_hi - l->u_lo);
+        break;
+    case LAYER_CONV: *moments_of = conv_forward(m, i, in, B); break;
+    case LAYER_LC: {
+        if (m->spatial) { spatial_lc_forward(m, i, (float *)in, B); break; }
+        conv_geom_t g = layer_geom(l, B, l->out_c);
+        lc_forward(l->out, m->col + m->col_off[i], in, W, bias, &g);
+        break;
+    }
+    case LAYER_MAXPOOL: pool_forward(m, i, in, B); break;
+    case LAYER_RELU:
+        if (passes_relu_fused(m, i)) l->out = (float *)in;   /* the pool above applies it */
+        else if (m->spatial) spatial_act(m, i, in, NULL, B);
+        else relu_forward(l->out, in, n);
+        break;
+    case LAYER_TANH:
+        if (m->spatial) spatial_act(m, i, in, NULL, B);
+        else tanh_forward(l->out, in, n);
+        break;
+    case LAYER_FLATTEN: l->out = (float *)in; break;
+    case LAYER_BN: bn_forward(m, i, in, B, *moments_of); break;
+    case LAYER_ADD: add_forward(l->out, in, m->layers[l->src2].out, n, l->relu); break;
+    case LAYER_GAP: gap_forward(l->out, in, B, l->out_c, l->in_h * l->in_w); break;
+    }
+}
+
+const float *passes_forward(model_t *m, const float *x, int B)
+{
+    m->input = x;
+    int moments_of = -1;   /* the layer whose output planes' moments m->bn_moments holds */
+    for (int i = 0; i < m->nlayers; i++) {
+        layer_t *l = &m->layers[i];
+        layer_forward(m, i, input_of(m, l->src), B, &moments_of);
+        /* a split layer: every partition's part of the whole output */
+        if (l->pb) m->part.gather(m->part.ctx, l->out, l->lout, B, (int)layer_out_size(l), l->pb);
+    }
+    return m->layers[m->nlayers - 1].out;
+}
+
+/* ---- backward ---- */
+
+typedef struct {
+    model_t *m;
+    int B;
+    int first;    /* the lowest layer with parameters */
+    int padded;   /* the convolution whose output gradient is in the workspace, padded */
+} bwd_t;
+
+/* Where the input gradient for layer src goes: its dout for the first
+ * reader to write, the scratch buffer for the second (added by
+ * grad_done); NULL for the model input and below the lowest layer with
+ * parameters. */
+static float *grad_target(bwd_t *b, int src)
+{
+    if (src < 0 || src < b->first) return NULL;
+    layer_t *s = &b->m->layers[src];
+    return s->dwrites++ == 0 ? s->dout : b->m->dscratch;
+}
+
+static void grad_done(bwd_t *b, int src, const float *d)
+{
+    if (src < 0 || !d || d != b->m->dscratch) return;
+    layer_t *s = &b->m->layers[src];
+    const long n = (long)b->B * layer_out_size(s);
+    PAR_FOR_IF(n >= PAR_MIN_FLOATS)   /* element-wise */
+    for (long i = 0; i < n; i++) s->dout[i] += d[i];
+}
+
+/* This partition's columns of a split layer's whole output gradient, made
+ * contiguous for the kernels. */
+static const float *part_slice(model_t *m, layer_t *l, int B)
+{
+    const int R = (int)layer_out_size(l), lo = l->pb[m->part.index], nl = l->pb[m->part.index + 1] - lo;
+    for (int b = 0; b < B; b++)
+        memcpy(l->ldout + (long)b * nl, l->dout + (long)b * R + lo, sizeof(float) * (size_t)nl);
+    return l->ldout;
+}
+
+static float *conv_backward(bwd_t *b, int i, const float *dout)
+{
+    model_t *m = b->m;
+    layer_t *l = &m->layers[i];
+    const float *W = m->params + l->w_off;
+    float *dW = m->grads + l->w_off, *db = m->grads + l->b_off;
+    conv_geom_t g = layer_geom(l, b->B, l->u_hi - l->u_lo);
+    float *d = grad_target(b, l->src);
+    if (!m->graph)
+        conv2d_backward(d, dW, db, m->col + m->col_off[i], dout, W, &g);
+    else
+        conv2d_backward_ws(d, dW, l->b_len ? db : NULL, m->col + m->col_off[i], m->col + m->col_work_off,
+                           b->padded == i ? NULL : l->dout, W, &g);
+    return d;
+}
+
+/* The input gradient of a convolution just below that only this layer
+ * reads goes straight into that convolution's padded output gradient, if
+ * it pads it. */
+static float *bn_backward_at(bwd_t *b, int i, const float *in)
+{
+    model_t *m = b->m;
+    layer_t *l = &m->layers[i];
+    plane_pad_t pp;
+    float *D = NULL;
+    if (l->src == i - 1 && m->layers[l->src].kind == LAYER_CONV && m->layers[l->src].nuse == 1) {
+        conv_geom_t g = layer_geom(&m->layers[l->src], b->B, m->layers[l->src].out_c);
+        D = conv2d_dout_padded(&pp, m->col + m->col_work_off, &g);
+    }
+    float *d = D ? D : grad_target(b, l->src);
+    bn_backward(d, m->grads + l->w_off, m->grads + l->b_off, l->dout, in, l->aux, l->aux + l->out_c, m->params + l->w_off,
+                m->params + l->b_off, m->bn_moments, b->B, l->out_c, l->out_h * l->out_w, l->relu, m->bn_sync, D ? &pp : NULL);
+    if (D) { b->padded = l->src; return NULL; }
+    return d;
+}
+
+static void add_backward_at(bwd_t *b, int i)
+{
+    layer_t *l = &b->m->layers[i];
+    const long n = (long)b->B * layer_out_size(l);
+    add_backward(l->dout, l->dout, l->out, n, l->relu);   /* in place: the sum's gradient */
+    const int srcs[2] = { l->src, l->src2 };
+    for (int k = 0; k < 2; k++) {
+        float *d = grad_target(b, srcs[k]);
+        if (!d) continue;
+        if (d != l->dout) memcpy(d, l->dout, sizeof(float) * (size_t)n);   /* else: the same buffer */
+        grad_done(b, srcs[k], d);
+    }
+}
+
+/* A max pooling's input gradient; through a ReLU it applies, into the
+ * gradient below that ReLU. */
+static void pool_backward(bwd_t *b, int i)
+{
+    model_t *m = b->m;
+    layer_t *l = &m->layers[i];
+    const int fused = i > 0 && passes_relu_fused(m, i - 1);
+    float *d = grad_target(b, fused ? m->layers[i - 1].src : l->src);
+    if (!d) return;
+    if (m->spatial) { spatial_pool_backward(m, i, d, b->B, fused); return; }
+    conv_geom_t g = layer_geom(l, b->B, l->out_c);
+    if (fused) maxpool_relu_backward(d, l->dout, l->out, l->argmax, &g);
+    else maxpool_backward(d, l->dout, l->argmax, &g);
+}
+
+/* Layer i's gradients; returns where its input gradient went, for a split
+ * layer's sum across partitions (NULL: nowhere, or already added). */
+static float *layer_backward(bwd_t *b, int i)
+{
+    model_t *m = b->m;
+    layer_t *l = &m->layers[i];
+    const float *in = input_of(m, l->src), *W = m->params + l->w_off;
+    float *dW = m->grads + l->w_off, *db = m->grads + l->b_off, *d = NULL;
+    const long n = (long)b->B * layer_out_size(l);
+    const float *dout = l->pb ? part_slice(m, l, b->B) : l->dout;
+    switch (l->kind) {
+    case LAYER_DENSE:
+        d = grad_target(b, l->src);
+        if (m->spatial && spatial_classifier(m->layers, m->nlayers, i)) spatial_dense_backward(m, i, d, b->B);
+        else dense_backward(d, dW, db, dout, in, W, b->B, (int)in_size(l), l->u_hi - l->u_lo);
+        break;
+    case LAYER_CONV: d = conv_backward(b, i, dout); break;
+    case LAYER_LC: {
+        d = grad_target(b, l->src);
+        if (m->spatial) { spatial_lc_backward(m, i, d, in, b->B); break; }
+        conv_geom_t g = layer_geom(l, b->B, l->out_c);
+        lc_backward(d, dW, db, m->col + m->col_off[i], dout, in, W, &g);
+        break;
+    }
+    case LAYER_MAXPOOL: pool_backward(b, i); return NULL;
+    case LAYER_RELU:
+    case LAYER_TANH:
+        if (passes_relu_fused(m, i)) return NULL;   /* done by the pool above */
+        d = grad_target(b, l->src);
+        if (d && m->spatial) spatial_act(m, i, NULL, d, b->B);
+        else if (d && l->kind == LAYER_RELU) relu_backward(d, l->dout, l->out, n);
+        else if (d) tanh_backward(d, l->dout, l->out, n);
+        break;
+    case LAYER_FLATTEN: return NULL;   /* its dout is the layer below's */
+    case LAYER_BN: d = bn_backward_at(b, i, in); break;
+    case LAYER_ADD: add_backward_at(b, i); return NULL;
+    case LAYER_GAP:
+        d = grad_target(b, l->src);
+        if (d) gap_backward(d, l->dout, b->B, l->out_c, l->in_h * l->in_w);
+        break;
+    }
+    grad_done(b, l->src, d);
+    return d;
+}
+
+void passes_backward(model_t *m, int B)
+{
+    bwd_t b = { .m = m, .B = B, .first = passes_first_param(m), .padded = -1 };
+    for (int i = 0; i < m->nlayers; i++) m->layers[i].dwrites = 0;
+    for (int i = m->nlayers - 1; i >= 0; i--) {
+        layer_t *l = &m->layers[i];
+        float *d = layer_backward(&b, i);
+        /* each partition's contribution to the input gradient, summed */
+        if (l->pb && d) m->part.sum(m->part.ctx, d, (long)B * in_size(l));
+        if (l->w_len && m->grad_ready) m->grad_ready(m->grad_ctx, l->w_off, l->w_len + l->b_len);
+    }
+}
