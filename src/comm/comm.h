@@ -210,6 +210,23 @@ int comm_withdraw(MPI_Request *req, double bound);
 /* The bound a run's end gives its posted receives: a cancel is local, so
  * only a receive that a message has matched takes any time at all. */
 #define COMM_WITHDRAW_S 0.5
+
+/* A server's event loop over its posted receives (the parameter server's
+ * shard, Sandblaster's shard: each a set of handlers). Until done(ctx):
+ * poll every receive; call polled(ctx), if set, after each poll; hand
+ * each completed receive to take(ctx, index, status), which reposts what
+ * it wants; when none had completed, call quiet(ctx) (deadlines,
+ * keep-alives) and idle by the --wait policy, only yielding if quiet
+ * returns 1 (replies still in flight). The simulated build blocks in
+ * MPI_Waitany instead of polling: nobody dies there, and SimGrid charges
+ * each failed test as an event (MPI_Waitsome tests every request). */
+typedef struct comm_serve {
+    int (*done)(void *ctx);
+    void (*polled)(void *ctx);
+    void (*take)(void *ctx, int i, MPI_Status *st);
+    int (*quiet)(void *ctx);
+} comm_serve_t;
+void comm_serve(comm_t *c, int n, MPI_Request *rq, const comm_serve_t *h, void *ctx);
 /* Deadline `which` of this process's --timeout (liveness.h). */
 static inline double comm_deadline(const comm_t *c, live_deadline_t which) { return live_deadline(c->timeout_s, which); }
 

@@ -541,46 +541,38 @@ static void shard_close(shard_t *s)
     optim_free(s->opt);
 }
 
+/* ---- the shard as comm_serve's handlers ---- */
+
+static int served(void *ctx) { return all_finished(ctx); }
+
+/* A worker is silent only while this shard listens: the workers' times are
+ * the shard's awake clock, which leaves out a gap of more than a quarter
+ * of --timeout, or 0.25 s, between its polls (the shard itself stopped,
+ * descheduled or held inside MPI). Without it a shard frozen past
+ * --timeout evicted every healthy worker the moment it came back. */
+static void polled(void *ctx)
+{
+    shard_t *s = ctx;
+    s->now = shard_now(s);
+    /* a preemption signal to this shard stops every worker (they see it in their replies) */
+    if (comm_preempt_signal() && s->stop_all < COMM_STOP_PREEMPT) s->stop_all = COMM_STOP_PREEMPT;
+}
+
+static void took(void *ctx, int j, MPI_Status *st) { shard_take(ctx, j, st, ((shard_t *)ctx)->now); }
+
+static int quiet(void *ctx)
+{
+    shard_t *s = ctx;
+    shard_quiet(s, s->now);
+    return replies_in_flight(s);
+}
+
 int ps_server_run(comm_t *c, const ps_config_t *cfg, int k, const float *params, size_t nparams)
 {
     shard_t sh, *s = &sh;
     shard_open(s, c, cfg, k, params, nparams);
-    comm_idle_t idle = comm_idle_start(s->c);
-    int *idx = xcalloc((size_t)s->nrreq, sizeof(int));
-    MPI_Status *sts = xcalloc((size_t)s->nrreq, sizeof(MPI_Status));
-    while (!all_finished(s)) {
-        int nready = 0;
-        if (sim_build()) {
-            /* simulated workers never die: block instead of polling, which
-             * the simulator would pay for as one event per failed test.
-             * Waitany, not Waitsome: SimGrid's Waitsome tests every request
-             * and charges the cost of a failed test (smpi/test) for each
-             * one still open. */
-            MPI_CHECK(c, MPI_Waitany(s->nrreq, s->rreq, &idx[0], &sts[0]));
-            nready = idx[0] == MPI_UNDEFINED ? 0 : 1;
-        } else {
-            MPI_CHECK(c, MPI_Testsome(s->nrreq, s->rreq, &nready, idx, sts));
-        }
-        /* A worker is silent only while this shard listens: the workers'
-         * times are the shard's awake clock, which leaves out a gap of more
-         * than a quarter of --timeout, or 0.25 s, between its polls (the
-         * shard itself stopped, descheduled or held inside MPI). Without it
-         * a shard frozen past --timeout evicted every healthy worker the
-         * moment it came back. */
-        double now = shard_now(s);
-        /* a preemption signal to this shard stops every worker (they see it in their replies) */
-        if (comm_preempt_signal() && s->stop_all < COMM_STOP_PREEMPT) s->stop_all = COMM_STOP_PREEMPT;
-        if (nready <= 0) {
-            shard_quiet(s, now);
-            idle.spin = s->c->wait_spin || replies_in_flight(s);
-            comm_idle(&idle);
-            continue;
-        }
-        comm_idle_reset(&idle);
-        for (int i = 0; i < nready; i++) shard_take(s, idx[i], &sts[i], now);
-    }
-    free(idx);
-    free(sts);
+    const comm_serve_t h = { .done = served, .polled = polled, .take = took, .quiet = quiet };
+    comm_serve(c, s->nrreq, s->rreq, &h, s);
     shard_close(s);
     return 0;
 }

@@ -93,6 +93,7 @@ typedef struct shard {
     ps_stats_t st;
     int64_t version;         /* updates applied to the slice (replies carry it) */
     double last_keepalive;
+    double now;              /* the awake clock at the last poll (shard_now) */
     live_clock_t awake;      /* the workers' times (last_seen): this shard's awake clock */
     int stop_all;            /* COMM_STOP_*: every worker is asked to stop: say so in every reply */
     int no_snap;             /* no checkpoint is written from now on: a worker's loss diverged, or a save failed */

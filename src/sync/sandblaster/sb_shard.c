@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../util/sim.h"
 #include "../../util/util.h"
 #include "sb.h"
 
@@ -36,6 +35,7 @@ typedef struct shard {
     int64_t *fetch_pass;     /* (R) parked fetch: the pass wanted, or -1 */
     unsigned char *dead;     /* (R) evicted: its pushes no longer count */
     unsigned char *lent;     /* (R) its push buffer is MPI's (a withdrawn receive a message had matched) */
+    comm_wait_t coord;       /* the coordinator's silence */
 } shard_t;
 
 static size_t push_bytes(const shard_t *s) { return sizeof(sb_push_hdr_t) + s->n * sizeof(float); }
@@ -211,6 +211,30 @@ static void take(shard_t *s, int i)
     if (s->fetch_pass[q] <= s->pass) send_x(s, q);
 }
 
+/* ---- the shard as comm_serve's handlers ---- */
+
+static int stopped(void *ctx) { return ((shard_t *)ctx)->stop; }
+
+/* a signal to this shard preempts the job: the coordinator stops it */
+static void polled(void *ctx) { comm_preempt_tell(((shard_t *)ctx)->c, 0); }
+
+static void took(void *ctx, int i, MPI_Status *st)
+{
+    shard_t *s = ctx;
+    if (i == RQ_OP(s)) comm_wait_heard(&s->coord);
+    take(s, i);
+}
+
+static int quiet(void *ctx)
+{
+    shard_t *s = ctx;
+    drain(s);
+    if (comm_wait_late(&s->coord))
+        die("sandblaster shard %d: the coordinator (rank 0) has been silent for %.1f s (--timeout %g); stopping", s->k,
+            comm_wait_s(&s->coord), s->timeout);
+    return 0;
+}
+
 int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
 {
     comm_t *c = r->comm;
@@ -251,33 +275,9 @@ int sb_shard_run(run_t *r, const sb_data_t *b, int k, const float *restore)
     }
     post_op(s);
     const int nrq = 2 * s->R + 1;
-    int *idx = xcalloc((size_t)nrq, sizeof(int));
-    MPI_Status *sts = xcalloc((size_t)nrq, sizeof(MPI_Status));   /* MPICH's headers want an array here */
-    comm_wait_t w = comm_wait_start(s->c, live_deadline(s->timeout, LIVE_SILENT));   /* on the coordinator */
-    while (!s->stop) {
-        int nready = 0;
-        comm_preempt_tell(c, 0);   /* a signal to this shard preempts the job: the coordinator stops it */
-        if (sim_build()) {   /* nobody dies: block (Waitany, as the parameter server's shard, server.c) */
-            MPI_CHECK(c, MPI_Waitany(nrq, s->rq, &idx[0], &sts[0]));
-            nready = idx[0] == MPI_UNDEFINED ? 0 : 1;
-        } else {
-            MPI_CHECK(c, MPI_Testsome(nrq, s->rq, &nready, idx, sts));
-        }
-        if (nready <= 0) {
-            drain(s);
-            if (comm_wait_over(&w))
-                die("sandblaster shard %d: the coordinator (rank 0) has been silent for %.1f s (--timeout %g); stopping",
-                    k, comm_wait_s(&w), s->timeout);
-            continue;
-        }
-        comm_idle_reset(&w.idle);
-        for (int i = 0; i < nready; i++) {
-            if (idx[i] == RQ_OP(s)) comm_wait_heard(&w);
-            take(s, idx[i]);
-        }
-    }
-    free(idx);
-    free(sts);
+    s->coord = comm_wait_start(s->c, live_deadline(s->timeout, LIVE_SILENT));
+    const comm_serve_t h = { .done = stopped, .polled = polled, .take = took, .quiet = quiet };
+    comm_serve(c, nrq, s->rq, &h, s);
     /* the coordinator is alive (it sent OP_STOP); after a death elsewhere a
      * replica may not be */
     for (int i = 0; i < nrq; i++)
