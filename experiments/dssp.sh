@@ -19,7 +19,7 @@
 # each; the shards' messages (20 KB pushes and pulls) simulated eagerly,
 # as a real MPI sends them under its 64 KiB limit (--eager 65536,
 # docs/simulation.md "Messages"). Resumable with --keep.
-# Usage: [REGIME=resnet] experiments/dssp.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
+# Usage: [REGIME=resnet] [EXP_SPECS="N:CLUSTER ..."] experiments/dssp.sh [--quick] [--keep | --report] [--out DIR] [--build DIR] [--sim-build DIR]
 # Writes DIR/summary.md (tables, with dssp's time to target against ssp's
 # and bsp-ps's), DIR/figures/, DIR/metrics/ (default experiments/results/dssp).
 case "${1-}" in -h|--help) sed -n '2,/^[^#]/{/^#/!d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac   # the header above
@@ -80,6 +80,12 @@ SPECS=$(for N in "${NS[@]}"; do echo "$N:hetero $N:homo"; done; for N in "${NS[@
 # (the mixed and uniform clusters at 8 workers only: a run of 16 costs twice
 # as much, and the transient stragglers are where the paper's advantage lies)
 [ $RN = 1 ] && SPECS=$(for N in "${NS[@]}"; do echo "$N:rn-transient"; done; echo "${NS[0]}:rn-hetero ${NS[0]}:rn-homo")
+# EXP_SPECS="8:rn-transient 8:rn-hetero": some of the clusters only (two
+# invocations sharing --out with --keep can run disjoint sets side by side;
+# a last --report over all of them writes the whole summary)
+SPECA=()
+exp_list EXP_SPECS SPECA '[0-9]+:(hetero|homo|cpu-hetero|cpu-homo|cpu-transient|rn-transient|rn-hetero|rn-homo)' "N:CLUSTER specs (e.g. 8:rn-transient)"
+[ "${#SPECA[@]}" -gt 0 ] && SPECS="${SPECA[*]}"
 for spec in $SPECS; do
         N=${spec%%:*} cl=${spec#*:}
         # --quick: the mixed link-bound cluster and transient stragglers only
