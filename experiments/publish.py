@@ -3,6 +3,9 @@
 
 usage: experiments/publish.py [--root DIR] RUN_DIR NAME
 
+NAME is the experiment's folder under docs/results/, or EXPERIMENT/SUB for
+runs made again and kept beside the experiment's first ones.
+
 Copies RUN_DIR/summary.md and RUN_DIR/wall.tsv (what each run cost) to
 docs/results/NAME/, and every RUN_DIR/metrics/*.jsonl (a subfolder of
 metrics/ too, e.g. pilot runs kept apart) into the experiment's archive
@@ -74,8 +77,9 @@ def main(argv):
         print(__doc__.strip())
         return 0 if len(argv) == 2 and argv[1] in ("-h", "--help") else 2
     src, name = argv[1], argv[2]
-    if not re.fullmatch(r"[\w.-]+", name):
-        print(f"publish: error: NAME '{name}' must be one folder name (letters, digits, '.', '-', '_')", file=sys.stderr)
+    parts = name.split("/")
+    if len(parts) > 2 or not all(re.fullmatch(r"[\w.-]+", x) and x not in (".", "..") for x in parts):
+        print(f"publish: error: NAME '{name}' must be a folder name (letters, digits, '.', '-', '_'), or two for runs made again beside an experiment's (e.g. dssp-resnet/lanes)", file=sys.stderr)
         return 2
     mdir = os.path.join(src, "metrics")
     if not os.path.isdir(mdir):

@@ -17,7 +17,7 @@ known to the evaluation grid; two runs within half a grid step of each
 other reached it at the same evaluation and tie. Bold marks the best
 accuracy and the shortest time of a row when one run alone has it.
 
-Tables: jin, jin-resnet, jin-resnet-why, lc-speedup, dssp, dssp-transient, dssp-ratios, dssp-resnet, selsync, selsync-resnet, distbelief, distbelief-resnet."""
+Tables: jin, jin-resnet, jin-resnet-why, lc-speedup, dssp, dssp-transient, dssp-ratios, dssp-resnet, dssp-resnet-lanes, selsync, selsync-resnet, distbelief, distbelief-resnet."""
 import functools
 import os
 import re
@@ -239,9 +239,9 @@ def dssp_ratios():
 DSSP_RN = (("rn-transient", "transient stragglers"), ("rn-hetero", "mixed"), ("rn-homo", "uniform"))
 
 
-def dssp_resnet_runs(cl, n):
+def dssp_resnet_runs(cl, n, exp="dssp-resnet"):
     """Paradigm -> the seeds' runs on one regime cluster, those that exist."""
-    return {p: present("dssp-resnet", [f"{cl}-{n}-{p}-seed{sd}" for sd in SEEDS]) for p in DSSP}
+    return {p: present(exp, [f"{cl}-{n}-{p}-seed{sd}" for sd in SEEDS]) for p in DSSP}
 
 
 def dssp_over(ts, other):
@@ -250,15 +250,17 @@ def dssp_over(ts, other):
     return [d / x if d is not None and x is not None else None for d, x in zip(ts["dssp"], ts[other])]
 
 
-def dssp_resnet():
+def dssp_resnet(exp="dssp-resnet"):
     """The regime rerun: per cluster and N, each paradigm's final accuracy
     and time to 0.80 over the seeds, and dssp's time against ssp's and
     bsp-ps's, seed by seed (below 1: dssp first). A configuration whose
-    seeds have not all run is left out."""
+    seeds have not all run is left out. exp: dssp-resnet/lanes holds the
+    runs made again once a shard took as many gradients at once as there
+    are shards."""
     target, rows = 0.80, []
     for cl, name in DSSP_RN:
         for n in (8, 16):
-            rs = dssp_resnet_runs(cl, n)
+            rs = dssp_resnet_runs(cl, n, exp)
             if not all(len(v) == len(SEEDS) for v in rs.values()):
                 continue
             ts = {p: [tw(r, target) for r in v] for p, v in rs.items()}
@@ -1071,7 +1073,7 @@ def lc_speedup():
 
 
 TABLES = {"jin": jin, "jin-resnet": jin_resnet, "jin-resnet-why": jin_resnet_why, "lc-speedup": lc_speedup, "dssp": dssp, "dssp-transient": dssp_transient, "dssp-ratios": dssp_ratios,
-          "dssp-resnet": dssp_resnet,
+          "dssp-resnet": dssp_resnet, "dssp-resnet-lanes": lambda: dssp_resnet("dssp-resnet/lanes"),
           "selsync": selsync, "selsync-resnet": selsync_resnet, "distbelief": distbelief,
           "distbelief-resnet": distbelief_resnet}
 # a block's text never holds another block's start (an empty block is one newline)
