@@ -206,6 +206,22 @@ if [ "$(tar tzf "$A" | tr '\n' ' ')" = "metrics/a.jsonl metrics/d.jsonl metrics/
     cmp -s "$A" "$WORK/again.tar.gz"; then
     ok "a second publish into one experiment keeps its other runs; publishing the same runs again leaves the archive's bytes"
 else bad "experiments/publish.py into an existing archive" "$(tar tzf "$A" 2>&1 | tr '\n' ' ')"; fi
+# runs made again beside an experiment's: NAME/SUB, its own archive, the
+# recorded paths its own; a NAME that leaves docs/results/ is refused in one
+# line and writes nothing
+S2="$WORK/pubroot/docs/results/demo/again/metrics.tar.gz"
+if out=$(python3 "$HERE/../experiments/publish.py" --root "$WORK/pubroot" "$WORK/pubsrc" demo/again 2>&1) &&
+    tar xzOf "$S2" --wildcards 'metrics/*.jsonl' 2>/dev/null | grep -q '"metrics":"docs/results/demo/again/metrics.tar.gz/metrics/'; then
+    ok "publish into EXPERIMENT/SUB: an archive of its own beside the experiment's, paths made its own"
+else bad "publish into EXPERIMENT/SUB" "$out: $(tar tzf "$S2" 2>&1 | head -3)"; fi
+for name in .. demo/.. ../demo a/b/c; do
+    rm -rf "$WORK/travroot"
+    if ! out=$(python3 "$HERE/../experiments/publish.py" --root "$WORK/travroot/x" "$WORK/pubsrc" "$name" 2>&1) &&
+        [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "^publish: error: NAME '$name' must be a folder name" &&
+        ! [ -e "$WORK/travroot" ]; then
+        ok "publish NAME '$name' is refused in one line, nothing written"
+    else bad "publish NAME '$name'" "$out; written: $(find "$WORK/travroot" 2>/dev/null | head -3)"; fi
+done
 # a damaged archive is named and left as it was, not overwritten with the new runs alone
 mkdir -p "$WORK/badroot/docs/results/demo"
 head -c $(($(stat -c %s "$A") / 2)) "$A" > "$WORK/badroot/docs/results/demo/metrics.tar.gz"
