@@ -4,12 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 #ifdef __linux__
+#include <pthread.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #endif
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../util/cpu.h"
 #include "../util/sim.h"
 #include "../util/util.h"
 
@@ -180,8 +183,15 @@ void comm_init(comm_t *c, int *argc, char ***argv)
     /* funneled: the kernels' threads (--threads) never call MPI; only the
      * thread that called MPI_Init does */
     int provided = 0;
-    if (!up && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-        die("MPI_Init failed; check the MPI installation (mpirun --version)");
+    /* the threads MPI starts (its runtime's progress threads) leave the
+     * process's signals to this one (util/cpu.h, cpu_process_signals); a
+     * signal that comes meanwhile is taken once they are unblocked */
+    sigset_t sigs, was;
+    cpu_process_signals(&sigs);
+    pthread_sigmask(SIG_BLOCK, &sigs, &was);
+    const int init_rc = up ? MPI_SUCCESS : MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    if (init_rc != MPI_SUCCESS) die("MPI_Init failed; check the MPI installation (mpirun --version)");
     c->world = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->world, &c->rank);

@@ -1,6 +1,7 @@
 #include "cpu.h"
 
 #include <cblas.h>
+#include <pthread.h>
 
 #include "par.h"
 
@@ -29,6 +30,11 @@ void cpu_compute_setup(int threads, int flush)
     unsigned v = csr_get();
     const unsigned mode = flush ? (v | CSR_FLUSH) : (v & ~CSR_FLUSH);
     csr_set(mode);
+    /* whatever threads start from here on leave the process's signals to
+     * this one (cpu.h) */
+    sigset_t sigs, was;
+    cpu_process_signals(&sigs);
+    pthread_sigmask(SIG_BLOCK, &sigs, &was);
     if (blas_thread_shutdown_) blas_thread_shutdown_();
     /* OpenBLAS computes on the calling thread only: its own threads split
      * a GEMM where it likes, which changes the bits with their number;
@@ -36,13 +42,24 @@ void cpu_compute_setup(int threads, int flush)
     openblas_set_num_threads(1);
 #ifdef _OPENMP
     omp_set_num_threads(threads);
-    /* the pool's threads take this mode too: those that exist already
-     * kept the mode they were created with */
+    /* the pool's threads take this mode and mask too: those that exist
+     * already kept the ones they were created with */
 #pragma omp parallel num_threads(threads)
-    csr_set(mode);
+    {
+        csr_set(mode);
+        if (omp_get_thread_num() != 0) pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    }
 #else
     (void)threads;
 #endif
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+}
+
+void cpu_process_signals(sigset_t *set)
+{
+    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD };
+    sigemptyset(set);
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaddset(set, sigs[i]);
 }
 
 int cpu_flushes_denormals(void)

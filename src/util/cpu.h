@@ -1,4 +1,5 @@
-/* util/cpu — the floating-point mode of the threads that compute.
+/* util/cpu — the floating-point mode and the signals of the threads that
+ * compute.
  *
  * Subnormal floats (|x| < 1.2e-38) cost 50-100 cycles per operation on x86
  * and ARM cores when the hardware handles them; noisy training (small
@@ -10,6 +11,8 @@
 #ifndef DSGD_CPU_H
 #define DSGD_CPU_H
 
+#include <signal.h>
+
 /* Sets this thread's subnormal mode (flush != 0: flush-to-zero and
  * denormals-are-zero; 0: IEEE subnormals) and that of the kernels' thread
  * pool, which gets `threads` threads (util/par.h); OpenBLAS computes on the
@@ -17,6 +20,15 @@
  * loaded, before main, so they are restarted here: a thread inherits the
  * mode of the thread that creates it. */
 void cpu_compute_setup(int threads, int flush);
+/* The signals sent to a whole process (SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+ * SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD). The kernels' threads block them
+ * (cpu_compute_setup), and so does any thread a library starts while the
+ * caller holds them blocked (comm_init around MPI_Init): the kernel then
+ * hands them to the thread that runs the paradigm, and two of them sent at
+ * once both reach it before it takes another step. Taken by another thread,
+ * a signal waits until that thread is scheduled again, which on a loaded
+ * machine can be after the first one's graceful stop has been written. */
+void cpu_process_signals(sigset_t *set);
 /* 1 if this thread flushes subnormals to zero. */
 int cpu_flushes_denormals(void);
 
