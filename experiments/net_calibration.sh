@@ -14,13 +14,20 @@
 # eager limit over TCP); for bsp also the all-reduce's bandwidth
 # cost 2(N-1)/N x gradient bytes / link rate and the measured step over it.
 #
+# --compute none runs every case without its forward and backward passes
+# (dsgd train --compute none): the same messages, and a step's time is its
+# communication and the paradigm's own arithmetic. On a machine with fewer
+# cores than hosts the ranks' computing competes with their TCP work and
+# the reference stops being one of links; without it, what is compared is
+# the network model alone.
+#
 # Links have bandwidth but no added delay (tc's netem is not available on
 # every kernel): the real latency is the kernel's (veth, bridge: tens of
 # microseconds); the simulated links get --latency 50us.
 #
 # Usage: experiments/net_calibration.sh [--quick] [--repeats R] [--mpi openmpi|mpich]
 #                                       [--rates "100mbit 1gbit"] [--ns "2 3 4"] [--paradigms "bsp asp gossip"|all]
-#                                       [--build DIR] [--sim-build DIR]
+#                                       [--compute full|none] [--build DIR] [--sim-build DIR]
 #   full: 100mbit and 1gbit, N = 2, 3, 4, bsp/asp/gossip, 3 repeats (8
 #   minutes on a quiet 2-core machine); --paradigms all: every case above
 #   (a case that needs more hosts than N, asp2 at N = 2, is skipped). --quick: 1gbit, N = 2 and 4, bsp
@@ -29,9 +36,9 @@
 #   the load average at the start is printed with the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-QUICK=0 REPS="" MPI=openmpi ORATES="" ONS="" OPARS="" OBIN="" SIMB=build-sim
+QUICK=0 REPS="" MPI=openmpi COMPUTE=full ORATES="" ONS="" OPARS="" OBIN="" SIMB=build-sim
 while [ $# -gt 0 ]; do
-    case "$1" in --repeats|--mpi|--rates|--ns|--paradigms|--build|--sim-build) [ $# -ge 2 ] || { echo "net_calibration: $1 needs a value" >&2; exit 2; } ;; esac
+    case "$1" in --repeats|--mpi|--rates|--ns|--paradigms|--build|--sim-build|--compute) [ $# -ge 2 ] || { echo "net_calibration: $1 needs a value" >&2; exit 2; } ;; esac
     case "$1" in
         --quick) QUICK=1; shift ;;
         --repeats) REPS=$2; shift 2 ;;
@@ -40,9 +47,11 @@ while [ $# -gt 0 ]; do
         --ns) ONS=$2; shift 2 ;;
         --paradigms) OPARS=$2; shift 2 ;;
         --build) OBIN=$2/dsgd; shift 2 ;;
+        --compute) COMPUTE=$2; shift 2
+                   case "$COMPUTE" in full|none) ;; *) echo "net_calibration: --compute is full or none, not '$COMPUTE'" >&2; exit 2 ;; esac ;;
         --sim-build) SIMB=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) echo "net_calibration: unknown option '$1' (--quick, --repeats R, --mpi openmpi|mpich, --rates, --ns, --paradigms, --build, --sim-build)" >&2; exit 2 ;;
+        *) echo "net_calibration: unknown option '$1' (--quick, --repeats R, --mpi openmpi|mpich, --rates, --ns, --paradigms, --compute full|none, --build, --sim-build)" >&2; exit 2 ;;
     esac
 done
 if [ $QUICK = 1 ]; then RATES=(1gbit); NS=(2 4); PARS=(bsp asp); REPS=${REPS:-1}
@@ -75,7 +84,7 @@ pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", (a / b - 1) * 100 }';
 # sim_rate RATE: SimGrid's spelling of a tc rate (1gbit -> 1Gbps)
 sim_rate() { sed -E 's/gbit$/Gbps/; s/mbit$/Mbps/; s/kbit$/kbps/' <<< "$1"; }
 
-D=(--data fashion-mnist --model mlp --batch 64 --lr 0.05 --test-subset 500 --quiet)
+D=(--data fashion-mnist --model mlp --batch 64 --lr 0.05 --test-subset 500 --quiet --compute "$COMPUTE")
 # args PARADIGM N: the training flags; bsp a fixed number of steps, the
 # others one epoch of a subset whose size grows with the workers
 # (empty: the case needs more hosts than N)
@@ -107,7 +116,7 @@ per() {
 echo "## Real shaped links against dsgd-sim ($MPI, $(date -u +%Y-%m-%d), load average at start $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
 echo "mlp (Fashion-MNIST; downpour: mlp:16, 51 KB pushes), batch 64; bsp, bsp-bucket, localsgd: ms per step (60 steps); the others: s per epoch of 1280 samples per worker."
-echo "Real: median [min, max] of $REPS runs. Error: simulated against the real median."
+echo "Real: median [min, max] of $REPS runs. Error: simulated against the real median.$([ "$COMPUTE" = none ] && echo " --compute none: no forward or backward passes, the same messages.")"
 echo
 echo "| link | N | paradigm | real | simulated | error | simulated, --eager 65536 | error | bandwidth cost | real / cost |"
 echo "|---|---|---|---|---|---|---|---|---|---|"

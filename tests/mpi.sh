@@ -169,4 +169,29 @@ if [ "$rcs" = "1 1 3 1 " ] && grep -q "rank 2 did not arrive at the gradient all
     ok "bsp with rank 2 dead: ranks 0,1,3 exit 1 in ${took}s, naming rank 2"
 else bad "bsp with a dead rank" "exit codes [$rcs] after ${took}s: $(grep dsgd "$WORK/fail.err" | head -3)"; fi
 
+# --compute none (network calibration, experiments/net_calibration.sh): the
+# same messages as a computing run, no forward or backward, the model
+# untouched (its test loss that of a run whose rate, 1e-30, moves no
+# parameter by a float's last bit)
+CN=(--data synthetic --model mlp:64 --batch 32 --lr 0.1 --steps 40 --eval-every 40 --quiet)
+cn_bad=""
+for s in bsp asp; do
+    ex=(); [ $s = asp ] && ex=(--servers 1)
+    launch 3 "${CN[@]}" --sync $s "${ex[@]}" --metrics "$WORK/cf-$s.jsonl" > /dev/null 2>&1
+    launch 3 "${CN[@]}" --sync $s "${ex[@]}" --compute none --metrics "$WORK/cn-$s.jsonl" > /dev/null 2>&1
+    launch 3 "${CN[@]}" --sync $s "${ex[@]}" --lr 1e-30 --metrics "$WORK/c0-$s.jsonl" > /dev/null 2>&1
+    for f in bytes_sent msgs_sent; do
+        a=$(json_field "$WORK/cf-$s.jsonl" done $f) b=$(json_field "$WORK/cn-$s.jsonl" done $f)
+        [ -n "$a" ] && [ "$a" = "$b" ] || cn_bad+="$s: $f $a computing, $b not; "
+    done
+    a=$(json_field "$WORK/c0-$s.jsonl" done test_loss) b=$(json_field "$WORK/cn-$s.jsonl" done test_loss)
+    c=$(json_field "$WORK/cf-$s.jsonl" done test_loss)
+    { [ -n "$a" ] && [ "$a" = "$b" ] && [ "$c" != "$b" ]; } || cn_bad+="$s: test loss $b, untrained $a, trained $c; "
+    le "$(json_field "$WORK/cn-$s.jsonl" done compute_share)" 0.2 || cn_bad+="$s: compute share $(json_field "$WORK/cn-$s.jsonl" done compute_share); "
+done
+if [ -z "$cn_bad" ]; then ok "--compute none: bsp and asp on 3 ranks send the computing run's bytes and messages, and leave the model as it was"
+else bad "--compute none" "$cn_bad"; fi
+refused "--compute none with --model-parallel is refused" "--compute none skips" "$DSGD" train --data synthetic --model mlp:64 --compute none --model-parallel 2
+refused "--compute none with sandblaster is refused" "computes its own passes" "${MPIRUN[@]}" -np 3 "$DSGD" train --data synthetic --model logreg --sync sandblaster --servers 1 --steps 3 --compute none
+
 summary mpi

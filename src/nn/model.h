@@ -187,6 +187,10 @@ const float *model_forward(model_t *m, const float *x, int B);
 float model_loss(model_t *m, const int32_t *labels, int B);
 /* Backward from the loss computed by model_loss; fills m->grads. */
 void model_backward(model_t *m, const int32_t *labels, int B);
+/* In place of forward, loss and backward (dsgd train --compute none): a
+ * zero gradient, each layer's span handed to grad_ready in backward's order
+ * (last layer first), as model_backward would hand it. */
+void model_zero_backward(model_t *m);
 /* Number of correct argmax predictions in the last forward pass. */
 int model_correct(const model_t *m, const int32_t *labels, int B);
 /* Multiply-accumulates per sample in the forward pass (for FLOP figures). */

@@ -44,6 +44,7 @@ const opt_def_t config_train_opts[] = {
     { "threads", OT_LONG, S(threads), "0", "compute threads of each rank: its kernels (GEMMs, convolutions, batch normalization, the update) split over them, with the same results for every count (0: the cores the rank may use divided among the ranks on its host, at least 1; the simulated build: 1)" },
     { "denormals", OT_STR, S(denormals), "flush", "flush (subnormal floats become zero: fast) | keep (IEEE subnormals: exact, up to several times slower when training is noisy)" },
     { "blas", OT_STR, S(blas), "", "auto (OpenBLAS's best kernels for this CPU, where it fell back to older ones; by default unless OPENBLAS_CORETYPE is set) | keep (those OpenBLAS loaded) | NAME (its kernels NAME: Haswell, SkylakeX, ...)" },
+    { "compute", OT_STR, S(compute), "full", "full | none (to calibrate a network: each step skips its forward and backward passes and hands the paradigm a zero gradient of the model's size, so a step takes only its communication and the paradigm's own arithmetic; the model does not learn; not for --model-parallel or --sync lbfgs/sandblaster)" },
     { "diverge-loss", OT_DOUBLE, S(diverge_loss), "100", "stop with exit status 3 when a step's loss exceeds this (or is not finite): the run diverged" },
     { "timeout", OT_DOUBLE, S(timeout), "60", "seconds a rank waits for a peer before declaring it dead" },
     { "wait", OT_STR, S(wait), "backoff", "how idle ranks wait for messages: backoff (poll for one measured wake-up time, none when ranks outnumber cores; then yield; then sleep: frees the core for ranks that compute) | spin (poll 50 us, then yield only: lowest latency on dedicated cores); collective waits never sleep" },
@@ -244,6 +245,10 @@ int config_validate(const config_t *c, char *err, size_t errlen)
     if (c->epochs == 0 && c->steps <= 0) BAD("--epochs must be positive (got %ld), or give --steps", c->epochs);
     if (strcmp(c->denormals, "flush") && strcmp(c->denormals, "keep"))
         BAD("unknown --denormals '%s'; choose flush or keep", c->denormals);
+    if (strcmp(c->compute, "full") && strcmp(c->compute, "none"))
+        BAD("unknown --compute '%s'; choose full or none", c->compute);
+    if (!strcmp(c->compute, "none") && c->model_parallel > 1)
+        BAD("--compute none skips the passes that carry --model-parallel's activations; drop one of them");
     if (strcmp(c->ps_transport, "auto") && strcmp(c->ps_transport, "shm") && strcmp(c->ps_transport, "messages"))
         BAD("unknown --ps-transport '%s'; choose auto, shm or messages", c->ps_transport);
     if (strcmp(c->wait, "backoff") && strcmp(c->wait, "spin"))

@@ -12,6 +12,7 @@ typedef struct config {
     const char *metrics, *checkpoint, *resume;
     const char *slowdown, *fail, *aggregation, *server_opt;
     const char *denormals;             /* flush | keep */
+    const char *compute;               /* full | none (forward and backward skipped: train.c) */
     const char *blas;                  /* "" | auto | keep | an OpenBLAS core: taken before MPI starts (util/blas.h) */
     const char *ps_transport;          /* auto | messages: the parameter server within a host (ps/shm.h) */
     const char *wait;                  /* backoff | spin: idle polling (comm_idle) */

@@ -9,6 +9,7 @@
 typedef struct loop {
     double t0;                   /* the run's start */
     int own_data;                /* the paradigm's step draws its samples (Sandblaster's coordinator) */
+    int no_compute;              /* --compute none: no forward or backward, a zero gradient */
     long eval_every;             /* steps between evaluations (0: none by steps) */
     long start_step, samples_per_step;
     /* Where the training time goes: train_s = compute_s + step_comm_s +

@@ -60,6 +60,8 @@ static int setup_config(run_t *r, optim_cfg_t *oc, part_kind_t *pk, ckpt_t *resu
     if (augment_parse(cfg->augment, &r->aug, r->err, sizeof r->err) != 0) return -1;
     if (augment_on(&r->aug) && r->ops->step_samples)
         FAIL("--augment: --sync %s draws its own samples for each iteration and does not augment them; drop --augment", cfg->sync);
+    if (!strcmp(cfg->compute, "none") && r->ops->step_samples)
+        FAIL("--compute none: --sync %s computes its own passes (its portions and line search); drop --compute none", cfg->sync);
     if (cfg->sync_bn && !r->ops->takes_sync_bn)
         FAIL("--sync-bn is for --sync bsp only (under --sync %s each replica normalizes its own batches); drop --sync-bn", cfg->sync);
     if (!cfg->weight_decay_bn && cfg->model_parallel > 1)

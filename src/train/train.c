@@ -29,6 +29,7 @@ static void loop_start(loop_t *L, run_t *r, double t0)
     /* a clock schedule (--eval-every-s) replaces the per-epoch one */
     L->eval_every = cfg->eval_every > 0 ? cfg->eval_every : cfg->eval_every_s > 0 ? 0 : r->steps_per_epoch;
     L->own_data = r->ops->step_samples != NULL;
+    L->no_compute = !strcmp(cfg->compute, "none");
     L->start_step = r->step;
     L->samples_per_step = L->own_data ? r->ops->step_samples(r) : (long)r->it->nb * r->replicas;
     L->beat_last = now_s();
@@ -44,10 +45,15 @@ static void loop_start(loop_t *L, run_t *r, double t0)
 static double compute_gradient(run_t *r, faults_t *faults, loop_t *L, double ts, double cs, double *cc)
 {
     batch_iter_next(r->it);
-    augment_batch(&r->aug, r->it->x, r->it->nb, (uint64_t)r->cfg->seed, (uint64_t)r->replica, r->step);
-    model_forward(r->model, r->it->x, r->it->nb);
-    r->loss = model_loss(r->model, r->it->y, r->it->nb);
-    model_backward(r->model, r->it->y, r->it->nb);
+    if (L->no_compute) {   /* --compute none: the communication alone */
+        r->loss = 0;
+        model_zero_backward(r->model);
+    } else {
+        augment_batch(&r->aug, r->it->x, r->it->nb, (uint64_t)r->cfg->seed, (uint64_t)r->replica, r->step);
+        model_forward(r->model, r->it->x, r->it->nb);
+        r->loss = model_loss(r->model, r->it->y, r->it->nb);
+        model_backward(r->model, r->it->y, r->it->nb);
+    }
     if (faults->slowdown > 1.0) { double t = now_s(); faults_delay(faults, t - ts, t); }
     /* the batch, forward and backward (a --slowdown's delay included),
      * without the communication they started and waited for: bsp's
