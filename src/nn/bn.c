@@ -255,20 +255,27 @@ static inline __attribute__((always_inline)) float masked(float g, float x, floa
     return relu && !(x * k + sh > 0.0f) ? 0.0f : g;
 }
 
-/* Each channel's Σ g and Σ g·(x − μ), g masked, for channels [c0, c1),
- * over the planes in memory order: sg and sgx (C doubles each) take each
- * plane's lanes in sample order, as a channel-by-channel loop would */
+/* Each channel's Σ g and Σ g·(x − μ), g masked, for channels [c0, c1):
+ * sg and sgx (C doubles each) take each plane's lanes in sample order. A
+ * channel's sums stay in registers until its last plane: channels next to
+ * each other share a cache line, and the threads take neighbouring
+ * channels, so writing them plane by plane (as this once did) had the two
+ * threads' cores trade the line B times a channel: this kernel took 2.4%
+ * of a 1-thread resnet:20,16 step's processor time and 7.1% of a 2-thread
+ * one's (perf); summed here, 2-thread steps are about 7% faster (2 pairs
+ * of runs, interleaved) with the same bits. */
 BN_CLONES static void grad_sums(double *sg, double *sgx, const float *dout, const float *inp, const float *mean,
                                 const float *invstd, const float *gamma, const float *beta, int B, int C, int HW,
                                 int relu, int c0, int c1)
 {
-    for (int c = c0; c < c1; c++) sg[c] = sgx[c] = 0;
-    for (int b = 0; b < B; b++)
-        for (int c = c0; c < c1; c++) {
+    for (int c = c0; c < c1; c++) {
+        double tg = 0, tgx = 0;
+        const float mu = mean[c];
+        float k, sh;
+        affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
+        for (int b = 0; b < B; b++) {
             const long o = ((long)b * C + c) * HW;
-            const float *g = dout + o, *x = inp + o, mu = mean[c];
-            float k, sh;
-            affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
+            const float *g = dout + o, *x = inp + o;
             float a[16] = { 0 }, q[16] = { 0 };
             int i = 0;
             for (; i + 16 <= HW; i += 16)
@@ -282,8 +289,11 @@ BN_CLONES static void grad_sums(double *sg, double *sgx, const float *dout, cons
                 a[0] += gv;
                 q[0] += gv * (x[i] - mu);
             }
-            for (int j = 0; j < 16; j++) { sg[c] += a[j]; sgx[c] += q[j]; }
+            for (int j = 0; j < 16; j++) { tg += a[j]; tgx += q[j]; }
         }
+        sg[c] = tg;
+        sgx[c] = tgx;
+    }
 }
 
 enum { BN_ROWS_BLOCK = 1024 };   /* floats: the padded input gradient's rows computed at once */
