@@ -165,6 +165,31 @@ if [ $rc = 0 ] && [ "$(cat "$WORK/grace_zero.rc/rc.1" 2>/dev/null)" = 0 ] && ! g
     ok "--grace: a rank's exit 0 without the lead's result stops nothing (rank 1 ran its 6 s)"
 else bad "--grace after a rank's exit 0 alone" "status $rc, rank 1's status '$(cat "$WORK/grace_zero.rc/rc.1" 2>/dev/null)': $(head -c 400 "$WORK/grace_zero.err")"; fi
 
+# Each host has its share of the machine's cores, as machines have their
+# own: with n hosts on c cores, host i runs on cores i*c/n ... when n <= c,
+# on core i mod c when n > c. (Open MPI's daemons once bound every host's
+# rank to core 0, so all the cluster's ranks computed on one core; MPICH's
+# left each on every core, so each took the machine's cores as its threads.)
+mkdir -p "$WORK/cpus.rc"
+DSGD_LAUNCH_LIMIT=60 "$HERE/bounded" "$CL" mpirun --mpi "$MPI_IMPL" --dsgd "$WORK/fake-dsgd" --rc-dir "$WORK/cpus.rc" \
+    -- -c 'awk "/^Cpus_allowed_list:/ {print \$2}" /proc/self/status > "$0/cpus.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}"' "$WORK" \
+    > /dev/null 2> "$WORK/cpus.err"
+all=$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')
+want=$(python3 -c 'import sys
+c = sys.argv[1].split(); n = 4
+for i in range(n):
+    print(",".join(c[i * (len(c) // n):(i + 1) * (len(c) // n)]) if n <= len(c) else c[i % len(c)])' "$all")
+got=$(for i in 0 1 2 3; do python3 -c 'import sys
+s = open(sys.argv[1]).read().strip() if len(sys.argv) > 1 else ""
+out = []
+for p in s.split(","):
+    a, _, b = p.partition("-")
+    out += [str(k) for k in range(int(a), int(b or a) + 1)] if a else []
+print(",".join(out) or "none")' "$WORK/cpus.$i" 2>/dev/null || echo none; done)
+if [ "$got" = "$want" ]; then
+    ok "each of 4 hosts runs on its share of the machine's cores ($(echo $got | tr ' ' '/'))"
+else bad "the hosts' cores" "the ranks of hosts 0-3 may run on [$(echo $got)], not [$(echo $want)] (the launcher's cores: $all): $(head -c 300 "$WORK/cpus.err")"; fi
+
 # --- training, one rank per host -------------------------------------------
 # bsp: the all-reduce crosses the links; each host's link carries at least
 # the ring's 2(N-1)/N x 4 bytes x parameters per step (half of it, for slack)
