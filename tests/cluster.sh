@@ -166,29 +166,38 @@ if [ $rc = 0 ] && [ "$(cat "$WORK/grace_zero.rc/rc.1" 2>/dev/null)" = 0 ] && ! g
 else bad "--grace after a rank's exit 0 alone" "status $rc, rank 1's status '$(cat "$WORK/grace_zero.rc/rc.1" 2>/dev/null)': $(head -c 400 "$WORK/grace_zero.err")"; fi
 
 # Each host has its share of the machine's cores, as machines have their
-# own: with n hosts on c cores, host i runs on cores i*c/n ... when n <= c,
-# on core i mod c when n > c. (Open MPI's daemons once bound every host's
-# rank to core 0, so all the cluster's ranks computed on one core; MPICH's
-# left each on every core, so each took the machine's cores as its threads.)
+# own: with n hosts on c cores, host i runs on cores i*c/n ... when n <= c;
+# when n > c every host runs on every core with one compute thread a rank
+# (OMP_NUM_THREADS=1). (Open MPI's daemons once bound every host's first
+# rank to core 0, so that all the cluster's ranks computed on one core, and
+# each rank took every core it saw as its threads.) The 2-host launch above
+# is the n <= c case on a machine of 2 cores or more.
 mkdir -p "$WORK/cpus.rc"
 DSGD_LAUNCH_LIMIT=60 "$HERE/bounded" "$CL" mpirun --mpi "$MPI_IMPL" --dsgd "$WORK/fake-dsgd" --rc-dir "$WORK/cpus.rc" \
-    -- -c 'awk "/^Cpus_allowed_list:/ {print \$2}" /proc/self/status > "$0/cpus.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}"' "$WORK" \
+    -- -c 'echo "$(awk "/^Cpus_allowed_list:/ {print \$2}" /proc/self/status) ${OMP_NUM_THREADS:-unset}" > "$0/cpus.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}"' "$WORK" \
     > /dev/null 2> "$WORK/cpus.err"
 all=$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')
 want=$(python3 -c 'import sys
 c = sys.argv[1].split(); n = 4
 for i in range(n):
-    print(",".join(c[i * (len(c) // n):(i + 1) * (len(c) // n)]) if n <= len(c) else c[i % len(c)])' "$all")
+    print(",".join(c[i * (len(c) // n):(i + 1) * (len(c) // n)]) + " unset" if n <= len(c) else ",".join(c) + " 1")' "$all")
 got=$(for i in 0 1 2 3; do python3 -c 'import sys
-s = open(sys.argv[1]).read().strip() if len(sys.argv) > 1 else ""
+m, t = open(sys.argv[1]).read().split()
 out = []
-for p in s.split(","):
+for p in m.split(","):
     a, _, b = p.partition("-")
-    out += [str(k) for k in range(int(a), int(b or a) + 1)] if a else []
-print(",".join(out) or "none")' "$WORK/cpus.$i" 2>/dev/null || echo none; done)
+    out += [str(k) for k in range(int(a), int(b or a) + 1)]
+print(",".join(out), t)' "$WORK/cpus.$i" 2>/dev/null || echo none; done)
 if [ "$got" = "$want" ]; then
-    ok "each of 4 hosts runs on its share of the machine's cores ($(echo $got | tr ' ' '/'))"
-else bad "the hosts' cores" "the ranks of hosts 0-3 may run on [$(echo $got)], not [$(echo $want)] (the launcher's cores: $all): $(head -c 300 "$WORK/cpus.err")"; fi
+    ok "4 hosts on $(echo $all | wc -w) cores: each host's cores and threads are its share ($(echo "$got" | tr '\n' '/'))"
+else bad "the hosts' cores" "hosts 0-3 (cores, OMP_NUM_THREADS): [$(echo $got)], not [$(echo $want)] (the launcher's cores: $all): $(head -c 300 "$WORK/cpus.err")"; fi
+c=$(echo $all | wc -w)
+if [ "$c" -ge 2 ]; then
+    tf=$(json_field "$WORK/paths.jsonl" config threads_from 2>/dev/null)
+    if [ "$tf" = "auto: $((c / 2)) core$([ $((c / 2)) = 1 ] || echo s) for 1 rank on this host" ]; then
+        ok "2 hosts on $c cores: a rank's host has $((c / 2)) of them ($tf)"
+    else bad "the cores of 2 hosts" "threads_from '$tf', not $((c / 2)) cores for 1 rank"; fi
+fi
 
 # --- training, one rank per host -------------------------------------------
 # bsp: the all-reduce crosses the links; each host's link carries at least

@@ -22,6 +22,9 @@ lib_env() {
     # on). MPICH's mpiexec -disable-auto-cleanup tells survivors of a death
     # with SIGUSR1, which would kill the wrapping shell; the trap keeps it
     # waiting.
+    # a rank's default thread count follows OMP_NUM_THREADS; the suites
+    # state their threads or test the default themselves
+    unset OMP_NUM_THREADS
     RECORD_RC=(sh -c 'trap : USR1; "$0" "$@"; echo $? > "'"${WORK:-.}"'/rc.$'"$MPI_RANK_VAR"'"')
 }
 lib_env

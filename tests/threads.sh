@@ -60,6 +60,23 @@ if command -v taskset > /dev/null; then
     if [ "$t" = 1 ] && [ "$f" = "auto: 1 core for 1 rank on this host" ]; then ok "on one core the default is 1 thread ($f)"
     else bad "default threads on one core" "threads=$t threads_from=$f"; fi
 fi
+# OMP_NUM_THREADS, as OpenMP programs read it (a list: its first count),
+# sets the default; --threads wins over it; a value that is no count is not used
+OMP_NUM_THREADS=3,1 "$DSGD" train --data fashion-mnist --train-subset 256 --test-subset 100 --steps 2 \
+    --metrics "$WORK/o.jsonl" > "$WORK/o.out" 2>&1
+t=$(json_field "$WORK/o.jsonl" config threads) f=$(json_field "$WORK/o.jsonl" config threads_from)
+if [ "$t" = 3 ] && [ "$f" = "auto: OMP_NUM_THREADS=3" ]; then ok "OMP_NUM_THREADS=3,1 makes the default 3 threads ($f)"
+else bad "OMP_NUM_THREADS as the default" "threads=$t threads_from=$f"; fi
+OMP_NUM_THREADS=3 "$DSGD" train --data fashion-mnist --train-subset 256 --test-subset 100 --steps 2 --threads 1 \
+    --metrics "$WORK/o.jsonl" > "$WORK/o.out" 2>&1
+t=$(json_field "$WORK/o.jsonl" config threads)
+if [ "$t" = 1 ]; then ok "--threads 1 wins over OMP_NUM_THREADS=3"
+else bad "--threads over OMP_NUM_THREADS" "threads=$t"; fi
+OMP_NUM_THREADS=lots taskset -c 0 "$DSGD" train --data fashion-mnist --train-subset 256 --test-subset 100 --steps 2 \
+    --metrics "$WORK/o.jsonl" > "$WORK/o.out" 2>&1
+f=$(json_field "$WORK/o.jsonl" config threads_from)
+if [ "$f" = "auto: 1 core for 1 rank on this host" ]; then ok "OMP_NUM_THREADS=lots is not a count: the cores decide ($f)"
+else bad "OMP_NUM_THREADS that is no count" "threads_from=$f"; fi
 # two ranks on this host: the cores each may use, divided by 2, at least 1
 "${MPIRUN[@]}" -np 2 --bind-to none "$DSGD" train --sync bsp --data fashion-mnist --train-subset 256 --test-subset 100 \
     --steps 2 --metrics "$WORK/b.jsonl" > "$WORK/b.out" 2>&1

@@ -1,5 +1,6 @@
 #include "comm.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,20 @@ static void idle_calibrate(comm_t *c)
     c->poll_s = c->oversubscribed ? 0 : p;
 }
 
+/* OMP_NUM_THREADS's first count (it may be a list, one count per nesting
+ * level) into *t, if it is one from 1 to 1024; else 0 and *t untouched */
+static int omp_threads_env(int *t)
+{
+    const char *e = getenv("OMP_NUM_THREADS");
+    if (!e) return 0;
+    char *end;
+    errno = 0;
+    const long v = strtol(e, &end, 10);
+    if (errno || end == e || (*end != '\0' && *end != ',') || v < 1 || v > 1024) return 0;
+    *t = (int)v;
+    return 1;
+}
+
 int comm_threads(comm_t *c, long requested)
 {
     if (sim_build()) {
@@ -99,6 +114,11 @@ int comm_threads(comm_t *c, long requested)
     } else if (requested > 0) {
         c->threads = (int)requested;
         snprintf(c->threads_from, sizeof c->threads_from, "--threads");
+    } else if (omp_threads_env(&c->threads)) {
+        /* the count OpenMP programs take from the environment (PyTorch
+         * too): a launcher that knows the host's share of the cores, or a
+         * user who shares them with other jobs, says it there */
+        snprintf(c->threads_from, sizeof c->threads_from, "auto: OMP_NUM_THREADS=%d", c->threads);
     } else {
         const int t = c->own_cores / (c->host_ranks > 0 ? c->host_ranks : 1);
         c->threads = t < 1 ? 1 : t;
