@@ -1,6 +1,5 @@
 #include "comm.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,20 +89,6 @@ static void idle_calibrate(comm_t *c)
     c->poll_s = c->oversubscribed ? 0 : p;
 }
 
-/* OMP_NUM_THREADS's first count (it may be a list, one count per nesting
- * level) into *t, if it is one from 1 to 1024; else 0 and *t untouched */
-static int omp_threads_env(int *t)
-{
-    const char *e = getenv("OMP_NUM_THREADS");
-    if (!e) return 0;
-    char *end;
-    errno = 0;
-    const long v = strtol(e, &end, 10);
-    if (errno || end == e || (*end != '\0' && *end != ',') || v < 1 || v > 1024) return 0;
-    *t = (int)v;
-    return 1;
-}
-
 int comm_threads(comm_t *c, long requested)
 {
     if (sim_build()) {
@@ -114,7 +99,7 @@ int comm_threads(comm_t *c, long requested)
     } else if (requested > 0) {
         c->threads = (int)requested;
         snprintf(c->threads_from, sizeof c->threads_from, "--threads");
-    } else if (omp_threads_env(&c->threads)) {
+    } else if (cpu_env_threads(&c->threads)) {
         /* the count OpenMP programs take from the environment (PyTorch
          * too): a launcher that knows the host's share of the cores, or a
          * user who shares them with other jobs, says it there */

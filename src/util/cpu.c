@@ -1,6 +1,8 @@
 #include "cpu.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <pthread.h>
 
 #include "par.h"
@@ -65,4 +67,18 @@ void cpu_process_signals(sigset_t *set)
 int cpu_flushes_denormals(void)
 {
     return CSR_FLUSH != 0 && (csr_get() & CSR_FLUSH) == CSR_FLUSH;
+}
+
+/* OMP_NUM_THREADS's first count (it may be a list, one count per nesting
+ * level) into *t, if it is one from 1 to 1024; else 0 and *t untouched */
+int cpu_env_threads(int *t)
+{
+    const char *e = getenv("OMP_NUM_THREADS");
+    if (!e) return 0;
+    char *end;
+    errno = 0;
+    const long v = strtol(e, &end, 10);
+    if (errno || end == e || (*end != '\0' && *end != ',') || v < 1 || v > 1024) return 0;
+    *t = (int)v;
+    return 1;
 }

@@ -32,4 +32,8 @@ void cpu_process_signals(sigset_t *set);
 /* 1 if this thread flushes subnormals to zero. */
 int cpu_flushes_denormals(void);
 
+/* OMP_NUM_THREADS's first count (it may be a list, one count per nesting
+ * level) into *t, if it is one from 1 to 1024: 1; else 0, *t untouched */
+int cpu_env_threads(int *t);
+
 #endif
