@@ -17,14 +17,14 @@ lib_env() {
     mpi_env "${REAL:-${BUILD:-build}}"
     if [ -n "${WORK:-}" ]; then export DSGD_HANG_LOG="$WORK/hung.log"; fi
     MPIRUN=("$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/bounded" "${MPIRUN[@]}")
+    # a rank's default thread count follows OMP_NUM_THREADS; the suites
+    # state their threads or test the default themselves
+    unset OMP_NUM_THREADS
     # "${RECORD_RC[@]}" CMD...: run CMD and write its exit status to
     # $WORK/rc.RANK (the launcher's own status says little once recovery is
     # on). MPICH's mpiexec -disable-auto-cleanup tells survivors of a death
     # with SIGUSR1, which would kill the wrapping shell; the trap keeps it
     # waiting.
-    # a rank's default thread count follows OMP_NUM_THREADS; the suites
-    # state their threads or test the default themselves
-    unset OMP_NUM_THREADS
     RECORD_RC=(sh -c 'trap : USR1; "$0" "$@"; echo $? > "'"${WORK:-.}"'/rc.$'"$MPI_RANK_VAR"'"')
 }
 lib_env

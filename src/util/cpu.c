@@ -69,8 +69,7 @@ int cpu_flushes_denormals(void)
     return CSR_FLUSH != 0 && (csr_get() & CSR_FLUSH) == CSR_FLUSH;
 }
 
-/* OMP_NUM_THREADS's first count (it may be a list, one count per nesting
- * level) into *t, if it is one from 1 to 1024; else 0 and *t untouched */
+/* (cpu.h) */
 int cpu_env_threads(int *t)
 {
     const char *e = getenv("OMP_NUM_THREADS");
