@@ -39,7 +39,10 @@
 #include "util/cpu.h"
 #include "util/util.h"
 
-enum { BATCH = 64, WARMUP = 50 };
+/* warm-up: WARMUP steps, or fewer once WARMUP_S has passed (at least
+ * WARMUP_MIN): a residual network's 50 steps would take 5-15 s */
+enum { BATCH = 64, WARMUP = 50, WARMUP_MIN = 5 };
+#define WARMUP_S 1.0
 #define TARGET_S 3.5     /* timed seconds per model */
 #define SGEMM_S 1.0      /* timed seconds per sgemm size */
 #define LR 0.05f
@@ -218,7 +221,8 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
     batch_iter_t *it = batch_iter_create(train, idx, train->n, BATCH, 1, 0);
     double ph[NPH] = { 0 };
 
-    for (int s = 0; s < WARMUP; s++) train_step(m, o, it, ph);
+    const double w0 = MPI_Wtime();
+    for (int s = 0; s < WARMUP && (s < WARMUP_MIN || MPI_Wtime() - w0 < WARMUP_S); s++) train_step(m, o, it, ph);
     memset(ph, 0, sizeof ph);
     /* N is set by the clock: steps until TARGET_S has passed (a clock read
      * costs ~20 ns against a step of 0.5-10 ms) */

@@ -7,6 +7,15 @@
  * on a generation counter, then the caller spins until all are done: the
  * least a fork-join can cost). Prints one line per variant:
  *   par variant=openmp threads=T us_per_call=X
+ *
+ * Then what it costs one core to use data another core wrote, as the
+ * kernels do whenever a region reads what a piece of the previous region
+ * left on the other core (two threads of the OpenMP team): a cache line
+ * passed back and forth between the two (round trip), and a buffer of K
+ * kB written by one thread and then summed by the other, against summed
+ * by the thread that wrote it (its own cache):
+ *   par handoff line_round_trip_ns=X
+ *   par handoff kb=K own_gb_s=X other_gb_s=Y own/other=Z
  * Usage: par_bench [T] [CALLS]
  */
 #include <pthread.h>
@@ -24,6 +33,64 @@ typedef struct pool {
     atomic_int stop;
     volatile float sink[64];
 } pool_t;
+
+#ifdef _OPENMP
+/* Two threads of the OpenMP team: a line's round trip between them, ns. */
+static double line_round_trip_ns(long rounds)
+{
+    double t = 0;
+    _Alignas(64) atomic_long flag = 0;
+    #pragma omp parallel num_threads(2)
+    {
+        const int me = omp_get_thread_num();
+        #pragma omp barrier
+        const double t0 = now_s();
+        for (long i = 0; i < 2 * rounds; i += 2) {
+            const long mine = me == 0 ? i : i + 1;   /* thread 0 takes even turns */
+            while (atomic_load_explicit(&flag, memory_order_acquire) != mine) { }
+            atomic_store_explicit(&flag, mine + 1, memory_order_release);
+        }
+        if (me == 0) t = (now_s() - t0) / (double)rounds * 1e9;
+    }
+    return t;
+}
+
+static float sum_buf(const float *b, long n)
+{
+    float s[16] = { 0 };
+    for (long i = 0; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) s[j] += b[i + j];
+    float t = 0;
+    for (int j = 0; j < 16; j++) t += s[j];
+    return t;
+}
+
+/* A buffer of n floats written by one thread, then summed by the writer
+ * (other = 0) or by the other thread (other = 1): the reader's GB/s. */
+static double handoff_gb_s(float *buf, long n, int other, int reps)
+{
+    double t = 0;
+    float sink = 0;
+    #pragma omp parallel num_threads(2) reduction(+ : t, sink)
+    {
+        const int me = omp_get_thread_num();
+        for (int r = 0; r < reps; r++) {
+            const int writer = r & 1, reader = other ? 1 - writer : writer;
+            if (me == writer)
+                for (long i = 0; i < n; i++) buf[i] = (float)(i + r);
+            #pragma omp barrier
+            if (me == reader) {
+                const double t0 = now_s();
+                sink += sum_buf(buf, n);
+                t += now_s() - t0;
+            }
+            #pragma omp barrier
+        }
+    }
+    if (sink == 0.5f) fprintf(stderr, "(unlikely sum)\n");   /* keeps the sums */
+    return t > 0 ? (double)reps * (double)n * sizeof(float) / t / 1e9 : 0;
+}
+#endif
 
 static pool_t P;   /* this benchmark's own: one pool, set up once in main */
 
@@ -80,5 +147,21 @@ int main(int argc, char **argv)
     }
     atomic_store(&P.stop, 1);
     for (int i = 1; i < T && i < 256; i++) pthread_join(th[i], NULL);
+#ifdef _OPENMP
+    if (T >= 2) {
+        printf("par handoff line_round_trip_ns=%.0f\n", line_round_trip_ns(200000));
+        const long kb[] = { 64, 256, 1024 };
+        float *buf = xmalloc(sizeof(float) * (size_t)(kb[2] * 256));
+        for (int i = 0; i < 3; i++) {
+            const long n = kb[i] * 256;
+            const int reps = (int)(16384 / kb[i]);   /* 16 MB read at every size; even */
+            handoff_gb_s(buf, n, 1, 4);   /* warm-up */
+            const double own = handoff_gb_s(buf, n, 0, reps), oth = handoff_gb_s(buf, n, 1, reps);
+            printf("par handoff kb=%ld own_gb_s=%.1f other_gb_s=%.1f own/other=%.2f\n", kb[i], own, oth,
+                   oth > 0 ? own / oth : 0);
+        }
+        free(buf);
+    }
+#endif
     return 0;
 }

@@ -13,9 +13,11 @@
  * that persist between regions and joins at its end. Chosen over a small
  * pthread fork-join pool of dsgd's own after measuring the per-call cost
  * (bench/par_bench, 2 threads, this 2-core EPYC): an empty region costs
- * libgomp about 0.6 us, a bare spinning pthread pool 0.05 us. At the mlp's
- * ~15 regions in a 0.7 ms step that is ~1% (resnet:20,16: ~150 regions in
- * ~90 ms, 0.1%), which libgomp buys back: its idle threads spin a while
+ * libgomp about 0.6 us, a bare spinning pthread pool 0.05 us (3.3-4.1 and
+ * 0.5 us where the host placed the two vCPUs far apart: docs/design.md,
+ * "What a second thread gets"). At the mlp's ~15 regions in a 0.7 ms step
+ * that is 1-9% (resnet:20,16: ~150 regions in ~80 ms, 0.1-0.8%), which
+ * libgomp buys back: its idle threads spin a while
  * and then sleep (a bare spinning pool burns the cores while the rank
  * communicates), it hands out pieces dynamically (a thread the OS
  * deschedules holds up one piece, not half a kernel: see PAR_GRAIN), and
