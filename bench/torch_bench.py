@@ -3,9 +3,10 @@
 data and loop structure on one thread (TORCH_BENCH_THREADS=T: T threads),
 so the samples/s compare directly.
 
-Per model: 50 warm-up steps (fewer once 1 s has passed, at least 5), then a loop run until ~3.5 s have passed of
-(index a pre-loaded tensor with a shuffled permutation → forward →
-cross_entropy → zero_grad → backward → step).
+Per model: 50 warm-up steps (fewer once 1 s has passed, at least 5),
+then a loop run until ~3.5 s have passed of (index a pre-loaded tensor
+with a shuffled permutation → forward → cross_entropy → zero_grad →
+backward → step).
 
 The residual network is dsgd's resnet:20,16 layer for layer (3x3 stem to
 16 channels, three stages of three basic blocks at 16, 32, 64 channels with

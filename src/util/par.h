@@ -17,9 +17,9 @@
  * 0.5 us where the host placed the two vCPUs far apart: docs/design.md,
  * "What a second thread gets"). At the mlp's ~15 regions in a 0.7 ms step
  * that is 1-9% (resnet:20,16: ~150 regions in ~80 ms, 0.1-0.8%), which
- * libgomp buys back: its idle threads spin a while
- * and then sleep (a bare spinning pool burns the cores while the rank
- * communicates), it hands out pieces dynamically (a thread the OS
+ * libgomp buys back: its idle threads spin a while and then sleep (a bare
+ * spinning pool burns the cores while the rank communicates), it hands
+ * out pieces dynamically (a thread the OS
  * deschedules holds up one piece, not half a kernel: see PAR_GRAIN), and
  * a kernel's parallel loop stays a loop, not a callback and a context
  * struct. A region below PAR_MIN_FLOATS of work, or with one thread, runs
