@@ -1,7 +1,7 @@
 /* A rank's compute threads (util/par.h): every threaded kernel gives the
  * same bits with 1, 2 and 3 threads (convolution on its direct, flat and
  * im2col paths, forward and backward; dense; batch normalization; the
- * residual add; the optimizer), and one-thread cblas_sgemm calls made
+ * residual add; the optimizer; the batch iterator's rows), and one-thread cblas_sgemm calls made
  * from several threads at once give what the same calls made one after
  * another give (Debian's OpenBLAS 0.3.21, pthread build, at dsgd's
  * shapes). Without OpenMP (the simulated build's compiler flags) there is
@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "data/data.h"
 #include "nn/layers.h"
 #include "optim/optim.h"
 #include "test.h"
@@ -168,6 +169,54 @@ static void test_optim(void)
     free(w0); free(g);
 }
 
+/* the batch iterator's rows (bytes to floats, split across the threads)
+ * and labels with T threads against 1, over a pass boundary, both byte
+ * conversions: the same bits, the same samples in the same order */
+static void test_batches(void)
+{
+    enum { N = 300, DIM = 784, B = 128 };
+    dataset_t d = { .n = N, .c = 1, .h = 28, .w = 28, .classes = 10 };
+    d.px = xmalloc(N * DIM);
+    d.y = xmalloc(N);
+    for (long i = 0; i < (long)N * DIM; i++) d.px[i] = (uint8_t)(rng_u64(&R) >> 56);
+    for (int i = 0; i < N; i++) d.y[i] = (uint8_t)(i % 10);
+    int32_t idx[N];
+    for (int i = 0; i < N; i++) idx[i] = i;
+    for (int div = 0; div < 2; div++) {
+        d.px_div = div;
+        float *x1 = xalloc_floats((size_t)5 * B * DIM);
+        int32_t y1[5 * B];
+        for (int t = 1; t <= 3; t++) {
+            set_threads(t);
+            batch_iter_t *it = batch_iter_create(&d, idx, N, B, 5, 0);
+            int same = 1;
+            for (int k = 0; k < 5; k++) {   /* 640 draws: two pass boundaries */
+                batch_iter_next(it);
+                if (t == 1) {
+                    memcpy(x1 + (long)k * B * DIM, it->x, sizeof(float) * B * DIM);
+                    memcpy(y1 + k * B, it->y, sizeof(int32_t) * B);
+                } else {
+                    same &= !memcmp(x1 + (long)k * B * DIM, it->x, sizeof(float) * B * DIM);
+                    same &= !memcmp(y1 + k * B, it->y, sizeof(int32_t) * B);
+                }
+            }
+            CHECK(same, "the batch iterator's rows or labels differ with %d threads (px_div %d)", t, div);
+            batch_iter_free(it);
+        }
+        /* and they are the samples' own: the first row of the first batch */
+        int row = -1;
+        for (int i = 0; i < N && row < 0; i++) {
+            float v[DIM];
+            dataset_row(&d, i, v);
+            if (!memcmp(v, x1, sizeof v)) row = i;
+        }
+        CHECK(row >= 0 && y1[0] == d.y[row], "the first batch's first row is no sample's, or its label is not the sample's");
+        free(x1);
+    }
+    set_threads(1);
+    free(d.px); free(d.y);
+}
+
 /* one-thread sgemm from 2 threads at once, many rounds, at dsgd's shapes
  * and transposes, against the same calls made alone */
 static void test_concurrent_sgemm(void)
@@ -240,5 +289,6 @@ int main(int argc, char **argv)
     RUN(test_dense);
     RUN(test_bn_add);
     RUN(test_optim);
+    RUN(test_batches);
     return TEST_END("test_par");
 }

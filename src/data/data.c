@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "data.h"
+#include "../util/par.h"
 
 #include "../util/sim.h"
 
@@ -443,13 +444,19 @@ void batch_iter_seek(batch_iter_t *it, long k)
 void batch_iter_next(batch_iter_t *it)
 {
     const long dim = dataset_dim(it->d);
+    /* which samples, in order (y holds each one's index until its row is in) */
     for (int b = 0; b < it->B; b++) {
         if (it->pos == it->n) {
             it->pass++;
             it->pos = 0;
             iter_shuffle_pass(it);
         }
-        int32_t s = it->order[it->pos++];
+        it->y[b] = it->order[it->pos++];
+    }
+    /* their rows: each converted alone, the same bits on any thread */
+    PAR_FOR_IF((long)it->B * dim >= PAR_MIN_FLOATS)
+    for (int b = 0; b < it->B; b++) {
+        const int32_t s = it->y[b];
         dataset_row(it->d, s, it->x + (long)b * dim);
         it->y[b] = it->d->y[s];
     }
