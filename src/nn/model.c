@@ -331,10 +331,7 @@ void model_backward(model_t *m, const int32_t *labels, int B)
 void model_zero_backward(model_t *m)
 {
     memset(m->grads, 0, sizeof(float) * m->nparams);
-    for (int i = m->nlayers - 1; i >= 0; i--) {
-        const layer_t *l = &m->layers[i];
-        if (l->w_len && m->grad_ready) m->grad_ready(m->grad_ctx, l->w_off, l->w_len + l->b_len);
-    }
+    for (int i = m->nlayers - 1; i >= 0; i--) passes_grads_ready(m, i);
 }
 
 int model_correct(const model_t *m, const int32_t *labels, int B)

@@ -288,6 +288,12 @@ void passes_backward(model_t *m, int B)
         float *d = layer_backward(&b, i);
         /* each partition's contribution to the input gradient, summed */
         if (l->pb && d) m->part.sum(m->part.ctx, d, (long)B * in_size(l));
-        if (l->w_len && m->grad_ready) m->grad_ready(m->grad_ctx, l->w_off, l->w_len + l->b_len);
+        passes_grads_ready(m, i);
     }
+}
+
+void passes_grads_ready(const model_t *m, int i)
+{
+    const layer_t *l = &m->layers[i];
+    if (l->w_len && m->grad_ready) m->grad_ready(m->grad_ctx, l->w_off, l->w_len + l->b_len);
 }

@@ -48,5 +48,8 @@ int passes_relu_fused(const model_t *m, int i);
 /* The lowest layer with parameters (nlayers if none): no layer below it
  * gets an input gradient. */
 int passes_first_param(const model_t *m);
+/* Layer i's gradient span (weights and bias) is final: hand it to the
+ * paradigm's grad_ready, if any (model.h). */
+void passes_grads_ready(const model_t *m, int i);
 
 #endif
