@@ -1,11 +1,11 @@
 /* A rank's compute threads (util/par.h): every threaded kernel gives the
  * same bits with 1, 2 and 3 threads (convolution on its direct, flat and
  * im2col paths, forward and backward; dense; batch normalization; the
- * residual add; the optimizer; the batch iterator's rows), and one-thread cblas_sgemm calls made
- * from several threads at once give what the same calls made one after
- * another give (Debian's OpenBLAS 0.3.21, pthread build, at dsgd's
- * shapes). Without OpenMP (the simulated build's compiler flags) there is
- * nothing to compare and the tests pass trivially.
+ * residual add; the optimizer; the batch iterator's rows), and one-thread
+ * cblas_sgemm calls made from several threads at once give what the same
+ * calls made one after another give (Debian's OpenBLAS 0.3.21, pthread
+ * build, at dsgd's shapes). Without OpenMP (the simulated build's compiler
+ * flags) there is nothing to compare and the tests pass trivially.
  *
  * Built with -fsanitize=thread as well (see docs/design.md), its kernels'
  * races would show; the OpenMP runtime itself is not instrumented. */
@@ -170,7 +170,7 @@ static void test_optim(void)
 }
 
 /* the batch iterator's rows (bytes to floats, split across the threads)
- * and labels with T threads against 1, over a pass boundary, both byte
+ * and labels with T threads against 1, over two pass boundaries, both byte
  * conversions: the same bits, the same samples in the same order */
 static void test_batches(void)
 {
