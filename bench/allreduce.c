@@ -16,7 +16,7 @@
 int main(int argc, char **argv)
 {
     comm_t c;
-    comm_init(&c, &argc, &argv);
+    comm_init(&c, &argc, &argv, 1);
     int iters = argc > 1 ? atoi(argv[1]) : 300;
     model_t *m = model_create("mlp", 1, 28, 28, 10, 1);
     const size_t n = m->nparams;

@@ -183,7 +183,7 @@ static void wakeup(comm_t *c, int reps)
 int main(int argc, char **argv)
 {
     comm_t c;
-    comm_init(&c, &argc, &argv);
+    comm_init(&c, &argc, &argv, 0);
     const char *mode = argc > 1 ? argv[1] : "roundtrip";
     int iters = argc > 2 ? atoi(argv[2]) : 300;
     if (c.size < 2) die("ps_bench needs at least 2 ranks");

@@ -89,7 +89,7 @@ int main(int argc, char **argv)
      * (-disable-auto-cleanup), signals them with SIGUSR1: as dsgd does, ignore it */
     signal(SIGUSR1, SIG_IGN);
     comm_t c;
-    comm_init(&c, &argc, &argv);
+    comm_init(&c, &argc, &argv, 0);
     const char *mode = argc > 1 ? argv[1] : "kv";
     const int S = argc > 2 ? atoi(argv[2]) : 1, W = c.size - S;
     const char *tr = argc > 3 ? argv[3] : "auto";

@@ -104,8 +104,23 @@ int main(int argc, char **argv)
     }
 #endif
     blas_choose(argc, argv);   /* may start this process again with other BLAS kernels */
+    /* train and eval parse their flags before MPI starts: the paradigm's
+     * messages decide how MPI is set up (comm_init); an error is reported
+     * once MPI has said which rank leads */
+    const int is_train = argc >= 2 && !strcmp(argv[1], "train");
+    const int runs = is_train || (argc >= 2 && !strcmp(argv[1], "eval"));
+    const opt_def_t *table = is_train ? config_train_opts : config_eval_opts;
+    config_t cfg;
+    char err[512] = "";
+    const int helping = runs && wants_help(argc - 2, argv + 2);
+    int parsed = -1;
+    if (runs && !helping) {
+        config_defaults(&cfg, table);
+        parsed = config_parse(&cfg, table, argc - 2, argv + 2, err, sizeof err);
+    }
+    const sync_ops_t *ops = parsed == 0 ? sync_find(cfg.sync) : NULL;
     comm_t comm;
-    comm_init(&comm, &argc, &argv);
+    comm_init(&comm, &argc, &argv, !is_train || (ops && ops->posted_receives));
     /* MPICH's launcher, told to keep a job whose rank died running
      * (-disable-auto-cleanup), signals the survivors with SIGUSR1, which
      * would kill them; dsgd finds dead peers itself, by timeouts. */
@@ -118,26 +133,19 @@ int main(int argc, char **argv)
         rc = argc < 2 ? 2 : 0;
     } else if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
         if (lead) print_version();
-    } else if (!strcmp(argv[1], "train") || !strcmp(argv[1], "eval")) {
-        int is_train = !strcmp(argv[1], "train");
-        const opt_def_t *table = is_train ? config_train_opts : config_eval_opts;
-        if (wants_help(argc - 2, argv + 2)) {
+    } else if (runs) {
+        if (helping) {
             if (lead) {
                 printf("usage: dsgd %s [flags]\n\n", argv[1]);
                 config_help(stdout, table);
                 if (is_train) paradigms_help(stdout);
             }
+        } else if (parsed != 0) {
+            /* every rank parsed the same arguments: one line for the job */
+            if (lead) fprintf(stderr, "dsgd: error: %s\n", err);
+            rc = 1;
         } else {
-            config_t cfg;
-            char err[512];
-            config_defaults(&cfg, table);
-            if (config_parse(&cfg, table, argc - 2, argv + 2, err, sizeof err) != 0) {
-                /* every rank parsed the same arguments: one line for the job */
-                if (lead) fprintf(stderr, "dsgd: error: %s\n", err);
-                rc = 1;
-            } else {
-                rc = is_train ? train_main(&cfg, &comm) : eval_main(&cfg, &comm);
-            }
+            rc = is_train ? train_main(&cfg, &comm) : eval_main(&cfg, &comm);
         }
     } else {
         die("unknown command '%s'; commands: train, eval, status, version (see dsgd --help)", argv[1]);

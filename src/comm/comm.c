@@ -117,8 +117,22 @@ int comm_threads(comm_t *c, long requested)
  * world over P model partitions (P divides it), so it is a power of two
  * whenever the world is. The choice is made before MPI starts (the variable
  * is read when libnbc loads) and said in c->allreduce for the start-up
- * lines and the config event. */
-static void allreduce_choose(comm_t *c)
+ * lines and the config event.
+ *
+ * With the ring, and a paradigm whose large messages all meet posted
+ * receives, messages up to TCP_EAGER go eagerly over TCP. Open MPI sends
+ * the rest of a message above its TCP eager limit (64 KiB) only once the
+ * receiver has posted its receive, and in the ring a rank posts round k+1's
+ * only when its round k is over, so each of the 2(N - 1) rounds waited for
+ * the neighbour's last one: eager, the mlp's bsp step on namespaced hosts
+ * went 127 -> 108 ms at 3 hosts over 100 Mbit/s links, 14 -> 11 ms at 1
+ * Gbit/s, 182 -> 135 ms at 5 hosts, 197 -> 163 ms at 6 (docs/simulation.md,
+ * "The ring's rounds"). Rabenseifner's algorithm got slower (4 hosts 128 ->
+ * 154 ms, 8 hosts 185 -> 243), and a shard's pushes would all come in at
+ * once (asp, 4 workers: 724 -> 620 samples/s), so only then. A user's own
+ * eager limit wins. */
+#define TCP_EAGER "1048576"
+static void allreduce_choose(comm_t *c, int posted_receives)
 {
     static const char *const names[] = {"its own choice", "ring", "binomial tree", "Rabenseifner's", "recursive doubling"};
     if (sim_build()) {
@@ -128,25 +142,35 @@ static void allreduce_choose(comm_t *c)
 #ifdef OMPI_MAJOR_VERSION
     const char *var = "OMPI_MCA_coll_libnbc_iallreduce_algorithm";
     const char *mine = getenv(var);
-    if (mine) {
-        const long a = strtol(mine, NULL, 10);
-        snprintf(c->allreduce, sizeof c->allreduce, "Open MPI libnbc %s (%s=%s)",
-                 a >= 0 && a <= 4 ? names[a] : "algorithm", var, mine);
-        return;
-    }
+    long a = mine ? strtol(mine, NULL, 10) : 1;
     const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
     const long wn = ws ? strtol(ws, NULL, 10) : 1;
     const int rab = wn >= 4 && (wn & (wn - 1)) == 0;
-    setenv(var, rab ? "3" : "1", 1);
-    snprintf(c->allreduce, sizeof c->allreduce, "Open MPI libnbc %s (%s %ld)", names[rab ? 3 : 1],
-             rab ? "a power-of-two world of" : "a world of", wn);
+    char why[48];
+    if (mine) {
+        snprintf(why, sizeof why, "%s=%s", var, mine);
+    } else {
+        a = rab ? 3 : 1;
+        setenv(var, rab ? "3" : "1", 1);
+        snprintf(why, sizeof why, "%s %ld", rab ? "a power-of-two world of" : "a world of", wn);
+    }
+    const char *eager = "";
+    if (a == 1 && wn > 2 && posted_receives && !getenv("OMPI_MCA_btl_tcp_eager_limit") &&
+        !getenv("OMPI_MCA_btl_tcp_max_send_size")) {
+        setenv("OMPI_MCA_btl_tcp_eager_limit", TCP_EAGER, 1);
+        setenv("OMPI_MCA_btl_tcp_max_send_size", TCP_EAGER, 1);
+        eager = "; eager over TCP to 1 MiB";
+    }
+    snprintf(c->allreduce, sizeof c->allreduce, "Open MPI libnbc %s (%s)%s", a >= 0 && a <= 4 ? names[a] : "algorithm",
+             why, eager);
 #else
     (void)names;
+    (void)posted_receives;
     snprintf(c->allreduce, sizeof c->allreduce, "MPICH's own choice");
 #endif
 }
 
-void comm_init(comm_t *c, int *argc, char ***argv)
+void comm_init(comm_t *c, int *argc, char ***argv, int posted_receives)
 {
     memset(c, 0, sizeof *c);
     int up = 0;
@@ -163,7 +187,7 @@ void comm_init(comm_t *c, int *argc, char ***argv)
      * at 1 Gbit/s 30-41 -> 23-24 ms. Elsewhere it is worse (3 hosts:
      * 129 -> 236 ms), so it is chosen only then (docs/simulation.md, "Real
      * links"). A user's own setting wins. */
-    allreduce_choose(c);
+    allreduce_choose(c, posted_receives);
     /* Open MPI's shared-memory transport reads large messages straight from
      * the sender's memory (CMA); when the sender has died that read fails
      * inside MPI and takes the receiver down with it. Copying through the

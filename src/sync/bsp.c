@@ -191,4 +191,5 @@ const sync_ops_t sync_bsp = {
     .ckpt_state = bsp_ckpt_state,
     .resume = bsp_resume,
     .model_parallel = 1,
+    .posted_receives = 1,
 };

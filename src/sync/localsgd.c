@@ -197,7 +197,8 @@ static int localsgd_stats(run_t *r, sync_stat_t *out, int max, int progress)
         .name = NAME, .help = HELP, .options = OPTIONS, .layout = sync_layout_all_workers, .init = localsgd_init,           \
         .step = localsgd_step, .finish = localsgd_finish, .destroy = localsgd_destroy,                  \
         .stats = localsgd_stats, .ckpt_state = localsgd_ckpt_state, .resume = localsgd_resume,          \
-        .eval_prepare = localsgd_eval_prepare, .eval_params = localsgd_eval_params, .eval_has_state = 1 }
+        .eval_prepare = localsgd_eval_prepare, .eval_params = localsgd_eval_params, .eval_has_state = 1,       \
+        .posted_receives = 1 }
 
 static const char *const localsgd_options[] = { "period", NULL };
 static const char *const fedavg_options[] = { "period", "fedavg-fraction", NULL };

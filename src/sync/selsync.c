@@ -213,4 +213,5 @@ const sync_ops_t sync_selsync = {
     .stats = selsync_stats,
     .ckpt_state = selsync_ckpt_state,
     .resume = selsync_resume,
+    .posted_receives = 1,
 };

@@ -119,6 +119,11 @@ struct sync_ops {
      * fit the run. */
     int  (*resume)(run_t *r, const ckpt_t *ck);
     int model_parallel;          /* combines with --model-parallel M > 1 */
+    /* Every large message of it meets a receive already posted, or posted
+     * as it comes (its traffic is collectives, and the model partitions'
+     * exchanges): comm_init may then let such messages go eagerly over TCP
+     * (comm.h), which would only queue a shard's pushes unasked. */
+    int posted_receives;
     /* How a bounded run stops (NULL: STOP_AGREE). */
     sync_stop_mode_t (*stop_mode)(const run_t *r);
     /* STOP_OWN_CLOCK: tell the job why it stops (why: COMM_STOP_*). The
