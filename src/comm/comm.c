@@ -129,8 +129,11 @@ int comm_threads(comm_t *c, long requested)
  * Gbit/s, 182 -> 135 ms at 5 hosts, 197 -> 163 ms at 6 (docs/simulation.md,
  * "The ring's rounds"). Rabenseifner's algorithm got slower (4 hosts 128 ->
  * 154 ms, 8 hosts 185 -> 243), and a shard's pushes would all come in at
- * once (asp, 4 workers: 724 -> 620 samples/s), so only then. A user's own
- * eager limit wins. */
+ * once (asp, 4 workers: 724 -> 620 samples/s), so only then. The eager ring
+ * beats Rabenseifner's at 4 hosts too (100 Mbit/s 124-129 against 127-135
+ * ms, 1 Gbit/s 12-15 against 14-22), and ties it at 8, so with eager sends
+ * Rabenseifner's is kept for powers of two from 8. A user's own eager limit
+ * wins. */
 #define TCP_EAGER "1048576"
 static void allreduce_choose(comm_t *c, int posted_receives)
 {
@@ -145,7 +148,9 @@ static void allreduce_choose(comm_t *c, int posted_receives)
     long a = mine ? strtol(mine, NULL, 10) : 1;
     const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
     const long wn = ws ? strtol(ws, NULL, 10) : 1;
-    const int rab = wn >= 4 && (wn & (wn - 1)) == 0;
+    const int can_eager =
+        posted_receives && !getenv("OMPI_MCA_btl_tcp_eager_limit") && !getenv("OMPI_MCA_btl_tcp_max_send_size");
+    const int rab = (wn >= 8 || (wn >= 4 && !can_eager)) && (wn & (wn - 1)) == 0;
     char why[48];
     if (mine) {
         snprintf(why, sizeof why, "%s=%s", var, mine);
@@ -155,8 +160,7 @@ static void allreduce_choose(comm_t *c, int posted_receives)
         snprintf(why, sizeof why, "%s %ld", rab ? "a power-of-two world of" : "a world of", wn);
     }
     const char *eager = "";
-    if (a == 1 && wn > 2 && posted_receives && !getenv("OMPI_MCA_btl_tcp_eager_limit") &&
-        !getenv("OMPI_MCA_btl_tcp_max_send_size")) {
+    if (a == 1 && wn > 2 && can_eager) {
         setenv("OMPI_MCA_btl_tcp_eager_limit", TCP_EAGER, 1);
         setenv("OMPI_MCA_btl_tcp_max_send_size", TCP_EAGER, 1);
         eager = "; eager over TCP to 1 MiB";
@@ -181,12 +185,13 @@ void comm_init(comm_t *c, int *argc, char ***argv, int posted_receives)
      * 2.3x slower than a ring on 4 hosts; the ring is within 3% of the
      * blocking one. With a power-of-two world of 4 or more, Rabenseifner's
      * reduce-scatter and allgather (2 log2 N rounds, not the ring's
-     * 2(N-1), each waiting for the one before) is faster again: 4
-     * namespaced hosts on 100 Mbit/s links, the mlp's 0.94 MB (113 ms of
-     * bandwidth) 162 -> 125 ms a step; 8 hosts 198 -> 167-174 ms; 8 hosts
-     * at 1 Gbit/s 30-41 -> 23-24 ms. Elsewhere it is worse (3 hosts:
-     * 129 -> 236 ms), so it is chosen only then (docs/simulation.md, "Real
-     * links"). A user's own setting wins. */
+     * 2(N-1), each waiting for the one before) is faster than the ring
+     * sent by rendezvous: 4 namespaced hosts on 100 Mbit/s links, the mlp's
+     * 0.94 MB (113 ms of bandwidth) 162 -> 125 ms a step; 8 hosts 198 ->
+     * 167-174 ms; 8 hosts at 1 Gbit/s 30-41 -> 23-24 ms. Elsewhere it is
+     * worse (3 hosts: 129 -> 236 ms), so it is chosen only there, and at 4
+     * only when the ring cannot send eagerly (allreduce_choose;
+     * docs/simulation.md, "Real links"). A user's own setting wins. */
     allreduce_choose(c, posted_receives);
     /* Open MPI's shared-memory transport reads large messages straight from
      * the sender's memory (CMA); when the sender has died that read fails
