@@ -95,7 +95,8 @@ else bad "uneven shards" "$(tail -3 "$WORK/uneven.out")"; fi
 # Open MPI: libnbc's ring on 3 and 4 ranks, with large messages eager over
 # TCP for a paradigm whose receives are posted (bsp) but not for a shard's
 # (asp), which on 4 ranks gets Rabenseifner's instead (as every power of two
-# from 8 does), and a user's own settings stand; MPICH chooses itself.
+# from 8 does), and a user's own settings stand; MPICH: its ring, eager
+# over UCX for bsp (Open MPI's variables are not its own).
 "${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic:512 --model mlp:16 --steps 2 --sync bsp --quiet \
     --metrics "$WORK/ar4.jsonl" > "$WORK/ar4.out" 2>&1
 OMPI_MCA_coll_libnbc_iallreduce_algorithm=2 "${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic:512 --model mlp:16 \
@@ -110,7 +111,8 @@ a3=$(json_field "$WORK/uneven.jsonl" config allreduce) a4=$(json_field "$WORK/ar
 a4u=$(json_field "$WORK/ar4u.jsonl" config allreduce) a3ps=$(json_field "$WORK/ar3ps.jsonl" config allreduce)
 a3u=$(json_field "$WORK/ar3u.jsonl" config allreduce) a4ps=$(json_field "$WORK/ar4ps.jsonl" config allreduce)
 if [ "$MPI_IMPL" = mpich ]; then
-    want3="MPICH's own choice" want4=$want3 want4u=$want3 want3ps=$want3 want3u=$want3 want4ps=$want3
+    want3="MPICH ring (tsp_ring); eager over UCX to 1 MiB" want4=$want3 want4u=$want3 want3u=$want3
+    want3ps="MPICH ring (tsp_ring)" want4ps=$want3ps
 else
     want3ps="Open MPI libnbc ring (a world of 3)" want3u=$want3ps want3="$want3ps; eager over TCP to 1 MiB"
     want4="Open MPI libnbc ring (a world of 4); eager over TCP to 1 MiB"
