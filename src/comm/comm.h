@@ -44,7 +44,7 @@ typedef struct comm {
     int own_cores;           /* cores this rank may run on (its affinity mask) */
     int threads;             /* compute threads of this rank (comm_threads) */
     char threads_from[96];   /* and where that number came from */
-    char allreduce[128];      /* which all-reduce the gradients go through, and why */
+    char allreduce[128];     /* which all-reduce the gradients go through, and why */
     double poll_s;           /* --wait backoff: poll without yielding for this long (comm_idle) */
     long step;               /* the caller's step, named in timeout messages */
     int peer_lost;           /* a peer is known dead: MPI_Finalize would wait for it */
@@ -83,7 +83,7 @@ int comm_threads(comm_t *c, long requested);
 /* MPI_Init (if needed), rank/size/host, errors returned instead of
  * aborting. posted_receives: every large message of the job meets a receive
  * already posted, or posted as it comes (the paradigm's posted_receives), so
- * over TCP such messages may go eagerly where that helps (comm.c). */
+ * over TCP such messages may go eagerly where that helps (mpi_defaults.c). */
 void comm_init(comm_t *c, int *argc, char ***argv, int posted_receives);
 void comm_finalize(comm_t *c);
 
