@@ -120,16 +120,16 @@ if [[ $PARTS == *C* ]]; then
     echo
     echo "Flat switch, --net 10gbe (a = 20 us host to host, b = 10 Gb/s). Under Open MPI dsgd"
     echo "asks for Rabenseifner's algorithm (recursive-halving reduce-scatter, recursive-doubling"
-    echo "all-gather) on a power of two of 8 or more, T = 2 log2(N) a + 2 (N-1)/N n/b, and the"
+    echo "all-gather) on a power of two of 16 or more, T = 2 log2(N) a + 2 (N-1)/N n/b, and the"
     echo "ring below (--coll ompi follows; the model column says which). Under MPICH dsgd asks"
     echo "for the ring at every count (--coll mpich follows): T = 2 (N-1) a + 2 (N-1)/N n/b."
     echo
     echo "| N | Open MPI's choice: model us | --coll ompi us | error | ring model us | --coll mpich us | error |"
     echo "|---|---|---|---|---|---|---|"
     for n in 2 4 8 16 32 64 128 256; do
-        mr=$(awk -v n="$n" 'BEGIN { a = n >= 8 ? 2 * log(n) / log(2) : 2 * (n - 1)
+        mr=$(awk -v n="$n" 'BEGIN { a = n >= 16 ? 2 * log(n) / log(2) : 2 * (n - 1)
             printf "%.1f", (a * 20e-6 + 2 * (n - 1) / n * 940584 / 1.25e9) * 1e6 }')
-        alg=ring; [ "$n" -ge 8 ] && alg=Rabenseifner
+        alg=ring; [ "$n" -ge 16 ] && alg=Rabenseifner
         md=$(awk -v n="$n" 'BEGIN { printf "%.1f", (2 * (n - 1) * 20e-6 + 2 * (n - 1) / n * 940584 / 1.25e9) * 1e6 }')
         o=$(nice -n 5 "$DS" --hosts "$n" --exe build-sim/bench/allreduce -- 2 | sed -n 's/.*bare_us=\([0-9.]*\).*/\1/p')
         p=$(nice -n 5 "$DS" --hosts "$n" --coll mpich --exe build-sim/bench/allreduce -- 2 | sed -n 's/.*bare_us=\([0-9.]*\).*/\1/p')

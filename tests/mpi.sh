@@ -95,7 +95,8 @@ else bad "uneven shards" "$(tail -3 "$WORK/uneven.out")"; fi
 # Open MPI: libnbc's ring on 3 and 4 ranks, with large messages eager over
 # TCP for a paradigm whose receives are posted (bsp) but not for a shard's
 # (asp), which on 4 ranks gets Rabenseifner's instead (as every power of two
-# from 8 does), and a user's own settings stand; MPICH: its ring, eager
+# from 16 does); 8 ranks of bsp get the eager ring, which beat Rabenseifner's
+# on 8 namespaced hosts; a user's own settings stand; MPICH: its ring, eager
 # over UCX for bsp (Open MPI's variables are not its own).
 "${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic:512 --model mlp:16 --steps 2 --sync bsp --quiet \
     --metrics "$WORK/ar4.jsonl" > "$WORK/ar4.out" 2>&1
@@ -105,24 +106,28 @@ OMPI_MCA_coll_libnbc_iallreduce_algorithm=2 "${MPIRUN[@]}" -np 4 "$DSGD" train -
     --metrics "$WORK/ar3ps.jsonl" > "$WORK/ar3ps.out" 2>&1
 "${MPIRUN[@]}" -np 4 "$DSGD" train --data synthetic:512 --model mlp:16 --steps 2 --sync asp --servers 1 --quiet \
     --metrics "$WORK/ar4ps.jsonl" > "$WORK/ar4ps.out" 2>&1
+"${MPIRUN[@]}" -np 8 "$DSGD" train --data synthetic:512 --model mlp:16 --steps 2 --sync bsp --quiet \
+    --metrics "$WORK/ar8.jsonl" > "$WORK/ar8.out" 2>&1
 OMPI_MCA_btl_tcp_eager_limit=65536 "${MPIRUN[@]}" -np 3 "$DSGD" train --data synthetic:512 --model mlp:16 --steps 2 \
     --sync bsp --quiet --metrics "$WORK/ar3u.jsonl" > "$WORK/ar3u.out" 2>&1
 a3=$(json_field "$WORK/uneven.jsonl" config allreduce) a4=$(json_field "$WORK/ar4.jsonl" config allreduce)
 a4u=$(json_field "$WORK/ar4u.jsonl" config allreduce) a3ps=$(json_field "$WORK/ar3ps.jsonl" config allreduce)
 a3u=$(json_field "$WORK/ar3u.jsonl" config allreduce) a4ps=$(json_field "$WORK/ar4ps.jsonl" config allreduce)
+a8=$(json_field "$WORK/ar8.jsonl" config allreduce)
 if [ "$MPI_IMPL" = mpich ]; then
-    want3="MPICH ring (tsp_ring); eager over UCX to 1 MiB" want4=$want3 want4u=$want3 want3u=$want3
+    want3="MPICH ring (tsp_ring); eager over UCX to 1 MiB" want4=$want3 want4u=$want3 want3u=$want3 want8=$want3
     want3ps="MPICH ring (tsp_ring)" want4ps=$want3ps
 else
     want3ps="Open MPI libnbc ring (a world of 3)" want3u=$want3ps want3="$want3ps; eager over TCP to 1 MiB"
     want4="Open MPI libnbc ring (a world of 4); eager over TCP to 1 MiB"
+    want8="Open MPI libnbc ring (a world of 8); eager over TCP to 1 MiB"
     want4ps="Open MPI libnbc Rabenseifner's (a power-of-two world of 4)"
     want4u="Open MPI libnbc binomial tree (OMPI_MCA_coll_libnbc_iallreduce_algorithm=2)"
 fi
 if [ "$a3" = "$want3" ] && [ "$a4" = "$want4" ] && [ "$a4u" = "$want4u" ] && [ "$a3ps" = "$want3ps" ] &&
-   [ "$a3u" = "$want3u" ] && [ "$a4ps" = "$want4ps" ]; then
-    ok "the config event names the all-reduce: 3 ranks '$a3', asp on 3 '$a3ps', 4 '$a4', asp on 4 '$a4ps', a user's settings '$a4u', '$a3u'"
-else bad "the all-reduce named" "3 ranks '$a3' (want '$want3'), asp on 3 '$a3ps' (want '$want3ps'), 4 '$a4' (want '$want4'), asp on 4 '$a4ps' (want '$want4ps'), user's '$a4u' (want '$want4u'), user's eager limit '$a3u' (want '$want3u')"; fi
+   [ "$a3u" = "$want3u" ] && [ "$a4ps" = "$want4ps" ] && [ "$a8" = "$want8" ]; then
+    ok "the config event names the all-reduce: 3 ranks '$a3', asp on 3 '$a3ps', 4 '$a4', asp on 4 '$a4ps', 8 '$a8', a user's settings '$a4u', '$a3u'"
+else bad "the all-reduce named" "3 ranks '$a3' (want '$want3'), asp on 3 '$a3ps' (want '$want3ps'), 4 '$a4' (want '$want4'), asp on 4 '$a4ps' (want '$want4ps'), user's '$a4u' (want '$want4u'), user's eager limit '$a3u' (want '$want3u'), 8 ranks '$a8' (want '$want8')"; fi
 
 # ---- the multi-machine path: the TCP transport ----
 # Under MPICH 4.0 over UCX's tcp a rank can stay in MPI_Finalize after the

@@ -26,9 +26,11 @@
  * 154 ms, 8 hosts 185 -> 243), and a shard's pushes would all come in at
  * once (asp, 4 workers: 724 -> 620 samples/s), so only then. The eager ring
  * beats Rabenseifner's at 4 hosts too (100 Mbit/s 124-129 against 127-135
- * ms, 1 Gbit/s 12-15 against 14-22), and ties it at 8, so with eager sends
- * Rabenseifner's is kept for powers of two from 8. A user's own eager limit
- * wins. */
+ * ms, 1 Gbit/s 12-15 against 14-22) and at 8 (100 Mbit/s 165-177 against
+ * 177-183, bucketed 153-157 against 160-168; 1 Gbit/s bucketed 18.6-19.7
+ * against 25.4-29.5), so with eager sends Rabenseifner's is kept for powers
+ * of two from 16, where the ring's 2(N - 1) latencies start to tell (no
+ * real cluster here goes past 8). A user's own eager limit wins. */
 #define TCP_EAGER "1048576"
 static void allreduce_choose(comm_t *c, int posted_receives)
 {
@@ -45,7 +47,7 @@ static void allreduce_choose(comm_t *c, int posted_receives)
     const long wn = ws ? strtol(ws, NULL, 10) : 1;
     const int can_eager =
         posted_receives && !getenv("OMPI_MCA_btl_tcp_eager_limit") && !getenv("OMPI_MCA_btl_tcp_max_send_size");
-    const int rab = (wn >= 8 || (wn >= 4 && !can_eager)) && (wn & (wn - 1)) == 0;
+    const int rab = (wn >= 16 || (wn >= 4 && !can_eager)) && (wn & (wn - 1)) == 0;
     char why[48];
     if (mine) {
         snprintf(why, sizeof why, "%s=%s", var, mine);
