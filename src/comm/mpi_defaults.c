@@ -29,8 +29,8 @@
  * ms, 1 Gbit/s 12-15 against 14-22) and at 8 (100 Mbit/s 165-177 against
  * 177-183, bucketed 153-157 against 160-168; 1 Gbit/s bucketed 18.6-19.7
  * against 25.4-29.5), so with eager sends Rabenseifner's is kept for powers
- * of two from 16, where the ring's 2(N - 1) latencies start to tell (no
- * real cluster here goes past 8). A user's own eager limit wins. */
+ * of two from 16, where the ring's 2(N - 1) latencies start to tell (the
+ * namespaced clusters measured went to 8). A user's own eager limit wins. */
 #define TCP_EAGER "1048576"
 static void allreduce_choose(comm_t *c, int posted_receives)
 {
