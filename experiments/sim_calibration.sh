@@ -126,11 +126,12 @@ if [[ $PARTS == *C* ]]; then
     echo
     echo "| N | Open MPI's choice: model us | --coll ompi us | error | ring model us | --coll mpich us | error |"
     echo "|---|---|---|---|---|---|---|"
+    # the alpha-beta cost in us of ALG (ring or Rabenseifner) on N hosts
+    model_us() { awk -v n="$1" -v alg="$2" 'BEGIN { a = alg == "ring" ? 2 * (n - 1) : 2 * log(n) / log(2)
+        printf "%.1f", (a * 20e-6 + 2 * (n - 1) / n * 940584 / 1.25e9) * 1e6 }'; }
     for n in 2 4 8 16 32 64 128 256; do
-        mr=$(awk -v n="$n" 'BEGIN { a = n >= 16 ? 2 * log(n) / log(2) : 2 * (n - 1)
-            printf "%.1f", (a * 20e-6 + 2 * (n - 1) / n * 940584 / 1.25e9) * 1e6 }')
         alg=ring; [ "$n" -ge 16 ] && alg=Rabenseifner
-        md=$(awk -v n="$n" 'BEGIN { printf "%.1f", (2 * (n - 1) * 20e-6 + 2 * (n - 1) / n * 940584 / 1.25e9) * 1e6 }')
+        mr=$(model_us "$n" "$alg") md=$(model_us "$n" ring)
         o=$(nice -n 5 "$DS" --hosts "$n" --exe build-sim/bench/allreduce -- 2 | sed -n 's/.*bare_us=\([0-9.]*\).*/\1/p')
         p=$(nice -n 5 "$DS" --hosts "$n" --coll mpich --exe build-sim/bench/allreduce -- 2 | sed -n 's/.*bare_us=\([0-9.]*\).*/\1/p')
         echo "| $n | $mr ($alg) | $o | $(pct "$o" "$mr") | $md | $p | $(pct "$p" "$md") |"
