@@ -110,7 +110,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libdsgd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libdsgd.a $(LDFLAGS) $(LDLIBS)
 
-test: all $(TEST_BIN)
+test: all $(TEST_BIN) $(BUILD)/bench/ps_bench
 ifeq ($(SANITIZE)$(SIM)$(MPI),00openmpi)
 	@$(MAKE) --no-print-directory sim
 	@$(MAKE) --no-print-directory fuzz-build
@@ -128,8 +128,9 @@ demo: all
 sim:
 	@$(MAKE) --no-print-directory SIM=1 MPI=openmpi CC=smpicc BUILD=build-sim all sim-extras
 
-# the all-reduce benchmark, simulated, for the calibration checks
-sim-extras: $(BUILD)/bench/allreduce
+# the all-reduce benchmark and ps_bench (its latency probe), simulated, for
+# the calibration checks
+sim-extras: $(BUILD)/bench/allreduce $(BUILD)/bench/ps_bench
 
 # the simulator's own checks (platforms, all-reduce against its cost model,
 # shared data, every paradigm on a heterogeneous cluster); part of make test

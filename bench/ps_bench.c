@@ -19,7 +19,12 @@
  * Usage: mpirun -np 2 build/bench/ps_bench roundtrip [iters] [auto|shm|messages]
  *        mpirun -np 1+W build/bench/ps_bench throughput [iters] [auto|shm|messages]
  * (the transport, as --ps-transport) 
- *        mpirun -np 2 build/bench/ps_bench wakeup [reps]   */
+ *        mpirun -np 2 build/bench/ps_bench wakeup [reps]
+ *        mpirun -np 2 build/bench/ps_bench latency [reps] [bytes]
+ *   latency    the median round trip of a ping of `bytes` (default 1)
+ *              between ranks 0 and 1 and back, and half of it: for 1 byte
+ *              the one-way latency that experiments/net_calibration.sh gives
+ *              the simulated links (also built for the simulator: make sim) */
 #include <stdio.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -149,6 +154,31 @@ static double ping_rtt(comm_t *c, int pol, double delay, int reps)
     return m;
 }
 
+/* The median round trip of reps ping-pongs of `bytes` between ranks 0 and 1
+ * (blocking: each side polls in its receive), after 10 unmeasured ones. */
+static double sized_rtt(comm_t *c, int bytes, int reps)
+{
+    double *rtt = xmalloc(sizeof(double) * (size_t)reps);
+    char *b = xmalloc((size_t)bytes);
+    memset(b, 0, (size_t)bytes);
+    MPI_Barrier(c->world);
+    for (int i = -10; i < reps; i++) {
+        double t0 = now_s();
+        if (c->rank == 0) {
+            MPI_Send(b, bytes, MPI_CHAR, 1, 7, c->world);
+            MPI_Recv(b, bytes, MPI_CHAR, 1, 8, c->world, MPI_STATUS_IGNORE);
+        } else if (c->rank == 1) {
+            MPI_Recv(b, bytes, MPI_CHAR, 0, 7, c->world, MPI_STATUS_IGNORE);
+            MPI_Send(b, bytes, MPI_CHAR, 0, 8, c->world);
+        }
+        if (i >= 0) rtt[i] = now_s() - t0;
+    }
+    double m = median(rtt, reps);
+    free(rtt);
+    free(b);
+    return m;
+}
+
 static void wakeup(comm_t *c, int reps)
 {
     static const double delay[] = { 20e-6, 200e-6, 1e-3, 5e-3, 30e-3 };
@@ -187,6 +217,14 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "roundtrip";
     int iters = argc > 2 ? atoi(argv[2]) : 300;
     if (c.size < 2) die("ps_bench needs at least 2 ranks");
+    if (!strcmp(mode, "latency")) {
+        long bytes = argc > 3 ? atol(argv[3]) : 1;
+        if (iters < 1 || bytes < 1 || bytes > (1L << 30)) die("ps_bench latency: reps >= 1 and 1 <= bytes <= 2^30");
+        double rtt = sized_rtt(&c, (int)bytes, argc > 2 ? iters : 300);
+        if (c.rank == 0) printf("ps_latency bytes=%ld rtt_us=%.2f one_way_us=%.2f\n", bytes, rtt * 1e6, rtt / 2 * 1e6);
+        comm_finalize(&c);
+        return 0;
+    }
     if (!strcmp(mode, "wakeup")) {
         wakeup(&c, argc > 2 ? iters : 30);
         comm_finalize(&c);

@@ -22,8 +22,13 @@
 # the network model alone.
 #
 # Links have bandwidth but no added delay (tc's netem is not available on
-# every kernel): the real latency is the kernel's (veth, bridge: tens of
-# microseconds); the simulated links get --latency 50us.
+# every kernel): the real latency is the kernel's and the MPI's (veth,
+# bridge, TCP: 11-14 us one way). Each cluster's is measured when it comes
+# up (bench/ps_bench latency between hosts 0 and 1: half the median round
+# trip of 300 one-byte pings) and the simulated links get it (--latency),
+# and the simulated bandwidth is what TCP carries on the shaped link: tc
+# counts each frame's headers, and a full frame of 1514 bytes carries 1448
+# of payload, so 95.6% of the rate. Both are listed under the table.
 #
 # Usage: experiments/net_calibration.sh [--quick] [--repeats R] [--mpi openmpi|mpich]
 #                                       [--rates "100mbit 1gbit"] [--ns "2 3 4"] [--paradigms "bsp asp gossip"|all]
@@ -62,15 +67,16 @@ else RATES=(100mbit 1gbit); NS=(2 3 4); PARS=(bsp asp gossip); REPS=${REPS:-3}; 
 [ "${PARS[*]}" != all ] || PARS=(bsp bsp-bucket localsgd asp asp2 ssp downpour easgd gossip gossip-push)
 BIN=build/dsgd; [ "$MPI" = mpich ] && BIN=build-mpich/dsgd
 [ -z "$OBIN" ] || BIN=$OBIN
-for f in "$BIN" "$SIMB/dsgd"; do
-    [ -x "$f" ] || { echo "net_calibration: $f missing (make$([ "$MPI" = mpich ] && echo ' MPI=mpich') && make sim)" >&2; exit 1; }
+PSB=$(dirname "$BIN")/bench/ps_bench
+for f in "$BIN" "$PSB" "$SIMB/dsgd"; do
+    [ -x "$f" ] || { echo "net_calibration: $f missing (make$([ "$MPI" = mpich ] && echo ' MPI=mpich') $PSB && make sim)" >&2; exit 1; }
 done
-BIN=$(readlink -f "$BIN") SIMB=$(readlink -f "$SIMB")
+BIN=$(readlink -f "$BIN") PSB=$(readlink -f "$PSB") SIMB=$(readlink -f "$SIMB")
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "net_calibration: needs dataset-fashion-mnist (scripts/install-deps)" >&2; exit 1; }
 CL=scripts/dsgd-cluster
 export DSGD_CLUSTER_NAME=ncal$$
 why=$("$CL" check 2>&1) || { echo "net_calibration: $why" >&2; exit 1; }
-W=$(mktemp -d /tmp/dsgd-netcal-XXXXXX)
+W=$(mktemp -d /tmp/dsgd-netcal-XXXXXX) LATS=()
 trap '"$CL" down > /dev/null 2>&1; rm -rf "$W"' EXIT
 
 field() { python3 -c 'import json,sys
@@ -81,8 +87,9 @@ for l in open(sys.argv[1]):
 print(v)' "$@"; }
 stats() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.4g %.4g %.4g\n", m, v[1], v[NR] }'; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", (a / b - 1) * 100 }'; }
-# sim_rate RATE: SimGrid's spelling of a tc rate (1gbit -> 1Gbps)
-sim_rate() { sed -E 's/gbit$/Gbps/; s/mbit$/Mbps/; s/kbit$/kbps/' <<< "$1"; }
+# sim_rate RATE: the payload rate of a tc rate, in SimGrid's spelling
+# (100mbit -> 11954821Bps: 1448 of each 1514 bytes)
+sim_rate() { awk -v r="$1" 'BEGIN{ m = (r ~ /gbit$/) ? 1e9 : (r ~ /mbit$/) ? 1e6 : 1e3; sub(/[kmg]bit$/, "", r); printf "%.0fBps\n", r * m / 8 * 1448 / 1514 }'; }
 
 D=(--data fashion-mnist --model mlp --batch 64 --lr 0.05 --test-subset 500 --quiet --compute "$COMPUTE")
 # args PARADIGM N: the training flags; bsp a fixed number of steps, the
@@ -123,6 +130,9 @@ echo "|---|---|---|---|---|---|---|---|---|---|"
 for rate in "${RATES[@]}"; do
     for n in "${NS[@]}"; do
         "$CL" up "$n" --bandwidth "$rate" > /dev/null
+        lat=$("$CL" mpirun --mpi "$MPI" --hosts 2 --dsgd "$PSB" -- latency 300 2> "$W/lat.err" | sed -n 's/.*one_way_us=\([0-9.]*\).*/\1/p')
+        [ -n "$lat" ] || { echo "net_calibration: the latency probe failed: $(tail -2 "$W/lat.err")" >&2; exit 1; }
+        LATS+=("$rate, N = $n: $lat us")
         for p in "${PARS[@]}"; do
             a=$(args "$p" "$n") || exit 2
             [ -n "$a" ] || continue
@@ -145,13 +155,13 @@ for rate in "${RATES[@]}"; do
             case "$p" in gossip*) sreps=$REPS ;; esac
             svals=() evals=()
             for r in $(seq 1 "$sreps"); do
-                scripts/dsgd-sim --build "$SIMB" --hosts "$n" --bandwidth "$(sim_rate "$rate")" --latency 50us -- \
+                scripts/dsgd-sim --build "$SIMB" --hosts "$n" --bandwidth "$(sim_rate "$rate")" --latency "${lat}us" -- \
                     train "${D[@]}" "${A[@]}" --metrics "$W/sim.jsonl" > "$W/sim.out" 2>&1 ||
                     { echo "net_calibration: simulated run failed: $(tail -2 "$W/sim.out")" >&2; exit 1; }
                 svals+=("$(per "$p" "$W/sim.jsonl")")
                 # again with Open MPI's eager limit over TCP (64 KiB): messages
                 # up to it go without waiting for their receive
-                scripts/dsgd-sim --build "$SIMB" --hosts "$n" --bandwidth "$(sim_rate "$rate")" --latency 50us --eager 65536 -- \
+                scripts/dsgd-sim --build "$SIMB" --hosts "$n" --bandwidth "$(sim_rate "$rate")" --latency "${lat}us" --eager 65536 -- \
                     train "${D[@]}" "${A[@]}" --metrics "$W/sime.jsonl" > "$W/sim.out" 2>&1 ||
                     { echo "net_calibration: simulated run (--eager 65536) failed: $(tail -2 "$W/sim.out")" >&2; exit 1; }
                 evals+=("$(per "$p" "$W/sime.jsonl")")
@@ -173,3 +183,5 @@ for rate in "${RATES[@]}"; do
         "$CL" down > /dev/null
     done
 done
+echo
+echo "Simulated links: the real one-way latency measured on each cluster ($(IFS=';'; echo "${LATS[*]}" | sed 's/;/; /g')) and 1448/1514 of the rate."
