@@ -23,7 +23,7 @@
 #
 # Links have bandwidth but no added delay (tc's netem is not available on
 # every kernel): the real latency is the kernel's and the MPI's (veth,
-# bridge, TCP: 11-14 us one way). Each cluster's is measured when it comes
+# bridge, TCP: 4-15 us one way on the machines measured). Each cluster's is measured when it comes
 # up (bench/ps_bench latency between hosts 0 and 1: half the median round
 # trip of 300 one-byte pings) and the simulated links get it (--latency),
 # and the simulated bandwidth is what TCP carries on the shaped link: tc
