@@ -221,7 +221,12 @@ int main(int argc, char **argv)
         long bytes = argc > 3 ? atol(argv[3]) : 1;
         if (iters < 1 || bytes < 1 || bytes > (1L << 30)) die("ps_bench latency: reps >= 1 and 1 <= bytes <= 2^30");
         double rtt = sized_rtt(&c, (int)bytes, argc > 2 ? iters : 300);
-        if (c.rank == 0) printf("ps_latency bytes=%ld rtt_us=%.2f one_way_us=%.2f\n", bytes, rtt * 1e6, rtt / 2 * 1e6);
+        /* "done:" as dsgd's lead prints it: scripts/dsgd-cluster then stops
+         * a rank that MPICH over UCX's tcp leaves in MPI_Finalize */
+        if (c.rank == 0) {
+            printf("ps_latency bytes=%ld rtt_us=%.2f one_way_us=%.2f\ndone: ps_bench latency\n", bytes, rtt * 1e6, rtt / 2 * 1e6);
+            fflush(stdout);
+        }
         comm_finalize(&c);
         return 0;
     }

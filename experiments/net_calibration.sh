@@ -130,7 +130,7 @@ echo "|---|---|---|---|---|---|---|---|---|---|"
 for rate in "${RATES[@]}"; do
     for n in "${NS[@]}"; do
         "$CL" up "$n" --bandwidth "$rate" > /dev/null
-        lat=$("$CL" mpirun --mpi "$MPI" --hosts 2 --dsgd "$PSB" -- latency 300 2> "$W/lat.err" | sed -n 's/.*one_way_us=\([0-9.]*\).*/\1/p')
+        lat=$("$CL" mpirun --mpi "$MPI" --hosts 2 --dsgd "$PSB" --grace 5 -- latency 300 2> "$W/lat.err" | sed -n 's/.*one_way_us=\([0-9.]*\).*/\1/p')
         [ -n "$lat" ] || { echo "net_calibration: the latency probe failed: $(tail -2 "$W/lat.err")" >&2; exit 1; }
         LATS+=("$rate, N = $n: $lat us")
         for p in "${PARS[@]}"; do
