@@ -88,10 +88,18 @@ within() { le "$1" "$2"; }
 # hydra_lost TAG ACTION: under MPICH, a killed host takes its Hydra proxy
 # with it, and mpiexec ends the whole job (-disable-auto-cleanup keeps the
 # other ranks of a dead rank running, not those of a dead proxy): no rank
-# gets to act. Today's expected outcome there, reported as XFAIL.
+# gets to act. Today's expected outcome there, reported as XFAIL. A rank
+# may die of a signal on the way (once in CI: exit 139, SIGSEGV, beside
+# mpiexec's "assert (!closed) failed"), which is still no rank acting.
 hydra_lost() {
-    [ "$MPI_IMPL" = mpich ] && [ "$2" = kill ] && ! ls "$WORK/$1.rc" | grep -q rc. &&
-        echo "XFAIL $1: MPICH's mpiexec ended the whole job when host ${3:-2}'s proxy died (no rank reported; $(grep -c . "$WORK/$1.err") stderr lines)"
+    local f codes=""
+    [ "$MPI_IMPL" = mpich ] && [ "$2" = kill ] || return 1
+    for f in "$WORK/$1.rc"/rc.*; do
+        [ -e "$f" ] || continue
+        [ "$(cat "$f")" -ge 128 ] 2>/dev/null || return 1   # a rank that exited on its own acted
+        codes="$codes $(cat "$f")"
+    done
+    echo "XFAIL $1: MPICH's mpiexec ended the whole job when host ${3:-2}'s proxy died (no rank reported$([ -n "$codes" ] && echo ", but ranks killed by signals:$codes"); $(grep -c . "$WORK/$1.err") stderr lines)"
 }
 have_rcs() { local f; for f in "$@"; do [ -e "$f" ] || return 1; done; }
 
