@@ -26,10 +26,10 @@
 # bridge, TCP: 4-15 us one way on the machines measured). Each cluster's
 # is measured when it comes up (bench/ps_bench latency between hosts 0 and
 # 1: half the median round trip of 300 one-byte pings) and the simulated
-# links get it (--latency),
-# and the simulated bandwidth is what TCP carries on the shaped link: tc
-# counts each frame's headers, and a full frame of 1514 bytes carries 1448
-# of payload, so 95.6% of the rate. Both are listed under the table.
+# links get it (--latency), and the simulated bandwidth is what TCP carries
+# on the shaped link: tc counts each frame's headers, and a full frame of
+# 1514 bytes carries 1448 of payload, so 95.6% of the rate. Both are listed
+# under the table (docs/simulation.md, "The links themselves").
 #
 # Usage: experiments/net_calibration.sh [--quick] [--repeats R] [--mpi openmpi|mpich]
 #                                       [--rates "100mbit 1gbit"] [--ns "2 3 4"] [--paradigms "bsp asp gossip"|all]
