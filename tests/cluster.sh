@@ -92,12 +92,13 @@ within() { le "$1" "$2"; }
 # may die of a signal on the way (once in CI: exit 139, SIGSEGV, beside
 # mpiexec's "assert (!closed) failed"), which is still no rank acting.
 hydra_lost() {
-    local f codes=""
+    local f v codes=""
     [ "$MPI_IMPL" = mpich ] && [ "$2" = kill ] || return 1
     for f in "$WORK/$1.rc"/rc.*; do
         [ -e "$f" ] || continue
-        [ "$(cat "$f")" -ge 128 ] 2>/dev/null || return 1   # a rank that exited on its own acted
-        codes="$codes $(cat "$f")"
+        v=$(cat "$f")
+        [ "$v" -ge 128 ] 2>/dev/null || return 1   # a rank that exited on its own acted
+        codes="$codes $v"
     done
     echo "XFAIL $1: MPICH's mpiexec ended the whole job when host ${3:-2}'s proxy died (no rank reported$([ -n "$codes" ] && echo ", but ranks killed by signals:$codes"); $(grep -c . "$WORK/$1.err") stderr lines)"
 }
