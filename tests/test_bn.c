@@ -48,7 +48,7 @@ typedef struct bn_ctx {
 static double bn_cb(void *p)
 {
     bn_ctx_t *c = p;
-    bn_forward_train(c->out, c->mean, c->istd, c->rm, c->rv, c->x, c->g, c->b, NULL, SCR, BB, BC, BHW, c->relu, 0.1f, 1e-5f, NULL);
+    bn_forward_train(c->out, c->mean, c->istd, c->rm, c->rv, c->x, c->g, c->b, NULL, SCR, BB, BC, BHW, c->relu, 0.1f, 1e-5f, NULL, NULL);
     return dotd(c->out, c->r, BN_N);
 }
 
@@ -120,7 +120,7 @@ static void test_bn_relu_mask(void)
     fill(g, MC, 0.5f, 1.5f);
     for (int c = 0; c < MC; c++) b[c] = 0.0f;
     for (long i = 0; i < MN; i++) ones[i] = 1.0f;
-    bn_forward_train(y, mean, istd, rm, rv, x, g, b, NULL, SCR, MB, MC, MHW, 1, 0.1f, 1e-5f, NULL);
+    bn_forward_train(y, mean, istd, rm, rv, x, g, b, NULL, SCR, MB, MC, MHW, 1, 0.1f, 1e-5f, NULL, NULL);
     bn_backward(dx, dg, db, ones, x, mean, istd, g, b, SCR, MB, MC, MHW, 1, NULL, NULL);
     for (int c = 0; c < MC; c++) {
         long pass = 0;
@@ -141,7 +141,7 @@ static void test_bn_closed_form(void)
 {
     const float x[4] = { 1, 2, 3, 4 }, g = 2, b = 1, eps = 1e-5f;
     float out[4], mean, istd, rm = 0, rv = 1;
-    bn_forward_train(out, &mean, &istd, &rm, &rv, x, &g, &b, NULL, SCR, 4, 1, 1, 0, 0.1f, eps, NULL);
+    bn_forward_train(out, &mean, &istd, &rm, &rv, x, &g, &b, NULL, SCR, 4, 1, 1, 0, 0.1f, eps, NULL, NULL);
     const double sd = sqrt(1.25 + 1e-5);
     CHECK_NEAR(mean, 2.5, 1e-6, "batch mean");
     CHECK_NEAR(istd, 1 / sd, 1e-6, "1/sigma");
@@ -157,14 +157,14 @@ static void test_bn_closed_form(void)
     CHECK_NEAR(dg, xh[0], 1e-5, "dgamma");
     for (int i = 0; i < 4; i++) CHECK_NEAR(dx[i], g / sd * ((i == 0) - 0.25 - xh[i] * xh[0] / 4), 1e-5, "dinp");
     float ev[4];
-    bn_forward_eval(ev, &rm, &rv, x, &g, &b, 4, 1, 1, 1, eps);
+    bn_forward_eval(ev, &rm, &rv, x, &g, &b, 4, 1, 1, 1, eps, NULL);
     for (int i = 0; i < 4; i++) {
         double want = 2 * (x[i] - 0.25) / sqrt(rv + 1e-5) + 1;
         CHECK_NEAR(ev[i], want > 0 ? want : 0, 1e-5, "evaluation with running statistics and ReLU");
     }
     /* a large mean: the two-pass variance keeps the small spread */
     const float big[4] = { 1000.001f, 1000.002f, 1000.003f, 1000.004f };
-    bn_forward_train(out, &mean, &istd, &rm, &rv, big, &g, &b, NULL, SCR, 4, 1, 1, 0, 0.1f, 0.0f, NULL);
+    bn_forward_train(out, &mean, &istd, &rm, &rv, big, &g, &b, NULL, SCR, 4, 1, 1, 0, 0.1f, 0.0f, NULL, NULL);
     double m4 = 0, v4 = 0;
     for (int i = 0; i < 4; i++) m4 += big[i] / 4.0;
     for (int i = 0; i < 4; i++) v4 += (big[i] - m4) * (big[i] - m4) / 4.0;
@@ -220,17 +220,17 @@ static void sync_case(int relu)
     float x[2 * SN], d[2 * SN], out[2 * SN], dx[2 * SN], mean[SC], istd[SC], rm[SC] = { 0 }, rv[SC] = { 1, 1 }, dg[SC], db[SC];
     join(x, x1, x2);
     join(d, d1, d2);
-    bn_forward_train(out, mean, istd, rm, rv, x, g, b, NULL, SCR, 2 * SB, SC, SHW, relu, 0.1f, 1e-5f, NULL);
+    bn_forward_train(out, mean, istd, rm, rv, x, g, b, NULL, SCR, 2 * SB, SC, SHW, relu, 0.1f, 1e-5f, NULL, NULL);
     bn_backward(dx, dg, db, d, x, mean, istd, g, b, SCR, 2 * SB, SC, SHW, relu, NULL, NULL);
 
     /* replica 2's forward message, then replica 1 with it */
     float o1[SN], o2[SN], m1[SC], s1[SC], m2[SC], s2[SC], rm1[SC] = { 0 }, rv1[SC] = { 1, 1 }, rm2[SC] = { 0 }, rv2[SC] = { 1, 1 };
-    bn_forward_train(o2, m2, s2, rm2, rv2, x2, g, b, NULL, SCR, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
+    bn_forward_train(o2, m2, s2, rm2, rv2, x2, g, b, NULL, SCR, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync, NULL);
     double fwd2[SW];
     memcpy(fwd2, sc.sent, sizeof fwd2);
     sc.replay = 1;
     memcpy(sc.other, fwd2, sizeof fwd2);
-    bn_forward_train(o1, m1, s1, rm1, rv1, x1, g, b, NULL, SCR, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
+    bn_forward_train(o1, m1, s1, rm1, rv1, x1, g, b, NULL, SCR, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync, NULL);
     double fwd1[SW];
     memcpy(fwd1, sc.sent, sizeof fwd1);
     for (int c = 0; c < SC; c++) {
@@ -245,7 +245,7 @@ static void sync_case(int relu)
      * replica 2 records, replica 1 is answered with it */
     sc.replay = 1;
     memcpy(sc.other, fwd1, sizeof fwd1);
-    bn_forward_train(o2, m2, s2, rm2, rv2, x2, g, b, NULL, SCR, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync);
+    bn_forward_train(o2, m2, s2, rm2, rv2, x2, g, b, NULL, SCR, SB, SC, SHW, relu, 0.1f, 1e-5f, &sync, NULL);
     for (int i = 0; i < SN; i++) CHECK_NEAR(o2[i], out[SN + i], 1e-5, "synchronized output of replica 2");
     float dx1[SN], dx2[SN], dg1[SC], db1[SC], dg2[SC], db2[SC];
     sc.replay = 0;
@@ -340,8 +340,8 @@ static void moments_case(int C, int stride, int relu)
           rv2[5] = { 1, 1, 1, 1, 1 };
     fill(x, nx, -1, 2); fill(w, nw, -1, 1); fill(gm, 5, 0.5f, 1.5f); fill(bt, 5, -0.5f, 0.5f);
     conv2d_forward_ws(o, pad, work, x, w, NULL, mom, &g);
-    bn_forward_train(y1, mu1, is1, rm1, rv1, o, gm, bt, mom, SCR, g.B, 5, (int)HW, relu, 0.1f, 1e-5f, NULL);
-    bn_forward_train(y2, mu2, is2, rm2, rv2, o, gm, bt, NULL, SCR, g.B, 5, (int)HW, relu, 0.1f, 1e-5f, NULL);
+    bn_forward_train(y1, mu1, is1, rm1, rv1, o, gm, bt, mom, SCR, g.B, 5, (int)HW, relu, 0.1f, 1e-5f, NULL, NULL);
+    bn_forward_train(y2, mu2, is2, rm2, rv2, o, gm, bt, NULL, SCR, g.B, 5, (int)HW, relu, 0.1f, 1e-5f, NULL, NULL);
     CHECK(!memcmp(y1, y2, sizeof(float) * (size_t)no) && !memcmp(mu1, mu2, sizeof mu1) && !memcmp(is1, is2, sizeof is1) &&
               !memcmp(rv1, rv2, sizeof rv1),
           "C=%d stride %d: the convolution's moments normalize differently from batch normalization's own", C, stride);
@@ -375,7 +375,7 @@ static void into_conv_case(int B, int H, int W, int relu)
     fill(x, nx, -1, 1); fill(w, nw, -1, 1); fill(b, 3, -1, 1); fill(r, no, -1, 1);
     fill(gm, 3, 0.5f, 1.5f); fill(bt, 3, -0.5f, 0.5f);
     conv2d_forward_ws(o, pad, work, x, w, b, NULL, &g);
-    bn_forward_train(y, mu, is, rm, rv, o, gm, bt, NULL, scr, B, 3, (int)HW, relu, 0.1f, 1e-5f, NULL);
+    bn_forward_train(y, mu, is, rm, rv, o, gm, bt, NULL, scr, B, 3, (int)HW, relu, 0.1f, 1e-5f, NULL, NULL);
     bn_backward(dy, dg1, db1, r, o, mu, is, gm, bt, scr, B, 3, (int)HW, relu, NULL, NULL);
     conv2d_backward_ws(dx1, dw1, cb1, pad, work, dy, w, &g);
     plane_pad_t pp;

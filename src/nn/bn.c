@@ -83,18 +83,42 @@ static inline __attribute__((always_inline)) void affine_coef(float *k, float *s
     *sh = beta[c] - mean[c] * *k;
 }
 
+/* plane p of (B, C) of y = x·k + sh (then ReLU): at out + p·HW, or with
+ * opad in the padded layout it gives (a convolution's input: zeros above,
+ * below and around each row), the same values */
+static inline __attribute__((always_inline)) void affine_plane_at(float *out, const float *inp, long p, float k,
+                                                                   float sh, int HW, int relu,
+                                                                   const plane_pad_t *opad)
+{
+    if (!opad) {
+        affine_plane(out + p * HW, inp + p * HW, k, sh, HW, relu);
+        return;
+    }
+    const int W = opad->W, H = opad->H, pad = opad->pad;
+    const long WP = opad->WP, right = WP - pad - W;
+    float *pl = out + p * opad->HP * WP;
+    const float *x = inp + p * HW;
+    memset(pl, 0, sizeof(float) * (size_t)(pad * WP));
+    for (int r = 0; r < H; r++) {
+        float *row = pl + (r + pad) * WP;
+        for (int j = 0; j < pad; j++) row[j] = 0.0f;
+        affine_plane(row + pad, x + (long)r * W, k, sh, W, relu);
+        for (long j = 0; j < right; j++) row[pad + W + j] = 0.0f;
+    }
+    memset(pl + (pad + H) * WP, 0, sizeof(float) * (size_t)((opad->HP - pad - H) * WP));
+}
+
 /* y = x·k + (β − μ·k), k = γ/σ, over planes [p0, p1) of (B, C) in memory
  * order (the prefetcher follows one stream, not B short ones per channel) */
 BN_CLONES static void normalize_planes(float *out, const float *inp, const float *mean, const float *invstd,
                                        const float *gamma, const float *beta, long p0, long p1, int C, int HW,
-                                       int relu)
+                                       int relu, const plane_pad_t *opad)
 {
     for (long p = p0; p < p1; p++) {
-        const long o = p * HW;
         const int c = (int)(p % C);
         float k, sh;
         affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
-        affine_plane(out + o, inp + o, k, sh, HW, relu);
+        affine_plane_at(out, inp, p, k, sh, HW, relu, opad);
     }
 }
 
@@ -114,9 +138,9 @@ BN_CLONES static void normalize_planes(float *out, const float *inp, const float
     } while (0)
 
 static void normalize(float *out, const float *inp, const float *mean, const float *invstd, const float *gamma,
-                      const float *beta, int B, int C, int HW, int relu)
+                      const float *beta, int B, int C, int HW, int relu, const plane_pad_t *opad)
 {
-    PLANE_PIECES(B, C, HW, normalize_planes(out, inp, mean, invstd, gamma, beta, p0, p1, C, HW, relu));
+    PLANE_PIECES(B, C, HW, normalize_planes(out, inp, mean, invstd, gamma, beta, p0, p1, C, HW, relu, opad));
 }
 
 BN_CLONES void bn_plane_moments(double *m, const float *x, int n)
@@ -198,7 +222,7 @@ static void merge_moments(const bn_sync_t *s, double *mine, int C)
 void bn_forward_train(float *out, float *mean, float *invstd, float *run_mean, float *run_var,
                                 const float *inp, const float *gamma, const float *beta, const double *moments,
                                 double *scratch, int B, int C, int HW, int relu, float momentum, float eps,
-                                const bn_sync_t *sync)
+                                const bn_sync_t *sync, const plane_pad_t *opad)
 {
     const double n = (double)B * HW;
     if (!moments) {   /* the planes' moments, unless the layer before computed them as it wrote */
@@ -224,25 +248,25 @@ void bn_forward_train(float *out, float *mean, float *invstd, float *run_mean, f
             channel_stats(mean, invstd, run_mean, run_var, c, momentum, eps, s1 / n, m2, n);
         }
     }
-    normalize(out, inp, mean, invstd, gamma, beta, B, C, HW, relu);
+    normalize(out, inp, mean, invstd, gamma, beta, B, C, HW, relu, opad);
 }
 
 BN_CLONES static void eval_planes(float *out, const float *run_mean, const float *run_var, const float *inp,
                                   const float *gamma, const float *beta, long p0, long p1, int C, int HW, int relu,
-                                  float eps)
+                                  float eps, const plane_pad_t *opad)
 {
     for (long p = p0; p < p1; p++) {
-        const long o = p * HW;
         const int c = (int)(p % C);
         const float k = gamma[c] / sqrtf(run_var[c] + eps), sh = beta[c] - run_mean[c] * k;
-        affine_plane(out + o, inp + o, k, sh, HW, relu);
+        affine_plane_at(out, inp, p, k, sh, HW, relu, opad);
     }
 }
 
 void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
-                     const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps)
+                     const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps,
+                     const plane_pad_t *opad)
 {
-    PLANE_PIECES(B, C, HW, eval_planes(out, run_mean, run_var, inp, gamma, beta, p0, p1, C, HW, relu, eps));
+    PLANE_PIECES(B, C, HW, eval_planes(out, run_mean, run_var, inp, gamma, beta, p0, p1, C, HW, relu, eps, opad));
 }
 
 /* With g = dout (masked where the fused ReLU clamped), x̂ = (x − μ)/σ:
@@ -256,43 +280,54 @@ static inline __attribute__((always_inline)) float masked(float g, float x, floa
 }
 
 /* Each channel's Σ g and Σ g·(x − μ), g masked, for channels [c0, c1):
- * sg and sgx (C doubles each) take each plane's lanes in sample order. A
- * channel's sums stay in registers until its last plane: channels next to
- * each other share a cache line, and the threads take neighbouring
- * channels, so writing them plane by plane (as this once did) had the two
- * threads' cores trade the line B times a channel: this kernel took 2.4%
- * of a 1-thread resnet:20,16 step's processor time and 7.1% of a 2-thread
- * one's (perf); summed here, 2-thread steps are about 7% faster (2 pairs
- * of runs, interleaved) with the same bits. */
+ * sg and sgx (C doubles each) take each plane's lanes in sample order. The
+ * planes are read in memory order, sample by sample, a block of channels
+ * at a time: one stream for the prefetcher (a channel at a time over the
+ * batch was B short streams; resnet:20,16's normalizations took 13.3 ms of
+ * a one-thread step's backward pass at batch 64 that way, 12.3 this way),
+ * and each channel's sums
+ * stay in a local array until its last plane: channels next to each other
+ * share a cache line, and the threads take neighbouring channels, so
+ * writing sg plane by plane (as this once did) had the two threads' cores
+ * trade the line B times a channel. */
+enum { BN_SUMS_BLOCK = 64 };   /* channels whose sums are kept at once */
+
 BN_CLONES static void grad_sums(double *sg, double *sgx, const float *dout, const float *inp, const float *mean,
                                 const float *invstd, const float *gamma, const float *beta, int B, int C, int HW,
                                 int relu, int c0, int c1)
 {
-    for (int c = c0; c < c1; c++) {
-        double tg = 0, tgx = 0;
-        const float mu = mean[c];
-        float k, sh;
-        affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
-        for (int b = 0; b < B; b++) {
-            const long o = ((long)b * C + c) * HW;
-            const float *g = dout + o, *x = inp + o;
-            float a[16] = { 0 }, q[16] = { 0 };
-            int i = 0;
-            for (; i + 16 <= HW; i += 16)
-                for (int j = 0; j < 16; j++) {
-                    const float gv = masked(g[i + j], x[i + j], k, sh, relu);
-                    a[j] += gv;
-                    q[j] += gv * (x[i + j] - mu);
+    for (int cb = c0; cb < c1; cb += BN_SUMS_BLOCK) {
+        const int ce = c1 - cb < BN_SUMS_BLOCK ? c1 : cb + BN_SUMS_BLOCK;
+        double tg[BN_SUMS_BLOCK] = { 0 }, tgx[BN_SUMS_BLOCK] = { 0 };
+        for (int b = 0; b < B; b++)
+            for (int c = cb; c < ce; c++) {
+                const float mu = mean[c];
+                float k, sh;
+                affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
+                const long o = ((long)b * C + c) * HW;
+                const float *g = dout + o, *x = inp + o;
+                float a[16] = { 0 }, q[16] = { 0 };
+                int i = 0;
+                for (; i + 16 <= HW; i += 16)
+                    for (int j = 0; j < 16; j++) {
+                        const float gv = masked(g[i + j], x[i + j], k, sh, relu);
+                        a[j] += gv;
+                        q[j] += gv * (x[i + j] - mu);
+                    }
+                for (; i < HW; i++) {
+                    const float gv = masked(g[i], x[i], k, sh, relu);
+                    a[0] += gv;
+                    q[0] += gv * (x[i] - mu);
                 }
-            for (; i < HW; i++) {
-                const float gv = masked(g[i], x[i], k, sh, relu);
-                a[0] += gv;
-                q[0] += gv * (x[i] - mu);
+                double ta = tg[c - cb], tq = tgx[c - cb];
+                for (int j = 0; j < 16; j++) { ta += a[j]; tq += q[j]; }
+                tg[c - cb] = ta;
+                tgx[c - cb] = tq;
             }
-            for (int j = 0; j < 16; j++) { tg += a[j]; tgx += q[j]; }
+        for (int c = cb; c < ce; c++) {
+            sg[c] = tg[c - cb];
+            sgx[c] = tgx[c - cb];
         }
-        sg[c] = tg;
-        sgx[c] = tgx;
     }
 }
 

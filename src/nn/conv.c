@@ -150,55 +150,6 @@ long conv_col_size(const conv_geom_t *g)
     return L.n_pad + L.n_col + L.n_acc + L.n_wt;
 }
 
-/* P(n, HP, WP) = n planes of inp (H, W) with p zeros above and left, zeros
- * to fill below and right */
-static void pad_planes(float *P, const float *inp, long n, int H, int W, int p, long HP, long WP)
-{
-    const long HW = (long)H * W, plane = HP * WP;
-    if (plane == HW) {   /* nothing to pad */
-        memcpy(P, inp, sizeof(float) * (size_t)(n * HW));
-        return;
-    }
-    /* zeros only where no input lands: the rows above and below, and each
-     * row's margins (a whole-plane memset would write it all twice). The
-     * rows are short (7 to 32 floats in ResNet's layers): plain loops, not
-     * three library calls a row. */
-    const long right = WP - p - W, below = HP - p - H;
-    for (long bc = 0; bc < n; bc++) {
-        float *pl = P + bc * plane;
-        const float *src = inp + bc * HW;
-        memset(pl, 0, sizeof(float) * (size_t)(p * WP));
-        for (int ih = 0; ih < H; ih++, src += W) {
-            float *row = pl + (ih + p) * WP;
-            for (int j = 0; j < p; j++) row[j] = 0.0f;
-            for (int j = 0; j < W; j++) row[p + j] = src[j];
-            for (long j = 0; j < right; j++) row[p + W + j] = 0.0f;
-        }
-        memset(pl + (p + H) * WP, 0, sizeof(float) * (size_t)(below * WP));
-    }
-}
-
-/* P(B, C, HP, WP): the padded input */
-static void pad_input(float *P, const float *inp, const conv_geom_t *g, const conv_layout_t *L)
-{
-    const long n = (long)g->B * g->C, plane = L->HP * L->WP;
-    if (L->flat)   /* the flat path reads past the last plane (for positions it drops): zeros there */
-        memset(P + n * plane, 0, sizeof(float) * (size_t)(L->n_pad - n * plane));
-    pad_planes(P, inp, n, g->H, g->W, g->pad, L->HP, L->WP);
-}
-
-/* out(n, OH, OW) = the first OW columns of each WP-wide row of y(n, FS) (+ b) */
-static void flat_unpack(float *out, const float *y, int n, int OH, int OW, long WP, long FS, const float *b)
-{
-    for (int c = 0; c < n; c++)
-        for (int oh = 0; oh < OH; oh++) {
-            float *o = out + ((long)c * OH + oh) * OW;
-            const float *r = y + c * FS + oh * WP;
-            if (b) for (int ow = 0; ow < OW; ow++) o[ow] = r[ow] + b[c];
-            else for (int ow = 0; ow < OW; ow++) o[ow] = r[ow];   /* short rows: no library call */
-        }
-}
-
 /* Σ x[0..n), in 8 lanes so that it vectorizes */
 static float sum_floats(const float *x, long n)
 {
@@ -217,6 +168,8 @@ static float sum_floats(const float *x, long n)
 typedef struct conv_kernels {
     void (*im2col)(float *col, const float *Pb, const conv_geom_t *g, const conv_layout_t *L);
     void (*col2im)(float *dinp, const float *end, const float *col, const conv_geom_t *g);
+    void (*pad_planes)(float *P, const float *inp, long n, int H, int W, int p, long HP, long WP);
+    void (*flat_unpack)(float *out, const float *y, int n, int OH, int OW, long WP, long FS, const float *b);
     void (*direct_forward)(float *out, const float *P, const float *w, const float *b,
                            const conv_geom_t *g, const conv_layout_t *L, int nt);
     void (*direct_backward)(float *acc, const float *P, const float *dout,
@@ -284,6 +237,16 @@ static const conv_kernels_t *conv_kernels(void)
 
 /* ---------------- entry points ---------------- */
 
+/* P(B, C, HP, WP): the padded input */
+static void pad_input(const conv_kernels_t *k, float *P, const float *inp, const conv_geom_t *g, const conv_layout_t *L)
+{
+    const long n = (long)g->B * g->C, plane = L->HP * L->WP;
+    if (L->flat)   /* the flat path reads past the last plane (for positions it drops): zeros there */
+        memset(P + n * plane, 0, sizeof(float) * (size_t)(L->n_pad - n * plane));
+    k->pad_planes(P, inp, n, g->H, g->W, g->pad, L->HP, L->WP);
+}
+
+
 /* The entry points with a given kernel set (tests run every set the CPU has). */
 /* moments of sample bb's output planes (just written: still in cache) */
 static void out_moments(double *moments, const float *out, const conv_geom_t *g, int bb)
@@ -312,17 +275,20 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
     const long plane = L.HP * L.WP, work = (long)g->B * g->OC * OHW * CKK;
     const int par = work >= 64L * PAR_MIN_FLOATS;
-    if (par) {   /* pad_input's planes apart */
+    if (!inp) {   /* its producer wrote it padded (conv2d_in_padded); the zeros past it */
+        const long n = (long)g->B * g->C;
+        if (L.flat) memset(P + n * plane, 0, sizeof(float) * (size_t)(L.n_pad - n * plane));
+    } else if (par) {   /* pad_input's planes apart */
         const long n = (long)g->B * g->C;
         const int np = par_elems(n * plane);
         if (L.flat) memset(P + n * plane, 0, sizeof(float) * (size_t)(L.n_pad - n * plane));
         PAR_FOR_DYN_IF(np > 1)
         for (int i = 0; i < np; i++) {
             const long c0 = par_cut(n, np, i, 1), c1 = par_cut(n, np, i + 1, 1);
-            pad_planes(P + c0 * plane, inp + c0 * g->H * g->W, c1 - c0, g->H, g->W, g->pad, L.HP, L.WP);
+            k->pad_planes(P + c0 * plane, inp + c0 * g->H * g->W, c1 - c0, g->H, g->W, g->pad, L.HP, L.WP);
         }
     } else {
-        pad_input(P, inp, g, &L);
+        pad_input(k, P, inp, g, &L);
     }
     if (L.direct && !b) {   /* no bias: zeros from the (forward-unused) accumulator space */
         float *z = cb + L.n_col;
@@ -342,7 +308,7 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
         } else if (L.flat) {
             float *y = cb + (long)slot * g->OC * L.FS;
             k->flat_conv(y, L.FS, P + (long)bb * g->C * plane, plane, w, g->C, g->OC, g->KH, g->KW, L.WP, L.FS);
-            flat_unpack(out + (long)bb * g->OC * OHW, y, g->OC, g->OH, g->OW, L.WP, L.FS, b);
+            k->flat_unpack(out + (long)bb * g->OC * OHW, y, g->OC, g->OH, g->OW, L.WP, L.FS, b);
         } else {
             float *col = cb + (long)slot * (L.n_col / PAR_SLOTS);
             k->im2col(col, P + (long)bb * g->C * plane, g, &L);
@@ -454,7 +420,7 @@ static void backward_flat(const conv_kernels_t *k, float *dinp, float *dw, float
         PAR_FOR_DYN_IF(npd > 1)
         for (int i = 0; i < npd; i++) {
             const long c0 = par_cut(n, npd, i, 1), c1 = par_cut(n, npd, i + 1, 1);
-            pad_planes(D + c0 * dplane, dout + c0 * OHW, c1 - c0, g->OH, g->OW, g->pad, L.HP, L.WP);
+            k->pad_planes(D + c0 * dplane, dout + c0 * OHW, c1 - c0, g->OH, g->OW, g->pad, L.HP, L.WP);
         }
     }
     memset(D + (long)g->B * g->OC * dplane, 0, sizeof(float) * (size_t)L.slack);
@@ -478,7 +444,7 @@ static void backward_flat(const conv_kernels_t *k, float *dinp, float *dw, float
     for (int bb = 0; bb < g->B; bb++) {
         float *yd = yd0 + (long)par_slot() * g->C * L.FS;
         k->flat_conv(yd, L.FS, D + (long)bb * g->OC * dplane, dplane, wt, g->OC, g->C, g->KH, g->KW, L.WP, L.FS);
-        flat_unpack(dinp + (long)bb * g->C * g->H * g->W, yd, g->C, g->H, g->W, L.WP, L.FS, NULL);
+        k->flat_unpack(dinp + (long)bb * g->C * g->H * g->W, yd, g->C, g->H, g->W, L.WP, L.FS, NULL);
     }
 }
 
@@ -559,6 +525,12 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
 }
 
 long conv_pad_size(const conv_geom_t *g) { return conv_layout(g).n_pad; }
+
+void conv2d_in_padded(plane_pad_t *pp, const conv_geom_t *g)
+{
+    const conv_layout_t L = conv_layout(g);
+    *pp = (plane_pad_t){ .H = g->H, .W = g->W, .pad = g->pad, .HP = L.HP, .WP = L.WP };
+}
 
 float *conv2d_dout_padded(plane_pad_t *pp, float *work, const conv_geom_t *g)
 {

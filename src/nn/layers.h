@@ -82,6 +82,12 @@ typedef struct plane_pad {
  * it there (bn_backward's dpad) saves the pass that copies it in; it then
  * calls conv2d_backward_ws with dout NULL, before anything else uses work. */
 float *conv2d_dout_padded(plane_pad_t *pp, float *work, const conv_geom_t *g);
+/* How conv2d_forward_ws's input may be handed over already padded, in the
+ * convolution's own layout: its (B, C) planes written into pad as *pp
+ * says, zeros around them. A producer that writes it there
+ * (bn_forward_train's opad) saves the pass that copies it in; the
+ * convolution is then called with inp NULL. */
+void conv2d_in_padded(plane_pad_t *pp, const conv_geom_t *g);
 
 /* Locally connected layer (lc.c): conv2d's geometry, but untied weights,
  * one (OC, C·KH·KW) filter bank per output position, and a bias per
@@ -150,12 +156,17 @@ void bn_forward_train(float *out,             /* (B, C, HW) */
                       const float *beta,      /* (C) */
                       const double *moments,  /* (B, C, 2) bn_plane_moments of inp's planes, or NULL */
                       double *scratch,        /* (B, C, 2): where they are computed when moments is NULL */
-                      int B, int C, int HW, int relu, float momentum, float eps, const bn_sync_t *sync);
+                      int B, int C, int HW, int relu, float momentum, float eps, const bn_sync_t *sync,
+                      const plane_pad_t *opad);
 /* m = (Σ x, Σ (x − μ)²) of one plane of n values, as batch normalization
  * merges them (bit for bit whoever calls it) */
 void bn_plane_moments(double *m, const float *x, int n);
+/* opad (NULL: none), in both passes: out's planes are written padded as it
+ * says (H·W = HW), zeros around them, for a convolution that reads them
+ * (conv2d_in_padded). */
 void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
-                     const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps);
+                     const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps,
+                     const plane_pad_t *opad);
 /* dinp may be NULL. The fused ReLU's mask is recomputed from inp, mean,
  * invstd, gamma and beta, which must be those of the forward pass. With
  * dpad, dinp's planes are written padded as it says (H·W = HW), zeros

@@ -43,8 +43,15 @@ static long in_size(const layer_t *l) { return (long)l->in_c * l->in_h * l->in_w
 
 /* ---- forward ---- */
 
+/* What one layer's forward pass leaves for the next ones. */
+typedef struct fwd_state {
+    int moments_of;   /* the layer whose output planes' moments m->bn_moments holds, or -1 */
+    int in_padded;    /* the convolution whose input is already in its padded workspace, or -1 */
+} fwd_state_t;
+
 /* Returns the layer whose output planes' moments m->bn_moments now holds
- * (i, if a batch normalization in training reads it next), or -1. */
+ * (i, if a batch normalization in training reads it next), or -1; in NULL:
+ * the input is in the padded workspace already. */
 static int conv_forward(model_t *m, int i, const float *in, int B)
 {
     layer_t *l = &m->layers[i];
@@ -60,17 +67,33 @@ static int conv_forward(model_t *m, int i, const float *in, int B)
     return to_bn ? i : -1;
 }
 
-static void bn_forward(model_t *m, int i, const float *in, int B, int moments_of)
+/* A normalization whose only reader is the convolution above it writes
+ * straight into that convolution's padded input (its output is then not
+ * written: nothing else reads it, and the backward passes read the
+ * normalization's input and the convolution's padded copy). Returns that
+ * convolution, or -1. */
+static int bn_forward(model_t *m, int i, const float *in, int B, int moments_of)
 {
     layer_t *l = &m->layers[i];
     const float *W = m->params + l->w_off, *bias = m->params + l->b_off;
     float *rm = m->state + l->s_off, *rv = rm + l->out_c;
     const int HW = l->out_h * l->out_w;
+    float *out = l->out;
+    plane_pad_t pp;
+    const plane_pad_t *opad = NULL;
+    const layer_t *up = i + 1 < m->nlayers ? &m->layers[i + 1] : NULL;
+    if (m->graph && !m->spatial && !l->pb && l->nuse == 1 && up && up->kind == LAYER_CONV && up->src == i && !up->pb) {
+        conv_geom_t g = layer_geom(up, B, up->u_hi - up->u_lo);
+        conv2d_in_padded(&pp, &g);
+        opad = &pp;
+        out = m->col + m->col_off[i + 1];
+    }
     if (m->training)
-        bn_forward_train(l->out, l->aux, l->aux + l->out_c, rm, rv, in, W, bias, moments_of == l->src ? m->bn_moments : NULL,
-                         m->bn_moments, B, l->out_c, HW, l->relu, m->bn_momentum, BN_EPS, m->bn_sync);
+        bn_forward_train(out, l->aux, l->aux + l->out_c, rm, rv, in, W, bias, moments_of == l->src ? m->bn_moments : NULL,
+                         m->bn_moments, B, l->out_c, HW, l->relu, m->bn_momentum, BN_EPS, m->bn_sync, opad);
     else
-        bn_forward_eval(l->out, rm, rv, in, W, bias, B, l->out_c, HW, l->relu, BN_EPS);
+        bn_forward_eval(out, rm, rv, in, W, bias, B, l->out_c, HW, l->relu, BN_EPS, opad);
+    return opad ? i + 1 : -1;
 }
 
 static void pool_forward(model_t *m, int i, const float *in, int B)
@@ -83,7 +106,7 @@ static void pool_forward(model_t *m, int i, const float *in, int B)
     else maxpool_forward(l->out, l->argmax, in, &g);
 }
 
-static void layer_forward(model_t *m, int i, const float *in, int B, int *moments_of)
+static void layer_forward(model_t *m, int i, const float *in, int B, fwd_state_t *st)
 {
     layer_t *l = &m->layers[i];
     const float *W = m->params + l->w_off, *bias = m->params + l->b_off;
@@ -93,7 +116,7 @@ static void layer_forward(model_t *m, int i, const float *in, int B, int *moment
         if (m->spatial && spatial_classifier(m->layers, m->nlayers, i)) spatial_dense_forward(m, i, in, B);
         else dense_forward(l->pb ? l->lout : l->out, in, W, bias, B, (int)in_size(l), l->u_hi - l->u_lo);
         break;
-    case LAYER_CONV: *moments_of = conv_forward(m, i, in, B); break;
+    case LAYER_CONV: st->moments_of = conv_forward(m, i, st->in_padded == i ? NULL : in, B); break;
     case LAYER_LC: {
         if (m->spatial) { spatial_lc_forward(m, i, (float *)in, B); break; }
         conv_geom_t g = layer_geom(l, B, l->out_c);
@@ -111,7 +134,7 @@ static void layer_forward(model_t *m, int i, const float *in, int B, int *moment
         else tanh_forward(l->out, in, n);
         break;
     case LAYER_FLATTEN: l->out = (float *)in; break;
-    case LAYER_BN: bn_forward(m, i, in, B, *moments_of); break;
+    case LAYER_BN: st->in_padded = bn_forward(m, i, in, B, st->moments_of); break;
     case LAYER_ADD: add_forward(l->out, in, m->layers[l->src2].out, n, l->relu); break;
     case LAYER_GAP: gap_forward(l->out, in, B, l->out_c, l->in_h * l->in_w); break;
     }
@@ -120,10 +143,10 @@ static void layer_forward(model_t *m, int i, const float *in, int B, int *moment
 const float *passes_forward(model_t *m, const float *x, int B)
 {
     m->input = x;
-    int moments_of = -1;   /* the layer whose output planes' moments m->bn_moments holds */
+    fwd_state_t st = { .moments_of = -1, .in_padded = -1 };
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
-        layer_forward(m, i, input_of(m, l->src), B, &moments_of);
+        layer_forward(m, i, input_of(m, l->src), B, &st);
         /* a split layer: every partition's part of the whole output */
         if (l->pb) m->part.gather(m->part.ctx, l->out, l->lout, B, (int)layer_out_size(l), l->pb);
     }
