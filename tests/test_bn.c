@@ -406,6 +406,60 @@ static void test_bn_into_conv(void)
     into_conv_case(1, 2, 1100, 1);
 }
 
+/* Batch normalization written straight into the padded input of the
+ * convolution above it (conv2d_in_padded) gives that convolution the
+ * output it computes from the normalization's output as it is, and the
+ * same gradients, bit for bit: in training and in evaluation, on every
+ * path (flat: stride 1 with same padding; im2col: stride 2; direct: one
+ * channel), with rows shorter and longer than a vector. */
+static void feeds_conv_case(int C, int H, int W, int stride, int relu, int training)
+{
+    const int B = 2, OC = 3;
+    conv_geom_t g = { .B = B, .C = C, .H = H, .W = W, .OC = OC, .KH = 3, .KW = 3, .stride = stride, .pad = 1 };
+    CHECK(conv_geom_init(&g) == 0, "geometry");
+    const long HW = (long)H * W, nx = (long)B * C * HW, no = (long)B * OC * g.OH * g.OW, nw = (long)OC * C * 9;
+    float *x = xalloc_floats(nx), *y = xalloc_floats(nx), *w = xalloc_floats(nw), *o1 = xalloc_floats(no),
+          *o2 = xalloc_floats(no), *dy = xalloc_floats(no), *dx1 = xalloc_floats(nx), *dx2 = xalloc_floats(nx),
+          *dw1 = xalloc_floats(nw), *dw2 = xalloc_floats(nw);
+    float *pad1 = xalloc_floats(conv_pad_size(&g)), *pad2 = xalloc_floats(conv_pad_size(&g)),
+          *work = xalloc_floats(conv_col_size(&g) - conv_pad_size(&g));
+    double *scr = xmalloc(sizeof(double) * 2 * (size_t)(B * C));
+    float gm[8], bt[8], mu[8], is[8], rm[8] = { 0 }, rv[8] = { 1, 1, 1, 1, 1, 1, 1, 1 }, rm2[8] = { 0 },
+          rv2[8] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+    fill(x, nx, -1, 2); fill(w, nw, -1, 1); fill(dy, no, -1, 1); fill(gm, C, 0.5f, 1.5f); fill(bt, C, -0.5f, 0.5f);
+    for (long i = 0; i < conv_pad_size(&g); i++) pad2[i] = 7.0f;   /* what the producer must overwrite or zero */
+    plane_pad_t pp;
+    conv2d_in_padded(&pp, &g);
+    if (training) {
+        bn_forward_train(y, mu, is, rm, rv, x, gm, bt, NULL, scr, B, C, (int)HW, relu, 0.1f, 1e-5f, NULL, NULL);
+        bn_forward_train(pad2, mu, is, rm2, rv2, x, gm, bt, NULL, scr, B, C, (int)HW, relu, 0.1f, 1e-5f, NULL, &pp);
+    } else {
+        bn_forward_eval(y, rm, rv, x, gm, bt, B, C, (int)HW, relu, 1e-5f, NULL);
+        bn_forward_eval(pad2, rm, rv, x, gm, bt, B, C, (int)HW, relu, 1e-5f, &pp);
+    }
+    conv2d_forward_ws(o1, pad1, work, y, w, NULL, NULL, &g);
+    conv2d_forward_ws(o2, pad2, work, NULL, w, NULL, NULL, &g);
+    CHECK(!memcmp(o1, o2, sizeof(float) * (size_t)no), "C=%d %dx%d stride %d relu %d training %d: outputs differ", C, H,
+          W, stride, relu, training);
+    conv2d_backward_ws(dx1, dw1, NULL, pad1, work, dy, w, &g);
+    conv2d_backward_ws(dx2, dw2, NULL, pad2, work, dy, w, &g);
+    CHECK(!memcmp(dx1, dx2, sizeof(float) * (size_t)nx) && !memcmp(dw1, dw2, sizeof(float) * (size_t)nw),
+          "C=%d %dx%d stride %d: gradients differ", C, H, W, stride);
+    free(x); free(y); free(w); free(o1); free(o2); free(dy); free(dx1); free(dx2); free(dw1); free(dw2);
+    free(pad1); free(pad2); free(work); free(scr);
+}
+
+static void test_bn_feeds_conv(void)
+{
+    for (int relu = 0; relu < 2; relu++)
+        for (int training = 0; training < 2; training++) {
+            feeds_conv_case(4, 7, 7, 1, relu, training);     /* flat, rows shorter than a vector */
+            feeds_conv_case(3, 5, 37, 1, relu, training);    /* flat, rows of several vectors */
+            feeds_conv_case(4, 10, 9, 2, relu, training);    /* im2col */
+            feeds_conv_case(1, 11, 20, 1, relu, training);   /* direct */
+        }
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -418,5 +472,6 @@ int main(int argc, char **argv)
     RUN(test_conv_without_bias);
     RUN(test_conv_moments);
     RUN(test_bn_into_conv);
+    RUN(test_bn_feeds_conv);
     return TEST_END("test_bn");
 }
