@@ -98,6 +98,14 @@ static void run_set(const conv_kernels_t *k, const char *set)
     conv_set_case(k, set, 7, 32, 24, 24, 32, 3, 1, 1);  /* several chunks of samples */
     conv_set_case(k, set, 9, 16, 28, 28, 16, 3, 1, 1);  /* the weight gradient over chunks of samples */
     conv_set_case(k, set, 2, 3, 1, 3, 4, 3, 1, 1);      /* a plane shorter than the zeros after it: the masked tail */
+    /* strided im2col path */
+    conv_set_case(k, set, 3, 16, 28, 28, 32, 3, 2, 1);  /* ResNet's 3x3 stride 2 */
+    conv_set_case(k, set, 2, 5, 7, 9, 6, 3, 2, 1);      /* odd sizes */
+    conv_set_case(k, set, 3, 16, 28, 28, 32, 1, 2, 0);  /* ResNet's 1x1 shortcut: nothing padded */
+    conv_set_case(k, set, 2, 3, 11, 13, 5, 1, 3, 0);    /* a stride above the taps: two of three rows unread */
+    conv_set_case(k, set, 2, 3, 10, 12, 4, 3, 3, 1);    /* stride 3 */
+    conv_set_case(k, set, 1, 3, 23, 19, 8, 7, 2, 3);    /* a 7x7 stem */
+    conv_set_case(k, set, 2, 2, 6, 6, 3, 4, 2, 2);      /* padding wider than the stride */
 }
 
 static void test_conv_base(void) { run_set(&kernels_base, "baseline"); }
