@@ -176,8 +176,8 @@ typedef struct conv_kernels {
                             const conv_geom_t *g, const conv_layout_t *L, int nt, int oc0, int oc1);
     void (*flat_conv)(float *y, long ys, const float *x, long xplane, const float *w, int Cin, int Cout,
                       int KH, int KW, long WP, long nq);
-    void (*flat_dw)(float *dw, const float *d, long dbs, long dplane, const float *x, long xbs, long xplane,
-                    int B, int Cin, int Cout, int KH, int KW, long WP, long nvalid, long zeros);
+    void (*flat_dw)(float *dw, long dws, const float *d, long dbs, long dplane, const float *x, long xbs,
+                    long xplane, int B, int Cin, int Cout, int KH, int KW, long WP, long nvalid, long zeros);
     void (*flat_dwt)(float *dwt, const float *dT, long nvalid, int OCp, const float *x, long xplane, long xbs,
                      int nb, int C, long WP);
     int nt;   /* direct path: column tiles per block */
@@ -387,15 +387,25 @@ static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D,
             for (int c = 0; c < g->C; c++)
                 for (int t = 0; t < 9; t++) dw[((long)oc * g->C + c) * 9 + t] = dwt[((long)c * 9 + t) * OCp + oc];
     } else {
-        /* the threads take output channels, at the tiles' boundaries */
-        const int nq = par_pieces((g->OC + k->doc - 1) / k->doc);
+        /* the threads take pieces of the (tile of output channels, input
+         * channel) pairs, each pair a tile's sums alone (the same tiles as
+         * on one thread): by tiles alone, 16 channels were 6 tiles, 9 of the
+         * channels on one thread and 7 on the other */
+        const int nt = (g->OC + k->doc - 1) / k->doc;
+        const long pairs = (long)nt * g->C;
+        const int nq = par_pieces(pairs);
         PAR_FOR_DYN_IF(par && nq > 1)
         for (int q = 0; q < nq; q++) {
-            const int o0 = (int)par_cut(g->OC, nq, q, k->doc), o1 = (int)par_cut(g->OC, nq, q + 1, k->doc);
-            if (o1 > o0)
-                k->flat_dw(dw + (long)o0 * g->C * KK, D + (long)o0 * dplane + g->pad * L.WP + g->pad,
-                           (long)g->OC * dplane, dplane, P, plane, L.HP * L.WP, g->B, g->C, o1 - o0, g->KH, g->KW,
-                           L.WP, (long)g->OH * L.WP, 2L * g->pad * L.WP);
+            const long e = par_cut(pairs, nq, q + 1, 1);
+            for (long i = par_cut(pairs, nq, q, 1); i < e;) {
+                const int t = (int)(i / g->C), c0 = (int)(i % g->C);
+                const int c1 = e - (long)t * g->C < g->C ? (int)(e - (long)t * g->C) : g->C;
+                const int o0 = t * k->doc, o1 = o0 + k->doc < g->OC ? o0 + k->doc : g->OC;
+                k->flat_dw(dw + ((long)o0 * g->C + c0) * KK, (long)g->C * KK, D + (long)o0 * dplane + g->pad * L.WP + g->pad,
+                           (long)g->OC * dplane, dplane, P + (long)c0 * L.HP * L.WP, plane, L.HP * L.WP, g->B, c1 - c0,
+                           o1 - o0, g->KH, g->KW, L.WP, (long)g->OH * L.WP, 2L * g->pad * L.WP);
+                i += c1 - c0;
+            }
         }
     }
 }
