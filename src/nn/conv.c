@@ -388,9 +388,11 @@ static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D,
                 for (int t = 0; t < 9; t++) dw[((long)oc * g->C + c) * 9 + t] = dwt[((long)c * 9 + t) * OCp + oc];
     } else {
         /* the threads take pieces of the (tile of output channels, input
-         * channel) pairs, each pair a tile's sums alone (the same tiles as
-         * on one thread): by tiles alone, 16 channels were 6 tiles, 9 of the
-         * channels on one thread and 7 on the other */
+         * channel) pairs in that order, each pair a tile's sums alone (the
+         * same tiles as on one thread), a piece's whole tiles in one call.
+         * By tiles alone, 16 channels were 6 tiles: 9 of the channels on
+         * one thread, 7 on the other (this cut: 1.47 ms against 1.56 at
+         * batch 64, 2 threads) */
         const int nt = (g->OC + k->doc - 1) / k->doc;
         const long pairs = (long)nt * g->C;
         const int nq = par_pieces(pairs);
@@ -399,12 +401,13 @@ static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D,
             const long e = par_cut(pairs, nq, q + 1, 1);
             for (long i = par_cut(pairs, nq, q, 1); i < e;) {
                 const int t = (int)(i / g->C), c0 = (int)(i % g->C);
-                const int c1 = e - (long)t * g->C < g->C ? (int)(e - (long)t * g->C) : g->C;
-                const int o0 = t * k->doc, o1 = o0 + k->doc < g->OC ? o0 + k->doc : g->OC;
+                const long whole = c0 ? 0 : (e - i) / g->C;   /* tiles with every input channel */
+                const int c1 = whole ? g->C : e - (long)t * g->C < g->C ? (int)(e - (long)t * g->C) : g->C;
+                const int o0 = t * k->doc, ot = o0 + (whole ? (int)whole : 1) * k->doc, o1 = ot < g->OC ? ot : g->OC;
                 k->flat_dw(dw + ((long)o0 * g->C + c0) * KK, (long)g->C * KK, D + (long)o0 * dplane + g->pad * L.WP + g->pad,
                            (long)g->OC * dplane, dplane, P + (long)c0 * L.HP * L.WP, plane, L.HP * L.WP, g->B, c1 - c0,
                            o1 - o0, g->KH, g->KW, L.WP, (long)g->OH * L.WP, 2L * g->pad * L.WP);
-                i += c1 - c0;
+                i += whole ? whole * g->C : c1 - c0;
             }
         }
     }

@@ -236,9 +236,18 @@ static void add_backward_at(bwd_t *b, int i)
     const int srcs[2] = { l->src, l->src2 };
     for (int k = 0; k < 2; k++) {
         float *d = grad_target(b, srcs[k]);
-        if (!d) continue;
-        if (d != l->dout) memcpy(d, l->dout, sizeof(float) * (size_t)n);   /* else: the same buffer */
-        grad_done(b, srcs[k], d);
+        if (!d || d == l->dout) continue;   /* none, or the same buffer */
+        /* a second reader's gradient is added straight from the sum's (what
+         * grad_done would add from a copy in the scratch buffer); a first
+         * reader's is copied, the threads taking pieces */
+        float *to = d == b->m->dscratch ? b->m->layers[srcs[k]].dout : d;
+        const float *from = l->dout;
+        const int add = to != d, np = par_elems(n);
+        PAR_FOR_DYN_IF(np > 1)
+        for (int q = 0; q < np; q++) {
+            const long e = par_cut(n, np, q + 1, 16);
+            for (long j = par_cut(n, np, q, 16); j < e; j++) to[j] = add ? to[j] + from[j] : from[j];
+        }
     }
 }
 
