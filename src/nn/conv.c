@@ -86,6 +86,7 @@ typedef struct conv_layout {
     long OCp;             /* flat 3x3 weight gradient: output channels rounded up to a vector */
     int dchunk;           /* and the samples whose transposed output gradient it holds at once */
     int direct, flat;
+    int sub;              /* 1x1 taps, no padding, stride above 1: P holds the input subsampled (its im2col) */
 } conv_layout_t;
 
 static long round_up(long x, long m) { return (x + m - 1) / m * m; }
@@ -105,6 +106,14 @@ static conv_layout_t conv_layout(const conv_geom_t *g)
      * and dropped that W + 2·pad would cost (7×7: 8 of 9, not 7 of 9) */
     L.WP = g->W + (L.flat ? 1L : 2L) * g->pad;
     L.HP = g->H + 2L * g->pad;
+    /* a 1x1 convolution at a stride above 1 without padding reads one
+     * input value in s² (ResNet's shortcuts): the padded copy keeps those
+     * alone, which is already its im2col (and a quarter of a copy) */
+    L.sub = !L.direct && KK == 1 && g->pad == 0 && s > 1;
+    if (L.sub) {
+        L.HP = g->OH;
+        L.WP = g->OW;
+    }
     if (L.direct) {
         /* wide and tall enough for the last tile's reads */
         L.WP = max_l(L.WP, (round_up(g->OW, NT_MAX * TW) - 1) * s + g->KW);
@@ -238,12 +247,31 @@ static const conv_kernels_t *conv_kernels(void)
 /* ---------------- entry points ---------------- */
 
 /* P(B, C, HP, WP): the padded input */
+/* P's planes [c0, c1) of (B, C) from the input's: padded, or subsampled
+ * (the sub path) */
+static void input_planes(const conv_kernels_t *k, float *P, const float *inp, long c0, long c1, const conv_geom_t *g,
+                         const conv_layout_t *L)
+{
+    const long plane = L->HP * L->WP, HW = (long)g->H * g->W;
+    if (!L->sub) {
+        k->pad_planes(P + c0 * plane, inp + c0 * HW, c1 - c0, g->H, g->W, g->pad, L->HP, L->WP);
+        return;
+    }
+    const long s = g->stride;
+    for (long bc = c0; bc < c1; bc++)
+        for (long oh = 0; oh < L->HP; oh++) {
+            float *r = P + bc * plane + oh * L->WP;
+            const float *x = inp + bc * HW + oh * s * g->W;
+            for (long ow = 0; ow < L->WP; ow++) r[ow] = x[ow * s];
+        }
+}
+
 static void pad_input(const conv_kernels_t *k, float *P, const float *inp, const conv_geom_t *g, const conv_layout_t *L)
 {
     const long n = (long)g->B * g->C, plane = L->HP * L->WP;
     if (L->flat)   /* the flat path reads past the last plane (for positions it drops): zeros there */
         memset(P + n * plane, 0, sizeof(float) * (size_t)(L->n_pad - n * plane));
-    k->pad_planes(P, inp, n, g->H, g->W, g->pad, L->HP, L->WP);
+    input_planes(k, P, inp, 0, n, g, L);
 }
 
 
@@ -285,7 +313,7 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
         PAR_FOR_DYN_IF(np > 1)
         for (int i = 0; i < np; i++) {
             const long c0 = par_cut(n, np, i, 1), c1 = par_cut(n, np, i + 1, 1);
-            k->pad_planes(P + c0 * plane, inp + c0 * g->H * g->W, c1 - c0, g->H, g->W, g->pad, L.HP, L.WP);
+            input_planes(k, P, inp, c0, c1, g, &L);
         }
     } else {
         pad_input(k, P, inp, g, &L);
@@ -310,8 +338,12 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
             k->flat_conv(y, L.FS, P + (long)bb * g->C * plane, plane, w, g->C, g->OC, g->KH, g->KW, L.WP, L.FS);
             k->flat_unpack(out + (long)bb * g->OC * OHW, y, g->OC, g->OH, g->OW, L.WP, L.FS, b);
         } else {
-            float *col = cb + (long)slot * (L.n_col / PAR_SLOTS);
-            k->im2col(col, P + (long)bb * g->C * plane, g, &L);
+            const float *col = P + (long)bb * g->C * plane;
+            if (!L.sub) {
+                float *c = cb + (long)slot * (L.n_col / PAR_SLOTS);
+                k->im2col(c, col, g, &L);
+                col = c;
+            }
             float *o = out + (long)bb * g->OC * OHW;
             if (b)
                 for (int oc = 0; oc < g->OC; oc++)
@@ -492,9 +524,13 @@ static void backward_im2col(const conv_kernels_t *k, float *dinp, float *dw, flo
                 /* acciᵀ(CKK, OC) += col_b · d_bᵀ: this orientation packs
                  * faster than dw(OC, CKK) += d_b · col_bᵀ for few output
                  * channels */
-                k->im2col(col, P + bb * plane, g, &L);
+                const float *xc = P + bb * plane;   /* the sub path's is its im2col */
+                if (!L.sub) {
+                    k->im2col(col, xc, g, &L);
+                    xc = col;
+                }
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CKK, g->OC, OHW,
-                            1.0f, col, OHW, d, OHW, bb > b0 ? 1.0f : 0.0f, acci, g->OC);
+                            1.0f, xc, OHW, d, OHW, bb > b0 ? 1.0f : 0.0f, acci, g->OC);
             }
             if (dinp) {
                 /* dcol_b(CKK, OHW) = wᵀ · d_b, into the col_b buffer; its
