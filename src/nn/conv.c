@@ -575,10 +575,12 @@ static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw
 
 long conv_pad_size(const conv_geom_t *g) { return conv_layout(g).n_pad; }
 
-void conv2d_in_padded(plane_pad_t *pp, const conv_geom_t *g)
+int conv2d_in_padded(plane_pad_t *pp, const conv_geom_t *g)
 {
     const conv_layout_t L = conv_layout(g);
+    if (L.sub) return 0;   /* it keeps its input subsampled, not padded */
     *pp = (plane_pad_t){ .H = g->H, .W = g->W, .pad = g->pad, .HP = L.HP, .WP = L.WP };
+    return 1;
 }
 
 float *conv2d_dout_padded(plane_pad_t *pp, float *work, const conv_geom_t *g)

@@ -84,10 +84,11 @@ typedef struct plane_pad {
 float *conv2d_dout_padded(plane_pad_t *pp, float *work, const conv_geom_t *g);
 /* How conv2d_forward_ws's input may be handed over already padded, in the
  * convolution's own layout: its (B, C) planes written into pad as *pp
- * says, zeros around them. A producer that writes it there
- * (bn_forward_train's opad) saves the pass that copies it in; the
- * convolution is then called with inp NULL. */
-void conv2d_in_padded(plane_pad_t *pp, const conv_geom_t *g);
+ * says, zeros around them; 0 where it cannot (a 1x1 convolution at a
+ * stride above 1 without padding keeps its input subsampled). A producer
+ * that writes it there (bn_forward_train's opad) saves the pass that
+ * copies it in; the convolution is then called with inp NULL. */
+int conv2d_in_padded(plane_pad_t *pp, const conv_geom_t *g);
 
 /* Locally connected layer (lc.c): conv2d's geometry, but untied weights,
  * one (OC, C·KH·KW) filter bank per output position, and a bias per

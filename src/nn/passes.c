@@ -84,9 +84,10 @@ static int bn_forward(model_t *m, int i, const float *in, int B, int moments_of)
     const layer_t *up = i + 1 < m->nlayers ? &m->layers[i + 1] : NULL;
     if (m->graph && !m->spatial && !l->pb && l->nuse == 1 && up && up->kind == LAYER_CONV && up->src == i && !up->pb) {
         conv_geom_t g = layer_geom(up, B, up->u_hi - up->u_lo);
-        conv2d_in_padded(&pp, &g);
-        opad = &pp;
-        out = m->col + m->col_off[i + 1];
+        if (conv2d_in_padded(&pp, &g)) {
+            opad = &pp;
+            out = m->col + m->col_off[i + 1];
+        }
     }
     if (m->training)
         bn_forward_train(out, l->aux, l->aux + l->out_c, rm, rv, in, W, bias, moments_of == l->src ? m->bn_moments : NULL,
