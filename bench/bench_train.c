@@ -19,6 +19,7 @@
  *         gemm_shapes_bound_samples_per_s=Y fraction=F peak_bound_samples_per_s=P peak_fraction=Q
  *         core_fraction=C
  *   profile model=M step_us=U gemm_alone=F gather=F forward=F loss=F backward=F update=F
+ *   layers model=M kind=K n=N forward_ms=F backward_ms=B   (per step, the N layers of kind K together)
  * Usage: bench_train [MODEL...]   (one process; no mpirun needed; MODEL is mlp,
  *        lenet or resnet (resnet:20,16), default mlp and lenet; the memory
  *        line's peak resident size is the process's, so it is the model's
@@ -210,6 +211,38 @@ static double core_peak_gflops(blas_isa_t isa, const char **name)
     return best;
 }
 
+/* Where the timed steps went, layer by layer (m->layer_s), summed over the
+ * layers of one kind (a convolution's by its taps and stride): the number
+ * of such layers, and milliseconds per step forward and backward. */
+static void print_layers(const char *name, const model_t *m, long steps)
+{
+    enum { MAX_GROUPS = 32 };
+    char key[MAX_GROUPS][48];
+    double f[MAX_GROUPS] = { 0 }, b[MAX_GROUPS] = { 0 };
+    int count[MAX_GROUPS] = { 0 }, ng = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        char k[48];
+        if (l->kind == LAYER_CONV) snprintf(k, sizeof k, "conv%dx%d/%d", l->k, l->k, l->stride);
+        else snprintf(k, sizeof k, "%s", layer_kind_name(l->kind));
+        int g = 0;
+        while (g < ng && strcmp(key[g], k)) g++;
+        if (g == ng) {
+            if (ng == MAX_GROUPS) continue;
+            snprintf(key[ng++], sizeof key[0], "%s", k);
+        }
+        count[g]++;
+        f[g] += m->layer_s[2 * i];
+        b[g] += m->layer_s[2 * i + 1];
+    }
+    printf("       by layer, ms per step forward + backward:");
+    for (int g = 0; g < ng; g++) printf(" %s x%d %.2f + %.2f;", key[g], count[g], f[g] * 1e3 / steps, b[g] * 1e3 / steps);
+    printf("\n");
+    for (int g = 0; g < ng; g++)
+        printf("layers model=%s kind=%s n=%d forward_ms=%.3f backward_ms=%.3f\n", name, key[g], count[g],
+               f[g] * 1e3 / steps, b[g] * 1e3 / steps);
+}
+
 /* Times one model and prints its result lines. */
 static void bench_model(const char *name, const char *spec, const dataset_t *train,
                         const int32_t *idx, double peak_gflops, double core_gflops)
@@ -224,6 +257,7 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
     const double w0 = MPI_Wtime();
     for (int s = 0; s < WARMUP && (s < WARMUP_MIN || MPI_Wtime() - w0 < WARMUP_S); s++) train_step(m, o, it, ph);
     memset(ph, 0, sizeof ph);
+    m->layer_s = xcalloc(2 * (size_t)m->nlayers, sizeof(double));
     /* N is set by the clock: steps until TARGET_S has passed (a clock read
      * costs ~20 ns against a step of 0.5-10 ms) */
     long steps = 0;
@@ -250,6 +284,7 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
     printf("       step %.1f us: GEMM %.0f%% (its shapes' time alone);", step_s * 1e6, 100.0 * gemm_s / step_s);
     for (int p = 0; p < NPH; p++) printf(" %s %.0f%%", phase_name[p], 100.0 * ph[p] / secs);
     printf("\n");
+    print_layers(name, m, steps);
     printf("bench model=%s batch=%d steps=%ld seconds=%.3f samples_per_s=%.1f mflop_per_sample=%.4f gflops=%.3f"
            " gemm_shapes_bound_samples_per_s=%.1f fraction=%.4f peak_bound_samples_per_s=%.1f peak_fraction=%.4f"
            " core_fraction=%.4f\n",
@@ -264,6 +299,7 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
     fflush(stdout);
     batch_iter_free(it);
     optim_free(o);
+    free(m->layer_s);
     model_free(m);
 }
 

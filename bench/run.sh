@@ -109,7 +109,7 @@ bench_single() {
                 -v b="$(field "$logdir/torch$i.log" torch mlp samples_per_s)" 'BEGIN { printf "%.3f\n", a / b }')")
         fi
     done
-    grep -v '^bench \|^profile \|^sgemm n=\|^core_peak' "$logdir/dsgd$REPEATS.log"
+    grep -v '^bench \|^profile \|^layers \|^sgemm n=\|^core_peak' "$logdir/dsgd$REPEATS.log"
     [ "$torch" = 1 ] && grep '^torch version' "$logdir/torch$REPEATS.log"
     echo
     echo "samples/s per repeat (dsgd / PyTorch):"

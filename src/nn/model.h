@@ -128,6 +128,10 @@ typedef struct model {
     /* Set by a paradigm that normalizes the replicas' batches together
      * (bsp --sync-bn); NULL: each replica its own batch. */
     const bn_sync_t *bn_sync;
+    /* NULL, or 2 per layer that the passes add each layer's forward and
+     * backward seconds to (bench_train's layer-by-layer profile; owned by
+     * whoever sets it) */
+    double *layer_s;
     model_part_t part;          /* count = 1: not partitioned */
     size_t full_nparams;        /* parameters of the unpartitioned model */
     int graph;                  /* layers read src/src2 (resnet), not simply the layer below */

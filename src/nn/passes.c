@@ -147,9 +147,11 @@ const float *passes_forward(model_t *m, const float *x, int B)
     fwd_state_t st = { .moments_of = -1, .in_padded = -1 };
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
+        const double t0 = m->layer_s ? now_s() : 0.0;
         layer_forward(m, i, input_of(m, l->src), B, &st);
         /* a split layer: every partition's part of the whole output */
         if (l->pb) m->part.gather(m->part.ctx, l->out, l->lout, B, (int)layer_out_size(l), l->pb);
+        if (m->layer_s) m->layer_s[2 * i] += now_s() - t0;
     }
     return m->layers[m->nlayers - 1].out;
 }
@@ -318,9 +320,11 @@ void passes_backward(model_t *m, int B)
     for (int i = 0; i < m->nlayers; i++) m->layers[i].dwrites = 0;
     for (int i = m->nlayers - 1; i >= 0; i--) {
         layer_t *l = &m->layers[i];
+        const double t0 = m->layer_s ? now_s() : 0.0;
         float *d = layer_backward(&b, i);
         /* each partition's contribution to the input gradient, summed */
         if (l->pb && d) m->part.sum(m->part.ctx, d, (long)B * in_size(l));
+        if (m->layer_s) m->layer_s[2 * i + 1] += now_s() - t0;
         passes_grads_ready(m, i);
     }
 }
