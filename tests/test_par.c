@@ -128,7 +128,7 @@ static void test_bn_add(void)
         set_threads(t);
         for (int c = 0; c < C; c++) { run[r][c] = 0.0f; run[r][C + c] = 1.0f; }
         bn_forward_train(out[r], stats[r], stats[r] + C, run[r], run[r] + C, x, gam, bet, NULL, scratch, B, C, HW, 1,
-                         0.1f, 1e-5f, NULL);
+                         0.1f, 1e-5f, NULL, NULL);
         bn_backward(dx[r], dg[r], dg[r] + C, d, x, stats[r], stats[r] + C, gam, bet, scratch, B, C, HW, 1, NULL, NULL);
         add_forward(sum[r], out[r], x, n, 1);
         add_backward(sum[r], d, sum[r], n, 1);
