@@ -285,11 +285,10 @@ static inline __attribute__((always_inline)) float masked(float g, float x, floa
  * at a time: one stream for the prefetcher (a channel at a time over the
  * batch was B short streams; resnet:20,16's normalizations took 13.3 ms of
  * a one-thread step's backward pass at batch 64 that way, 12.3 this way),
- * and each channel's sums
- * stay in a local array until its last plane: channels next to each other
- * share a cache line, and the threads take neighbouring channels, so
- * writing sg plane by plane (as this once did) had the two threads' cores
- * trade the line B times a channel. */
+ * and each channel's sums stay in a local array until its last plane:
+ * channels next to each other share a cache line, and the threads take
+ * neighbouring channels, so writing sg plane by plane (as this once did)
+ * had the two threads' cores trade the line B times a channel. */
 enum { BN_SUMS_BLOCK = 64 };   /* channels whose sums are kept at once */
 
 BN_CLONES static void grad_sums(double *sg, double *sgx, const float *dout, const float *inp, const float *mean,

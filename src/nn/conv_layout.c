@@ -1,0 +1,127 @@
+/* nn/conv_layout — a convolution's geometry and workspace layout
+ * (conv_layout.h; conv.c's kernels work in it).
+ *
+ * col workspace, conv_col_size(g) floats:
+ *   [ padded input (B, C, HP, WP) | col_b (C·KH·KW, OH·OW) | acc | wt ]
+ * The padded input (conv_pad_size floats) is what forward leaves for
+ * backward; the _ws entry points take it and the rest ("work", which
+ * nothing keeps between calls) as two buffers, so that layers can keep
+ * their own padded inputs and share one work area.
+ * On the flat path col_b's room holds forward's output planes (OC, FS)
+ * instead, and in backward the batch's padded output gradient
+ * (B, OC, HP, WP), which its producer may write there itself
+ * (conv2d_dout_padded), and one sample's input-gradient planes (C, FS); wt holds
+ * the flipped, transposed weights. acc is the weight-gradient accumulator:
+ * (OC, KH·KW + 1, TW) lanes on the direct path (the extra tap is the
+ * bias), (C·KH·KW, OC) on the im2col path; on the flat path with 3x3
+ * taps the sums (C, 9, OCp) and a chunk's transposed output gradient
+ * (chunk, OH·WP, OCp), OCp = OC rounded up to 16. A 1x1 convolution at
+ * a stride above 1 without padding keeps its input subsampled instead of
+ * padded, (B, C, OH, OW): the only values it reads, and its im2col.
+ */
+#include "conv_layout.h"
+
+#include <stddef.h>
+
+#include "../util/par.h"
+
+int conv_geom_init(conv_geom_t *g)
+{
+    if (g->stride < 1 || g->KH < 1 || g->KW < 1 || g->pad < 0) return -1;
+    int eh = g->H + 2 * g->pad - g->KH, ew = g->W + 2 * g->pad - g->KW;
+    if (eh < 0 || ew < 0) return -1;
+    g->OH = eh / g->stride + 1;
+    g->OW = ew / g->stride + 1;
+    return 0;
+}
+
+
+
+static long round_up(long x, long m) { return (x + m - 1) / m * m; }
+static long max_l(long a, long b) { return a > b ? a : b; }
+
+conv_layout_t conv_layout(const conv_geom_t *g)
+{
+    conv_layout_t L;
+    const long s = g->stride, KK = (long)g->KH * g->KW;
+    L.direct = g->C == 1;
+    /* stride 1 and "same" padding: the input gradient is then the same
+     * convolution of the padded output gradient, on planes as wide */
+    L.flat = !L.direct && s == 1 && 2 * g->pad == g->KH - 1 && 2 * g->pad == g->KW - 1;
+    /* flat: rows W + pad wide, the pad zeros left of each row serving also
+     * as the right neighbours of the row above (a tap at column W + j of
+     * one row reads column j < pad of the next); half the columns computed
+     * and dropped that W + 2·pad would cost (7×7: 8 of 9, not 7 of 9) */
+    L.WP = g->W + (L.flat ? 1L : 2L) * g->pad;
+    L.HP = g->H + 2L * g->pad;
+    /* a 1x1 convolution at a stride above 1 without padding reads one
+     * input value in s² (ResNet's shortcuts): the padded copy keeps those
+     * alone, which is already its im2col (and a quarter of a copy) */
+    L.sub = !L.direct && KK == 1 && g->pad == 0 && s > 1;
+    if (L.sub) {
+        L.HP = g->OH;
+        L.WP = g->OW;
+    }
+    if (L.direct) {
+        /* wide and tall enough for the last tile's reads */
+        L.WP = max_l(L.WP, (round_up(g->OW, NT_MAX * TW) - 1) * s + g->KW);
+        L.HP = max_l(L.HP, (round_up(g->OH, RB) - 1) * s + g->KH);
+    }
+    /* the slack after each buffer takes the vector loops' overrun: reads
+     * past a row's end, and stores that the next row overwrites */
+    const long slack = L.slack = TW + g->KW + g->pad + (L.flat ? FLAT_BLOCK : 0);
+    const long plane = L.HP * L.WP;
+    L.FS = round_up((long)g->OH * L.WP, FLAT_VEC);
+    L.n_pad = (long)g->B * g->C * plane + slack;
+    /* one sample's im2col per piece of the batch (PAR_SLOTS of them, each
+     * computed by one thread) */
+    L.n_col = PAR_SLOTS * ((long)g->C * KK * g->OH * g->OW + slack);
+    /* flat path, no im2col: forward's output planes (OC, FS) per piece; in
+     * backward the padded output gradient of the batch (B, OC, HP, WP) and
+     * one sample's input-gradient planes (C, FS) per piece */
+    if (L.flat)
+        L.n_col = max_l(PAR_SLOTS * (long)g->OC * L.FS, (long)g->B * g->OC * plane + slack + PAR_SLOTS * (long)g->C * L.FS);
+    /* + TW: room to align the direct path's vectors; im2col: a piece's
+     * weight-gradient sums each */
+    L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : L.flat ? 0 : PAR_SLOTS * (long)g->C * KK * g->OC;
+    /* flat 3x3: the weight gradient's sums dwt (C, 9, OCp), and the
+     * transposed output gradient of a chunk of samples (dchunk, OH·WP, OCp):
+     * with the chunk's inputs, about 1 MB, to stay in cache across tiles.
+     * Reserved whatever the kernel set, though only AVX-512's uses it: a
+     * layout, and so a model's workspace, must not depend on the CPU */
+    L.OCp = round_up(g->OC, 16);
+    L.dchunk = 0;
+    if (L.flat && g->KH == 3 && g->KW == 3) {
+        const long per = ((long)g->OH * L.WP * L.OCp + (long)g->C * plane) * (long)sizeof(float);
+        const long fit = (1L << 20) / per;
+        L.dchunk = fit < 1 ? 1 : fit > g->B ? g->B : (int)fit;
+        L.n_acc = (long)g->C * 9 * L.OCp + (long)L.dchunk * g->OH * L.WP * L.OCp;
+    }
+    L.n_wt = L.flat ? (long)g->C * KK * g->OC : 0;   /* the flipped, transposed weights */
+    return L;
+}
+
+long conv_col_size(const conv_geom_t *g)
+{
+    conv_layout_t L = conv_layout(g);
+    return L.n_pad + L.n_col + L.n_acc + L.n_wt;
+}
+
+long conv_pad_size(const conv_geom_t *g) { return conv_layout(g).n_pad; }
+
+int conv2d_in_padded(plane_pad_t *pp, const conv_geom_t *g)
+{
+    const conv_layout_t L = conv_layout(g);
+    if (L.sub) return 0;   /* it keeps its input subsampled, not padded */
+    *pp = (plane_pad_t){ .H = g->H, .W = g->W, .pad = g->pad, .HP = L.HP, .WP = L.WP };
+    return 1;
+}
+
+float *conv2d_dout_padded(plane_pad_t *pp, float *work, const conv_geom_t *g)
+{
+    const conv_layout_t L = conv_layout(g);
+    if (!L.flat) return NULL;
+    /* the flat path's output gradient: padded as its input, OH = H, OW = W */
+    *pp = (plane_pad_t){ .H = g->OH, .W = g->OW, .pad = g->pad, .HP = L.HP, .WP = L.WP };
+    return work;
+}

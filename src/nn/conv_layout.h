@@ -1,0 +1,30 @@
+/* nn/conv_layout — a convolution's workspace: which path computes it
+ * (direct, flat, im2col) and where each of its buffers lies (conv.c's
+ * kernels use it; conv_layout.c computes it). Internal to nn. */
+#ifndef DSGD_CONV_LAYOUT_H
+#define DSGD_CONV_LAYOUT_H
+
+#include "layers.h"
+
+enum { TW = 16, RB = 4, NT_MAX = 2 };   /* direct path: tile columns, block rows, tiles per block */
+/* flat path: a tile's positions (FNV·VL: 64, 16 or 8), the most any set
+ * reads past a plane; a plane's positions rounded up to a multiple of every
+ * set's vector (16, 8 or 4 floats), its last ones in narrower tiles */
+enum { FLAT_BLOCK = 64, FLAT_VEC = 16 };
+
+typedef struct conv_layout {
+    long HP, WP;          /* padded input plane */
+    long n_pad, n_col, n_acc, n_wt;
+    long FS;              /* flat path: floats per output plane, OH·WP rounded up to FLAT_VEC */
+    long slack;           /* floats after a buffer for the vector loops' overrun */
+    long OCp;             /* flat 3x3 weight gradient: output channels rounded up to a vector */
+    int dchunk;           /* and the samples whose transposed output gradient it holds at once */
+    int direct, flat;
+    int sub;              /* 1x1 taps, no padding, stride above 1: P holds the input subsampled (its im2col) */
+} conv_layout_t;
+
+/* g's path and workspace layout: a function of the shapes alone, never of
+ * the CPU or --threads, so that a model's workspace is the same everywhere */
+conv_layout_t conv_layout(const conv_geom_t *g);
+
+#endif
