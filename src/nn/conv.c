@@ -136,7 +136,6 @@ static const conv_kernels_t *conv_kernels(void)
 
 /* ---------------- entry points ---------------- */
 
-/* P(B, C, HP, WP): the padded input */
 /* P's planes [c0, c1) of (B, C) from the input's: padded, or subsampled
  * (the sub path) */
 static void input_planes(const conv_kernels_t *k, float *P, const float *inp, long c0, long c1, const conv_geom_t *g,
@@ -155,15 +154,6 @@ static void input_planes(const conv_kernels_t *k, float *P, const float *inp, lo
             for (long ow = 0; ow < L->WP; ow++) r[ow] = x[ow * s];
         }
 }
-
-static void pad_input(const conv_kernels_t *k, float *P, const float *inp, const conv_geom_t *g, const conv_layout_t *L)
-{
-    const long n = (long)g->B * g->C, plane = L->HP * L->WP;
-    if (L->flat)   /* the flat path reads past the last plane (for positions it drops): zeros there */
-        memset(P + n * plane, 0, sizeof(float) * (size_t)(L->n_pad - n * plane));
-    input_planes(k, P, inp, 0, n, g, L);
-}
-
 
 /* The entry points with a given kernel set (tests run every set the CPU has). */
 /* moments of sample bb's output planes (just written: still in cache) */
@@ -193,20 +183,15 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
     const long plane = L.HP * L.WP, work = (long)g->B * g->OC * OHW * CKK;
     const int par = work >= 64L * PAR_MIN_FLOATS;
-    if (!inp) {   /* its producer wrote it padded (conv2d_in_padded); the zeros past it */
-        const long n = (long)g->B * g->C;
-        if (L.flat) memset(P + n * plane, 0, sizeof(float) * (size_t)(L.n_pad - n * plane));
-    } else if (par) {   /* pad_input's planes apart */
-        const long n = (long)g->B * g->C;
-        const int np = par_elems(n * plane);
-        if (L.flat) memset(P + n * plane, 0, sizeof(float) * (size_t)(L.n_pad - n * plane));
+    /* P(B, C, HP, WP): the padded input, its planes apart (none if its
+     * producer wrote it there: conv2d_in_padded); the flat path reads past
+     * the last plane (for positions it drops): zeros there */
+    const long n = (long)g->B * g->C;
+    if (L.flat) memset(P + n * plane, 0, sizeof(float) * (size_t)(L.n_pad - n * plane));
+    if (inp) {
+        const int np = par ? par_elems(n * plane) : 1;
         PAR_FOR_DYN_IF(np > 1)
-        for (int i = 0; i < np; i++) {
-            const long c0 = par_cut(n, np, i, 1), c1 = par_cut(n, np, i + 1, 1);
-            input_planes(k, P, inp, c0, c1, g, &L);
-        }
-    } else {
-        pad_input(k, P, inp, g, &L);
+        for (int i = 0; i < np; i++) input_planes(k, P, inp, par_cut(n, np, i, 1), par_cut(n, np, i + 1, 1), g, &L);
     }
     if (L.direct && !b) {   /* no bias: zeros from the (forward-unused) accumulator space */
         float *z = cb + L.n_col;

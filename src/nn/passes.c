@@ -176,13 +176,22 @@ static float *grad_target(bwd_t *b, int src)
     return s->dwrites++ == 0 ? s->dout : b->m->dscratch;
 }
 
+/* to = from, or to += from (add): element-wise, the threads taking pieces */
+static void copy_or_add(float *to, const float *from, long n, int add)
+{
+    const int np = par_elems(n);
+    PAR_FOR_DYN_IF(np > 1)
+    for (int q = 0; q < np; q++) {
+        const long e = par_cut(n, np, q + 1, 16);
+        for (long j = par_cut(n, np, q, 16); j < e; j++) to[j] = add ? to[j] + from[j] : from[j];
+    }
+}
+
 static void grad_done(bwd_t *b, int src, const float *d)
 {
     if (src < 0 || !d || d != b->m->dscratch) return;
     layer_t *s = &b->m->layers[src];
-    const long n = (long)b->B * layer_out_size(s);
-    PAR_FOR_IF(n >= PAR_MIN_FLOATS)   /* element-wise */
-    for (long i = 0; i < n; i++) s->dout[i] += d[i];
+    copy_or_add(s->dout, d, (long)b->B * layer_out_size(s), 1);
 }
 
 /* This partition's columns of a split layer's whole output gradient, made
@@ -243,14 +252,8 @@ static void add_backward_at(bwd_t *b, int i)
         /* a second reader's gradient is added straight from the sum's (what
          * grad_done would add from a copy in the scratch buffer); a first
          * reader's is copied, the threads taking pieces */
-        float *to = d == b->m->dscratch ? b->m->layers[srcs[k]].dout : d;
-        const float *from = l->dout;
-        const int add = to != d, np = par_elems(n);
-        PAR_FOR_DYN_IF(np > 1)
-        for (int q = 0; q < np; q++) {
-            const long e = par_cut(n, np, q + 1, 16);
-            for (long j = par_cut(n, np, q, 16); j < e; j++) to[j] = add ? to[j] + from[j] : from[j];
-        }
+        const int add = d == b->m->dscratch;
+        copy_or_add(add ? b->m->layers[srcs[k]].dout : d, l->dout, n, add);
     }
 }
 
