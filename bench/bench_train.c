@@ -4,10 +4,12 @@
  * For each model: ~50 warm-up steps, then a timed loop of whole training
  * steps (next batch → forward → loss → backward → SGD-momentum update) run
  * until ~3.5 s have passed, with each phase timed. FLOPs are those the step
- * performs (model_train_flops: no input gradient for the first layer). Two
+ * performs (model_train_flops: no input gradient for the first layer). The
  * bounds: the model's own GEMM shapes (batch × in × out, each way the step
- * multiplies) timed alone, which is what the step could reach if nothing
- * but its GEMMs ran; the square-matrix sgemm peak; and the core's FP32
+ * multiplies) timed alone on OpenBLAS's sgemm, which is what the step could
+ * reach if nothing but those GEMMs ran on the BLAS (the dense layers run
+ * dsgd's own tiles, nn/dense.c, so a step can pass it); the square-matrix
+ * sgemm peak; and the core's FP32
  * peak, an FMA-throughput loop for the widest vector unit the CPU has (the
  * physical limit: a bound no kernel, OpenBLAS's or dsgd's, can pass).
  *

@@ -123,9 +123,11 @@ bench_single() {
     echo "where the step goes (last repeat): $(grep '^profile model=mlp' "$logdir/dsgd$REPEATS.log")"
     echo "                                   $(grep '^profile model=lenet' "$logdir/dsgd$REPEATS.log")"
     echo
-    # The mlp's target is its physical limit: the step against its own GEMMs
-    # at the sgemm peak (true FLOPs). dsgd / PyTorch is reported beside it,
-    # not targeted: it is set by each machine's BLAS against PyTorch's.
+    # The step against its own GEMM shapes timed on OpenBLAS's sgemm (true
+    # FLOPs); the dense layers run dsgd's own tiles, so this is the step
+    # against what those products alone cost on the BLAS. dsgd / PyTorch is
+    # reported beside it, not targeted: it is set by each machine's BLAS
+    # against PyTorch's.
     report "mlp: fraction of its GEMM bound" ge 0.85 "${f_mlp[@]}"
     # and against the physical limit: the core's FP32 peak (an FMA loop for
     # its widest vector unit), whatever BLAS kernels run
@@ -134,9 +136,9 @@ bench_single() {
     if [ "$torch" = 1 ]; then
         echo "mlp: dsgd / PyTorch               $(spread "${r_mlp[@]}")   (no target: set by this machine's BLAS)"
         echo "target name=mlp: dsgd / PyTorch median=$(spread "${r_mlp[@]}" | cut -d' ' -f1)" >> "$logdir/compare.log"
-        # the most any step that multiplies with this OpenBLAS could reach:
+        # the most a step that multiplied with this OpenBLAS could reach:
         # its GEMMs alone, at the same shapes, against PyTorch's whole step
-        echo "mlp: its GEMMs alone / PyTorch    $(spread "${c_mlp[@]}")   (the ceiling of dsgd / PyTorch on this BLAS)"
+        echo "mlp: its GEMMs alone / PyTorch    $(spread "${c_mlp[@]}")   (the ceiling of dsgd / PyTorch on this BLAS's sgemm)"
         echo "target name=mlp: GEMM bound / PyTorch median=$(spread "${c_mlp[@]}" | cut -d' ' -f1)" >> "$logdir/compare.log"
         report "lenet: dsgd / PyTorch" ge 2.0 "${r_lenet[@]}"
     fi

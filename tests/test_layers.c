@@ -35,8 +35,8 @@ enum { DB = 3, DIN = 5, DOUT = 4 };
 
 static double dense_obj(const float *x, const float *w, const float *b, const float *r)
 {
-    float out[DB * DOUT];
-    dense_forward(out, x, w, b, DB, DIN, DOUT);
+    float out[DB * DOUT], ws[(DIN + DOUT) * 16];
+    dense_forward(out, ws, x, w, b, DB, DIN, DOUT);
     return dotd(out, r, DB * DOUT);
 }
 

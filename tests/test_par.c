@@ -91,7 +91,7 @@ static void test_dense(void)
 {
     const int B = 64, IN = 784, OUT = 256;
     float *x = rnd((long)B * IN), *w = rnd((long)OUT * IN), *b = rnd(OUT), *d = rnd((long)B * OUT);
-    float *out[2], *dx[2], *dw[2], *db[2];
+    float *out[2], *dx[2], *dw[2], *db[2], *ws = xalloc_floats((size_t)dense_ws_size(B, IN, OUT));
     for (int r = 0; r < 2; r++) {
         out[r] = xalloc_floats((size_t)B * OUT); dx[r] = xalloc_floats((size_t)B * IN);
         dw[r] = xalloc_floats((size_t)OUT * IN); db[r] = xalloc_floats(OUT);
@@ -99,7 +99,7 @@ static void test_dense(void)
     for (int t = 1; t <= 3; t++) {
         const int r = t > 1;
         set_threads(t);
-        dense_forward(out[r], x, w, b, B, IN, OUT);
+        dense_forward(out[r], ws, x, w, b, B, IN, OUT);
         dense_backward(dx[r], dw[r], db[r], d, x, w, B, IN, OUT);
         if (!r) continue;
         SAME(out[0], out[1], (long)B * OUT, "dense out", t);
@@ -108,7 +108,7 @@ static void test_dense(void)
         SAME(db[0], db[1], OUT, "dense db", t);
     }
     set_threads(1);
-    free(x); free(w); free(b); free(d);
+    free(x); free(w); free(b); free(d); free(ws);
     for (int r = 0; r < 2; r++) { free(out[r]); free(dx[r]); free(dw[r]); free(db[r]); }
 }
 

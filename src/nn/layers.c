@@ -1,6 +1,5 @@
 #include "layers.h"
 
-#include <cblas.h>
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -17,66 +16,6 @@
             for (long i = par_cut((n), np_, p_, 16); i < e_; i++) body;        \
         }                                                                      \
     } while (0)
-
-/* ---------------- dense ---------------- */
-
-/* A dense layer's GEMMs are cut into pieces of whole output columns, the
- * same pieces for every --threads (util/par.h): an output element is
- * always computed by the same one-thread sgemm call, so its bits do not
- * depend on T. Forward cuts out's OUT columns (each piece packs its rows
- * of w and all of inp, B·IN floats); backward cuts IN, the columns of dw
- * and dinp (each piece packs all of dout, the smaller B·OUT, and its
- * columns of inp or w); the sum over the batch inside dw's elements is
- * the GEMM's K, never cut. Below DENSE_PIECE_MACS per piece, or columns
- * narrower than DENSE_PIECE_COLS, fewer pieces. */
-enum { DENSE_PIECE_COLS = 64, DENSE_PIECE_MACS = 1 << 19 };
-
-static int dense_pieces(long cols, long macs)
-{
-    long n = cols / DENSE_PIECE_COLS, m = macs / DENSE_PIECE_MACS;
-    if (m < n) n = m;
-    return n < 1 ? 1 : n > PAR_SLOTS ? PAR_SLOTS : (int)n;
-}
-
-void dense_forward(float *out, const float *inp, const float *w, const float *b,
-                   int B, int IN, int OUT)
-{
-    const int np = dense_pieces(OUT, (long)B * IN * OUT);
-    PAR_FOR_DYN_IF(np > 1)
-    for (int p = 0; p < np; p++) {
-        const int o0 = (int)par_cut(OUT, np, p, 16), o1 = (int)par_cut(OUT, np, p + 1, 16);
-        if (o1 <= o0) continue;
-        for (int i = 0; i < B; i++)
-            memcpy(out + (long)i * OUT + o0, b + o0, sizeof(float) * (size_t)(o1 - o0));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, o1 - o0, IN,
-                    1.0f, inp, IN, w + (long)o0 * IN, IN, 1.0f, out + o0, OUT);
-    }
-}
-
-void dense_backward(float *dinp, float *dw, float *db, const float *dout,
-                    const float *inp, const float *w, int B, int IN, int OUT)
-{
-    const int np = dense_pieces(IN, (long)B * IN * OUT);
-    PAR_FOR_DYN_IF(np > 1)
-    for (int p = 0; p < np + 1; p++) {
-        if (p == np) {   /* db: each feature's sum over the batch, in sample order */
-            memset(db, 0, sizeof(float) * (size_t)OUT);
-            for (int i = 0; i < B; i++) {
-                const float *r = dout + (long)i * OUT;
-                for (int o = 0; o < OUT; o++) db[o] += r[o];
-            }
-            continue;
-        }
-        const int i0 = (int)par_cut(IN, np, p, 16), i1 = (int)par_cut(IN, np, p + 1, 16);
-        if (i1 <= i0) continue;
-        /* dw[:, i0:i1] = doutᵀ · inp[:, i0:i1] */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, i1 - i0, B,
-                    1.0f, dout, OUT, inp + i0, IN, 0.0f, dw + i0, IN);
-        if (dinp) /* dinp[:, i0:i1] = dout · w[:, i0:i1] */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, i1 - i0, OUT,
-                        1.0f, dout, OUT, w + i0, IN, 0.0f, dinp + i0, IN);
-    }
-}
 
 /* ---------------- pooling ---------------- */
 

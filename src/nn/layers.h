@@ -13,8 +13,11 @@
 
 #include <stdint.h>
 
-/* out = inp · wᵀ + b */
+/* out = inp · wᵀ + b (dense.c), through a workspace of dense_ws_size
+ * floats that holds nothing between calls */
+long dense_ws_size(int B, int IN, int OUT);
 void dense_forward(float *out,        /* (B, OUT) */
+                   float *ws,         /* dense_ws_size(B, IN, OUT) floats */
                    const float *inp,  /* (B, IN) */
                    const float *w,    /* (OUT, IN) */
                    const float *b,    /* (OUT) */

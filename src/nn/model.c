@@ -128,7 +128,7 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
     int lcm = 0;   /* an lc model: split into spatial blocks */
     for (int i = 0; i < n; i++) lcm |= m->layers[i].kind == LAYER_LC;
     size_t off = 0, full = 0, soff = 0;
-    long col_total = 0, max_out = 0, work_max = 0;
+    long col_total = 0, max_out = 0, work_max = 0, dense_max = 0;
     int max_oc = 0;
     for (int i = 0; i < n; i++) {
         layer_t *l = &m->layers[i];
@@ -157,6 +157,9 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
             conv_geom_t g = layer_geom(l, max_batch, l->out_c);
             m->col_off[i] = col_total;
             col_total += lc_col_size(&g);
+        } else if (l->kind == LAYER_DENSE) {
+            const long need = dense_ws_size(max_batch, l->in_c * l->in_h * l->in_w, l->u_hi - l->u_lo);
+            if (need > dense_max) dense_max = need;
         }
         if (layer_out_size(l) > max_out) max_out = layer_out_size(l);
         if (m->graph) {
@@ -173,6 +176,8 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
     m->grads = xalloc_floats(off);
     m->col_work_off = col_total;
     if (m->graph) col_total += work_max;
+    m->dense_ws_off = col_total;   /* the dense layers' workspace, shared */
+    col_total += dense_max;
     m->col = col_total ? xalloc_floats((size_t)col_total) : NULL;
     m->probs = xalloc_floats((size_t)max_batch * classes);
     m->dlogits = xalloc_floats((size_t)max_batch * classes);

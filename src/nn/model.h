@@ -117,6 +117,7 @@ typedef struct model {
     float *col;                 /* im2col workspace, one per conv layer, laid end to end */
     long *col_off;              /* (nlayers) offset of each conv layer's workspace (graph models: its padded input) */
     long col_work_off;          /* graph models: offset of the work area their convolutions share */
+    long dense_ws_off;          /* offset of the workspace the dense layers share (dense_ws_size) */
     float *probs;               /* (max_batch, classes) */
     float *dlogits;             /* (max_batch, classes) */
     const float *input;         /* last forward input (not owned) */

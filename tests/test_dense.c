@@ -1,0 +1,115 @@
+/* The dense layer with every vector kernel set this CPU can run (the
+ * baseline one always, x86-64-v3 and -v4 where present), not only the one
+ * the library picks, against double-precision sums: forward, the weight,
+ * bias and input gradients, at the mlp's shapes and at shapes that leave
+ * every edge (rows short of a tile, columns short of a vector, a batch
+ * short of the 16 x 16 transpose blocks). Includes dense.c to reach the
+ * sets.
+ *
+ * Tolerance: every compared value is a float sum of n products of
+ * magnitude <= 1 (n = IN for out, B for dw and db, OUT for dinp), plus a
+ * bias <= 1 for out; 1e-6·n + 1e-5 leaves room for rounding and FMA. */
+#include "nn/dense.c"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "test.h"
+#include "util/util.h"
+
+static rng_t R;
+
+static void fill(float *x, long n)
+{
+    for (long i = 0; i < n; i++) x[i] = (float)(2.0 * rng_uniform(&R) - 1.0);
+}
+
+static double max_diff(const float *a, const double *ref, long n)
+{
+    double m = 0;
+    for (long i = 0; i < n; i++) m = fmax(m, fabs(a[i] - ref[i]));
+    return m;
+}
+
+static void dense_set_case(const dense_kernels_t *k, const char *set, int B, int IN, int OUT)
+{
+    float *x = xalloc_floats((size_t)B * IN), *w = xalloc_floats((size_t)OUT * IN), *b = xalloc_floats((size_t)OUT);
+    float *d = xalloc_floats((size_t)B * OUT), *out = xalloc_floats((size_t)B * OUT);
+    float *dx = xalloc_floats((size_t)B * IN), *dw = xalloc_floats((size_t)OUT * IN), *db = xalloc_floats((size_t)OUT);
+    float *ws = xalloc_floats((size_t)dense_ws_size(B, IN, OUT));
+    double *ro = xcalloc((size_t)B * OUT, sizeof(double)), *rx = xcalloc((size_t)B * IN, sizeof(double));
+    double *rw = xcalloc((size_t)OUT * IN, sizeof(double)), *rb = xcalloc((size_t)OUT, sizeof(double));
+    fill(x, (long)B * IN); fill(w, (long)OUT * IN); fill(b, OUT); fill(d, (long)B * OUT);
+    for (int s = 0; s < B; s++)
+        for (int o = 0; o < OUT; o++) {
+            double t = b[o];
+            for (int i = 0; i < IN; i++) t += (double)x[(long)s * IN + i] * w[(long)o * IN + i];
+            ro[(long)s * OUT + o] = t;
+            rb[o] += d[(long)s * OUT + o];
+            for (int i = 0; i < IN; i++) {
+                rw[(long)o * IN + i] += (double)d[(long)s * OUT + o] * x[(long)s * IN + i];
+                rx[(long)s * IN + i] += (double)d[(long)s * OUT + o] * w[(long)o * IN + i];
+            }
+        }
+    dense_forward_with(k, out, ws, x, w, b, B, IN, OUT);
+    dense_backward_with(k, dx, dw, db, d, x, w, B, IN, OUT);
+    const double to = 1e-6 * IN + 1e-5, tb = 1e-6 * B + 1e-5, ti = 1e-6 * OUT + 1e-5;
+    double e;
+    e = max_diff(out, ro, (long)B * OUT);
+    CHECK(e <= to, "%s B=%d IN=%d OUT=%d: out off by %.3g (tolerance %.3g)", set, B, IN, OUT, e, to);
+    e = max_diff(dw, rw, (long)OUT * IN);
+    CHECK(e <= tb, "%s B=%d IN=%d OUT=%d: dw off by %.3g (tolerance %.3g)", set, B, IN, OUT, e, tb);
+    e = max_diff(db, rb, OUT);
+    CHECK(e <= tb, "%s B=%d IN=%d OUT=%d: db off by %.3g (tolerance %.3g)", set, B, IN, OUT, e, tb);
+    e = max_diff(dx, rx, (long)B * IN);
+    CHECK(e <= ti, "%s B=%d IN=%d OUT=%d: dinp off by %.3g (tolerance %.3g)", set, B, IN, OUT, e, ti);
+    /* the first layer's backward: no input gradient, the rest the same bits */
+    float *dw2 = xalloc_floats((size_t)OUT * IN);
+    dense_backward_with(k, NULL, dw2, db, d, x, w, B, IN, OUT);
+    CHECK(!memcmp(dw, dw2, sizeof(float) * (size_t)OUT * IN), "%s B=%d IN=%d OUT=%d: dw differs without dinp", set,
+          B, IN, OUT);
+    free(x); free(w); free(b); free(d); free(out); free(dx); free(dw); free(dw2); free(db); free(ws);
+    free(ro); free(rx); free(rw); free(rb);
+}
+
+static void run_set(const dense_kernels_t *k, const char *set)
+{
+    dense_set_case(k, set, 64, 784, 256);   /* the mlp's first layer */
+    dense_set_case(k, set, 64, 128, 10);    /* its classifier: 10 rows, 6 + 4 */
+    dense_set_case(k, set, 1, 1, 1);
+    dense_set_case(k, set, 3, 5, 4);
+    dense_set_case(k, set, 17, 33, 7);      /* a batch one past a transpose block */
+    dense_set_case(k, set, 37, 100, 13);    /* every edge at once */
+    dense_set_case(k, set, 48, 80, 32);     /* whole blocks, three of them */
+    dense_set_case(k, set, 256, 64, 130);   /* a batch of 256 */
+}
+
+static void test_dense_base(void) { run_set(&dense_kernels_base, "baseline"); }
+
+#ifdef DENSE_X86_SETS
+static void test_dense_v3(void)
+{
+    if (__builtin_cpu_supports("x86-64-v3")) run_set(&dense_kernels_v3, "x86-64-v3");
+    else printf("    (no x86-64-v3 on this CPU: not run)\n");
+}
+
+static void test_dense_v4(void)
+{
+    if (__builtin_cpu_supports("x86-64-v4")) run_set(&dense_kernels_v4, "x86-64-v4");
+    else printf("    (no x86-64-v4 on this CPU: not run)\n");
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    TEST_BEGIN(argc, argv);
+    rng_seed(&R, 47, 0);
+    __builtin_cpu_init();
+    RUN(test_dense_base);
+#ifdef DENSE_X86_SETS
+    RUN(test_dense_v3);
+    RUN(test_dense_v4);
+#endif
+    return TEST_END("test_dense");
+}
