@@ -45,7 +45,7 @@ typedef struct dense_kernels {
     /* a tile of ≤ DENSE_ROWS rows, ≤ tw columns */
     void (*tile)(float *c, long cs, const float *p, long pr, long pk, const float *q, long qs, int K, int rows,
                  int cols);
-    void (*transpose)(float *d, long dld, const float *s, long sld, int i0, int i1, int m, const float *bias);
+    void (*transpose)(float *d, long dld, const float *s, long sld, int n, int c0, int c1, const float *bias);
 } dense_kernels_t;
 
 #define KCAT2(a, b) a##_##b
@@ -143,11 +143,11 @@ static void dense_forward_with(const dense_kernels_t *k, float *out, float *ws, 
     float *inT = ws, *outT = ws + (long)IN * ld;
     const int par = (long)B * IN * OUT >= DENSE_PAR_MACS;
 
-    /* inT[i][s] = inp[s][i] */
-    const int npi = par ? par_pieces(B / 16) : 1;
+    /* inT[i][s] = inp[s][i], by pieces of inT's rows */
+    const int npi = par ? par_pieces(IN / 16) : 1;
     PAR_FOR_IF(npi > 1)
     for (int p = 0; p < npi; p++)
-        k->transpose(inT, ld, inp, IN, (int)par_cut(B, npi, p, 16), (int)par_cut(B, npi, p + 1, 16), IN, NULL);
+        k->transpose(inT, ld, inp, IN, B, (int)par_cut(IN, npi, p, 16), (int)par_cut(IN, npi, p + 1, 16), NULL);
 
     /* outT (OUT, B) = w · inT */
     const dense_prod_t d = { outT, ld, w, IN, 1, inT, ld, IN, OUT, B };
@@ -156,11 +156,11 @@ static void dense_forward_with(const dense_kernels_t *k, float *out, float *ws, 
     PAR_FOR_DYN_IF(np > 1)
     for (int p = 0; p < np; p++) prod_run(k, &d, par_cut(nt, np, p, 1), par_cut(nt, np, p + 1, 1));
 
-    /* out[s][o] = outT[o][s] + b[o] */
-    const int npo = par ? par_pieces(OUT / 16) : 1;
+    /* out[s][o] = outT[o][s] + b[o], by pieces of the batch */
+    const int npo = par ? par_pieces(B / 16) : 1;
     PAR_FOR_IF(npo > 1)
     for (int p = 0; p < npo; p++)
-        k->transpose(out, OUT, outT, ld, (int)par_cut(OUT, npo, p, 16), (int)par_cut(OUT, npo, p + 1, 16), B, b);
+        k->transpose(out, OUT, outT, ld, OUT, (int)par_cut(B, npo, p, 16), (int)par_cut(B, npo, p + 1, 16), b);
 }
 
 static void dense_backward_with(const dense_kernels_t *k, float *dinp, float *dw, float *db, const float *dout,
