@@ -1,10 +1,11 @@
-/* The dense layer with every vector kernel set this CPU can run (the
- * baseline one always, x86-64-v3 and -v4 where present), not only the one
- * the library picks, against double-precision sums: forward, the weight,
- * bias and input gradients, at the mlp's shapes and at shapes that leave
- * every edge (rows short of a tile, columns short of a vector, a batch
- * short of the 16 x 16 transpose blocks). Includes dense.c to reach the
- * sets.
+/* The dense layer against double-precision sums: forward on the tiles of
+ * every vector kernel set this CPU can run (the baseline one always,
+ * x86-64-v3 and -v4 where present), not only the one the library picks,
+ * and the weight, bias and input gradients on the tiles and as the
+ * library runs them (tiles or the BLAS, by the shapes). At the mlp's shapes and at shapes
+ * that leave every edge (rows short of a tile, columns short of a vector,
+ * a batch short of the 16 x 16 transpose blocks). Includes dense.c to
+ * reach the sets.
  *
  * Tolerance: every compared value is a float sum of n products of
  * magnitude <= 1 (n = IN for out, B for dw and db, OUT for dinp), plus a
@@ -52,8 +53,8 @@ static void dense_set_case(const dense_kernels_t *k, const char *set, int B, int
                 rx[(long)s * IN + i] += (double)d[(long)s * OUT + o] * w[(long)o * IN + i];
             }
         }
-    dense_forward_with(k, out, ws, x, w, b, B, IN, OUT);
-    dense_backward_with(k, dx, dw, db, d, x, w, B, IN, OUT);
+    forward_tiles(k, out, ws, x, w, b, B, IN, OUT);
+    backward_tiles(k, dx, dw, db, d, x, w, B, IN, OUT);
     const double to = 1e-6 * IN + 1e-5, tb = 1e-6 * B + 1e-5, ti = 1e-6 * OUT + 1e-5;
     double e;
     e = max_diff(out, ro, (long)B * OUT);
@@ -66,9 +67,18 @@ static void dense_set_case(const dense_kernels_t *k, const char *set, int B, int
     CHECK(e <= ti, "%s B=%d IN=%d OUT=%d: dinp off by %.3g (tolerance %.3g)", set, B, IN, OUT, e, ti);
     /* the first layer's backward: no input gradient, the rest the same bits */
     float *dw2 = xalloc_floats((size_t)OUT * IN);
-    dense_backward_with(k, NULL, dw2, db, d, x, w, B, IN, OUT);
+    backward_tiles(k, NULL, dw2, db, d, x, w, B, IN, OUT);
     CHECK(!memcmp(dw, dw2, sizeof(float) * (size_t)OUT * IN), "%s B=%d IN=%d OUT=%d: dw differs without dinp", set,
           B, IN, OUT);
+    /* as the library runs them: backward on tiles or the BLAS, by the shapes */
+    dense_forward(out, ws, x, w, b, B, IN, OUT);
+    e = max_diff(out, ro, (long)B * OUT);
+    CHECK(e <= to, "B=%d IN=%d OUT=%d: dense_forward's out off by %.3g (tolerance %.3g)", B, IN, OUT, e, to);
+    dense_backward(dx, dw, db, d, x, w, B, IN, OUT);
+    e = max_diff(dw, rw, (long)OUT * IN);
+    CHECK(e <= tb, "B=%d IN=%d OUT=%d: dense_backward's dw off by %.3g (tolerance %.3g)", B, IN, OUT, e, tb);
+    e = max_diff(dx, rx, (long)B * IN);
+    CHECK(e <= ti, "B=%d IN=%d OUT=%d: dense_backward's dinp off by %.3g (tolerance %.3g)", B, IN, OUT, e, ti);
     free(x); free(w); free(b); free(d); free(out); free(dx); free(dw); free(dw2); free(db); free(ws);
     free(ro); free(rx); free(rw); free(rb);
 }
@@ -81,6 +91,8 @@ static void run_set(const dense_kernels_t *k, const char *set)
     dense_set_case(k, set, 3, 5, 4);
     dense_set_case(k, set, 17, 33, 7);      /* a batch one past a transpose block */
     dense_set_case(k, set, 37, 100, 13);    /* every edge at once */
+    dense_set_case(k, set, 37, 1100, 13);   /* the same, backward through the BLAS */
+    dense_set_case(k, set, 70, 300, 130);   /* a batch of a whole tile and a tail, on the library's tiles */
     dense_set_case(k, set, 48, 80, 32);     /* whole blocks, three of them */
     dense_set_case(k, set, 256, 64, 130);   /* a batch of 256 */
 }

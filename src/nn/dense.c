@@ -1,44 +1,44 @@
-/* nn/dense — a dense layer's three products, on dsgd's own vector tiles.
+/* nn/dense — a dense layer: forward out = inp · wᵀ + b (B, OUT), a sum
+ * over IN; backward dw = doutᵀ · inp (OUT, IN), a sum over the batch, and
+ * dinp = dout · w (B, IN), a sum over OUT.
  *
- *   forward   out = inp · wᵀ + b         (B, OUT), a sum over IN
- *   backward  dw  = doutᵀ · inp          (OUT, IN), a sum over the batch
- *             dinp = dout · w            (B, IN), a sum over OUT
+ * Forward runs on dsgd's own vector tiles (dense_kernels.inc): a tile of
+ * DENSE_ROWS output features × a vector-width multiple of the batch is
+ * summed in registers, each output element from zero in the order of IN,
+ * so an element's bits depend only on the shapes and the instruction set,
+ * never on which thread computed its tile: any --threads gives the same
+ * bits, however the tiles are shared out. Its operands both run along IN
+ * (wᵀ), which a GEMM must pack; here the input is transposed instead
+ * (B·IN floats, the smaller operand at the batch sizes of SGD) so that the
+ * batch becomes the columns, and the (OUT, B) result is transposed back
+ * with the bias added, both through a workspace of dense_ws_size floats.
+ * Against OpenBLAS's SkylakeX sgemm in fixed pieces (as backward's below),
+ * the mlp's first layer's forward went from 268-291 µs to 158-171
+ * (docs/design.md, "The dense layer's own tiles"). The tiles are compiled three times on
+ * x86-64 with GCC, like conv.c's vector loops: for x86-64-v4 (AVX-512:
+ * tiles 6 × 64), -v3 (AVX2 + FMA: 6 × 16) and the baseline (6 × 8, no
+ * FMA); the widest the CPU runs is picked at run time.
  *
- * All three are one tile product (dense_kernels.inc): a tile of
- * DENSE_ROWS output rows × a vector-width multiple of columns is summed in
- * registers, each output element from zero in the order of its terms. So
- * an element's bits depend only on the shapes and the instruction set,
- * never on which thread computed its tile or how the tiles were shared
- * out: any --threads gives the same bits.
- *
- * Why not the BLAS: these are small GEMMs (the mlp's are 64 × 256 × 784
- * and smaller) and one of them, forward's, has both operands running
- * along K. OpenBLAS packs both operands on every call; cut into per-thread
- * pieces with fixed boundaries (which --threads-independent bits need),
- * each piece packs all of the shared operand again. On an Intel AVX-512
- * core these tiles ran the mlp's first layer 1.4-1.6x faster than
- * OpenBLAS's SkylakeX sgemm in those pieces (docs/design.md, "The dense
- * layer's own tiles").
- *
- * Forward transposes inp (B·IN floats, the smaller operand at the batch
- * sizes of SGD) so that its columns are the batch, computes outᵀ tile by
- * tile, and transposes that back adding the bias; both transposes go
- * through a workspace of dense_ws_size floats. Backward reads its
- * operands where they are: dw's rows broadcast dout's columns, dinp's
- * rows dout's rows, and both load rows of inp or w as the columns.
- *
- * The tiles are compiled three times on x86-64 with GCC, like conv.c's
- * vector loops: for x86-64-v4 (AVX-512: tiles 6 × 64), -v3 (AVX2 + FMA:
- * 6 × 16) and the baseline (6 × 8, no FMA); the widest the CPU runs is
- * picked at run time.
+ * Backward also runs on tiles at the mlp's sizes (backward_on_tiles);
+ * there the weight gradient's tiles go through the batch in stretches, so
+ * that their operand stays in L1. The backward products of larger layers
+ * are OpenBLAS's sgemm, cut into pieces of whole output columns that are
+ * the same for every --threads (util/par.h): an output element is always
+ * computed by the same one-thread sgemm call. They cut IN, the columns
+ * of dw and dinp (each piece packs
+ * all of dout, the smaller B·OUT, and its columns of inp or w); the sum
+ * over the batch inside dw's elements is the GEMM's K, never cut. Below
+ * DENSE_PIECE_MACS per piece, or columns narrower than DENSE_PIECE_COLS,
+ * fewer pieces.
  */
 #include "layers.h"
 
+#include <cblas.h>
 #include <string.h>
 
 #include "../util/par.h"
 
-enum { DENSE_ROWS = 6 };
+enum { DENSE_ROWS = 6, DENSE_KC = 64 };
 
 typedef struct dense_kernels {
     int tw;   /* columns per tile */
@@ -102,10 +102,10 @@ long dense_ws_size(int B, int IN, int OUT) { return ((long)IN + OUT) * dense_ld(
 /* Below this many multiply-adds a product runs on the calling thread. */
 enum { DENSE_PAR_MACS = 1 << 18 };
 
-/* One product as tiles: c (rows × cols, row stride cs) from p's rows and
- * q's columns as in dense_kernels.inc. The tiles go column-major, so that
- * a tile column of q is reused by every row block while in cache;
- * prod_run runs tiles [t0, t1) of prod_tiles. */
+/* A product as tiles: c (rows × cols, row stride cs) from p's rows and q's
+ * columns as in dense_kernels.inc. The tiles go column-major, so that a
+ * tile column of q is reused by every row block while in cache; prod_run
+ * runs tiles [t0, t1) of prod_tiles. */
 typedef struct dense_prod {
     float *c;
     long cs;
@@ -133,8 +133,6 @@ static long prod_tiles(const dense_kernels_t *k, const dense_prod_t *d)
  * gradient do not: their p rows, read a stretch at a time across all the
  * row blocks, would then be read at a stride (batch 256: forward 716-766 →
  * 822-854 µs, the weight gradient 805-822 → 712-785). */
-enum { DENSE_KC = 64 };
-
 static void prod_run(const dense_kernels_t *k, const dense_prod_t *d, long t0, long t1)
 {
     const long nrb = prod_row_blocks(d);
@@ -154,9 +152,30 @@ static void prod_run(const dense_kernels_t *k, const dense_prod_t *d, long t0, l
     }
 }
 
-/* The entry points with a given kernel set (tests run every set the CPU has). */
-static void dense_forward_with(const dense_kernels_t *k, float *out, float *ws, const float *inp, const float *w,
-                               const float *b, int B, int IN, int OUT)
+/* Backward runs on the tiles where they were measured faster: layers up
+ * to 1024 inputs and 256 outputs (the mlp's; in its step, even the 128 →
+ * 10 classifier: its sgemm calls cost 35 µs more there than the tiles).
+ * Larger layers go to the BLAS: the tiles do not pack their operands, and
+ * at 1000 × 500 and 2048 × 2048 both gradients ran slower than
+ * OpenBLAS's (the input gradient of the 2048 × 2048 layer 3x: its
+ * operands' rows, 8 kB apart, share cache sets). The choice depends on
+ * the shapes only. */
+static int backward_on_tiles(int IN, int OUT) { return IN <= 1024 && OUT <= 256; }
+
+/* the BLAS's pieces (above) */
+enum { DENSE_PIECE_COLS = 64, DENSE_PIECE_MACS = 1 << 19 };
+
+static int dense_pieces(long cols, long macs)
+{
+    long n = cols / DENSE_PIECE_COLS, m = macs / DENSE_PIECE_MACS;
+    if (m < n) n = m;
+    return n < 1 ? 1 : n > PAR_SLOTS ? PAR_SLOTS : (int)n;
+}
+
+/* Forward on the tiles of a given kernel set (tests run every set the CPU
+ * has, at any size). */
+static void forward_tiles(const dense_kernels_t *k, float *out, float *ws, const float *inp, const float *w,
+                          const float *b, int B, int IN, int OUT)
 {
     const long ld = dense_ld(B);
     float *inT = ws, *outT = ws + (long)IN * ld;
@@ -182,8 +201,24 @@ static void dense_forward_with(const dense_kernels_t *k, float *out, float *ws, 
         k->transpose(out, OUT, outT, ld, OUT, (int)par_cut(B, npo, p, 16), (int)par_cut(B, npo, p + 1, 16), b);
 }
 
-static void dense_backward_with(const dense_kernels_t *k, float *dinp, float *dw, float *db, const float *dout,
-                                const float *inp, const float *w, int B, int IN, int OUT)
+void dense_forward(float *out, float *ws, const float *inp, const float *w, const float *b, int B, int IN, int OUT)
+{
+    forward_tiles(dense_kernels(), out, ws, inp, w, b, B, IN, OUT);
+}
+
+/* db: each feature's sum over the batch, in sample order */
+static void bias_grad(float *db, const float *dout, int B, int OUT)
+{
+    memset(db, 0, sizeof(float) * (size_t)OUT);
+    for (int i = 0; i < B; i++) {
+        const float *r = dout + (long)i * OUT;
+        for (int o = 0; o < OUT; o++) db[o] += r[o];
+    }
+}
+
+/* Backward on the tiles of a given kernel set (tests run every set). */
+static void backward_tiles(const dense_kernels_t *k, float *dinp, float *dw, float *db, const float *dout,
+                           const float *inp, const float *w, int B, int IN, int OUT)
 {
     /* dw (OUT, IN) = doutᵀ · inp: a row o broadcasts dout's column o */
     const dense_prod_t dW = { dw, IN, dout, 1, OUT, inp, IN, B, OUT, IN, DENSE_KC };
@@ -194,28 +229,33 @@ static void dense_backward_with(const dense_kernels_t *k, float *dinp, float *dw
     const int npw = par ? par_pieces(nw) : 1, npx = par && nx ? par_pieces(nx) : nx ? 1 : 0;
     PAR_FOR_DYN_IF(npw + npx > 1)
     for (int p = 0; p < npw + npx + 1; p++) {
-        if (p == npw + npx) {   /* db: each feature's sum over the batch, in sample order */
-            memset(db, 0, sizeof(float) * (size_t)OUT);
-            for (int i = 0; i < B; i++) {
-                const float *r = dout + (long)i * OUT;
-                for (int o = 0; o < OUT; o++) db[o] += r[o];
-            }
-        } else if (p < npw) {
-            prod_run(k, &dW, par_cut(nw, npw, p, 1), par_cut(nw, npw, p + 1, 1));
-        } else {
-            const int q = p - npw;
-            prod_run(k, &dX, par_cut(nx, npx, q, 1), par_cut(nx, npx, q + 1, 1));
-        }
+        if (p == npw + npx) bias_grad(db, dout, B, OUT);
+        else if (p < npw) prod_run(k, &dW, par_cut(nw, npw, p, 1), par_cut(nw, npw, p + 1, 1));
+        else prod_run(k, &dX, par_cut(nx, npx, p - npw, 1), par_cut(nx, npx, p - npw + 1, 1));
     }
-}
-
-void dense_forward(float *out, float *ws, const float *inp, const float *w, const float *b, int B, int IN, int OUT)
-{
-    dense_forward_with(dense_kernels(), out, ws, inp, w, b, B, IN, OUT);
 }
 
 void dense_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, int B,
                     int IN, int OUT)
 {
-    dense_backward_with(dense_kernels(), dinp, dw, db, dout, inp, w, B, IN, OUT);
+    if (backward_on_tiles(IN, OUT)) {
+        backward_tiles(dense_kernels(), dinp, dw, db, dout, inp, w, B, IN, OUT);
+        return;
+    }
+    const int np = dense_pieces(IN, (long)B * IN * OUT);
+    PAR_FOR_DYN_IF(np > 1)
+    for (int p = 0; p < np + 1; p++) {
+        if (p == np) {
+            bias_grad(db, dout, B, OUT);
+            continue;
+        }
+        const int i0 = (int)par_cut(IN, np, p, 16), i1 = (int)par_cut(IN, np, p + 1, 16);
+        if (i1 <= i0) continue;
+        /* dw[:, i0:i1] = doutᵀ · inp[:, i0:i1] */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, i1 - i0, B,
+                    1.0f, dout, OUT, inp + i0, IN, 0.0f, dw + i0, IN);
+        if (dinp) /* dinp[:, i0:i1] = dout · w[:, i0:i1] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, i1 - i0, OUT,
+                        1.0f, dout, OUT, w + i0, IN, 0.0f, dinp + i0, IN);
+    }
 }
