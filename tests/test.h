@@ -33,6 +33,16 @@ static test_state_t T;
         fflush(stdout);                                                    \
     } while (0)
 
+/* A test function fn that runs run_set(&set, isa) if this CPU runs the
+ * instruction set isa ("x86-64-v3"), and says so otherwise: for the tests
+ * that include a kernel file to reach each of its vector sets. */
+#define TEST_KERNEL_SET(fn, run_set, set, isa)                             \
+    static void fn(void)                                                   \
+    {                                                                      \
+        if (__builtin_cpu_supports(isa)) run_set(&(set), isa);             \
+        else printf("    (no " isa " on this CPU: not run)\n");            \
+    }
+
 /* Unit tests do not initialise MPI: the layers below comm never need it,
  * and LeakSanitizer then sees only dsgd's own allocations. */
 #define TEST_BEGIN(argc, argv) ((void)(argc), (void)(argv))

@@ -111,17 +111,8 @@ static void run_set(const conv_kernels_t *k, const char *set)
 static void test_conv_base(void) { run_set(&kernels_base, "baseline"); }
 
 #ifdef CONV_X86_SETS
-static void test_conv_v3(void)
-{
-    if (__builtin_cpu_supports("x86-64-v3")) run_set(&kernels_v3, "x86-64-v3");
-    else printf("    (no x86-64-v3 on this CPU: not run)\n");
-}
-
-static void test_conv_v4(void)
-{
-    if (__builtin_cpu_supports("x86-64-v4")) run_set(&kernels_v4, "x86-64-v4");
-    else printf("    (no x86-64-v4 on this CPU: not run)\n");
-}
+TEST_KERNEL_SET(test_conv_v3, run_set, kernels_v3, "x86-64-v3")
+TEST_KERNEL_SET(test_conv_v4, run_set, kernels_v4, "x86-64-v4")
 #endif
 
 int main(int argc, char **argv)

@@ -100,17 +100,8 @@ static void run_set(const dense_kernels_t *k, const char *set)
 static void test_dense_base(void) { run_set(&dense_kernels_base, "baseline"); }
 
 #ifdef DENSE_X86_SETS
-static void test_dense_v3(void)
-{
-    if (__builtin_cpu_supports("x86-64-v3")) run_set(&dense_kernels_v3, "x86-64-v3");
-    else printf("    (no x86-64-v3 on this CPU: not run)\n");
-}
-
-static void test_dense_v4(void)
-{
-    if (__builtin_cpu_supports("x86-64-v4")) run_set(&dense_kernels_v4, "x86-64-v4");
-    else printf("    (no x86-64-v4 on this CPU: not run)\n");
-}
+TEST_KERNEL_SET(test_dense_v3, run_set, dense_kernels_v3, "x86-64-v3")
+TEST_KERNEL_SET(test_dense_v4, run_set, dense_kernels_v4, "x86-64-v4")
 #endif
 
 int main(int argc, char **argv)
