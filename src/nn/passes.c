@@ -115,7 +115,8 @@ static void layer_forward(model_t *m, int i, const float *in, int B, fwd_state_t
     switch (l->kind) {
     case LAYER_DENSE:
         if (m->spatial && spatial_classifier(m->layers, m->nlayers, i)) spatial_dense_forward(m, i, in, B);
-        else dense_forward(l->pb ? l->lout : l->out, m->col + m->dense_ws_off, in, W, bias, B, (int)in_size(l), l->u_hi - l->u_lo);
+        else dense_forward(l->pb ? l->lout : l->out, m->col + m->dense_ws_off, in, W, bias, B, (int)in_size(l),
+                           l->u_hi - l->u_lo);
         break;
     case LAYER_CONV: st->moments_of = conv_forward(m, i, st->in_padded == i ? NULL : in, B); break;
     case LAYER_LC: {
