@@ -192,7 +192,7 @@ else bad "bsp with a dead rank" "exit codes [$rcs] after ${took}s: $(grep dsgd "
 # same messages as a computing run, no forward or backward, the model
 # untouched (its test loss that of a run whose rate, 1e-30, moves no
 # parameter by a float's last bit)
-CN=(--data synthetic --model mlp:64 --batch 32 --lr 0.1 --steps 40 --eval-every 40 --quiet)
+CN=(--data synthetic --model mlp:256 --batch 256 --lr 0.1 --steps 40 --eval-every 40 --quiet)
 cn_bad=""
 for s in bsp asp; do
     ex=(); [ $s = asp ] && ex=(--servers 1)
@@ -206,10 +206,14 @@ for s in bsp asp; do
     a=$(json_field "$WORK/c0-$s.jsonl" done test_loss) b=$(json_field "$WORK/cn-$s.jsonl" done test_loss)
     c=$(json_field "$WORK/cf-$s.jsonl" done test_loss)
     { [ -n "$a" ] && [ "$a" = "$b" ] && [ "$c" != "$b" ]; } || cn_bad+="$s: test loss $b, untrained $a, trained $c; "
-    # a step's time outside its communication: at most 0.2, or half the
-    # computing run's (the sanitizers slow the batch's drawing too: 0.201)
-    a=$(json_field "$WORK/cn-$s.jsonl" done compute_share) c=$(json_field "$WORK/cf-$s.jsonl" done compute_share)
-    { le "$a" 0.2 || le "$a" "$(awk -v c="$c" 'BEGIN { print c / 2 }')"; } || cn_bad+="$s: compute share $a, computing $c; "
+    # a step's seconds outside its communication: at most a quarter of the
+    # computing run's. Seconds, not shares of the step: a share depends on
+    # how fast the communication went in each run, and faster kernels move
+    # the computing run's share towards the other's. The batch, 256 x 256
+    # units, makes the products the bulk of the computing step (measured:
+    # 0.2-0.3 ms against 6-9 us, 6-9 ms against 30 us under the sanitizers).
+    a=$(json_field "$WORK/cn-$s.jsonl" done compute_s_per_step) c=$(json_field "$WORK/cf-$s.jsonl" done compute_s_per_step)
+    { [ -n "$c" ] && le "$a" "$(awk -v c="$c" 'BEGIN { print c / 4 }')"; } || cn_bad+="$s: $a s per step outside communication, computing $c; "
 done
 if [ -z "$cn_bad" ]; then ok "--compute none: bsp and asp on 3 ranks send the computing run's bytes and messages, and leave the model as it was"
 else bad "--compute none" "$cn_bad"; fi
