@@ -53,8 +53,8 @@ static void dense_set_case(const dense_kernels_t *k, const char *set, int B, int
                 rx[(long)s * IN + i] += (double)d[(long)s * OUT + o] * w[(long)o * IN + i];
             }
         }
-    forward_tiles(k, out, ws, x, w, b, B, IN, OUT);
-    backward_tiles(k, dx, dw, db, d, x, w, B, IN, OUT);
+    forward_tiles(k, out, ws, x, w, b, B, IN, OUT, 0);
+    backward_tiles(k, dx, dw, db, d, x, w, B, IN, OUT, 0);
     const double to = 1e-6 * IN + 1e-5, tb = 1e-6 * B + 1e-5, ti = 1e-6 * OUT + 1e-5;
     double e;
     e = max_diff(out, ro, (long)B * OUT);
@@ -65,21 +65,46 @@ static void dense_set_case(const dense_kernels_t *k, const char *set, int B, int
     CHECK(e <= tb, "%s B=%d IN=%d OUT=%d: db off by %.3g (tolerance %.3g)", set, B, IN, OUT, e, tb);
     e = max_diff(dx, rx, (long)B * IN);
     CHECK(e <= ti, "%s B=%d IN=%d OUT=%d: dinp off by %.3g (tolerance %.3g)", set, B, IN, OUT, e, ti);
+    /* by strips of the batch: the same bits; with the ReLU, those of
+     * relu_forward after it */
+    float *o2 = xalloc_floats((size_t)B * OUT), *o3 = xalloc_floats((size_t)B * OUT);
+    forward_strips(k, o2, ws, x, w, b, B, IN, OUT, 0);
+    CHECK(!memcmp(out, o2, sizeof(float) * (size_t)B * OUT), "%s B=%d IN=%d OUT=%d: out by strips differs", set, B,
+          IN, OUT);
+    relu_forward(o3, out, (long)B * OUT);
+    forward_tiles(k, o2, ws, x, w, b, B, IN, OUT, 1);
+    CHECK(!memcmp(o3, o2, sizeof(float) * (size_t)B * OUT), "%s B=%d IN=%d OUT=%d: out with the ReLU differs", set,
+          B, IN, OUT);
+    forward_strips(k, o2, ws, x, w, b, B, IN, OUT, 1);
+    CHECK(!memcmp(o3, o2, sizeof(float) * (size_t)B * OUT), "%s B=%d IN=%d OUT=%d: out by strips with the ReLU "
+          "differs", set, B, IN, OUT);
+    free(o2); free(o3);
+    /* backward through the ReLU whose output x is: relu_backward's bits */
+    float *dxr = xalloc_floats((size_t)B * IN), *dxm = xalloc_floats((size_t)B * IN);
+    relu_backward(dxr, dx, x, (long)B * IN);
+    backward_tiles(k, dxm, dw, db, d, x, w, B, IN, OUT, 1);
+    CHECK(!memcmp(dxr, dxm, sizeof(float) * (size_t)B * IN), "%s B=%d IN=%d OUT=%d: dinp through the ReLU differs",
+          set, B, IN, OUT);
     /* the first layer's backward: no input gradient, the rest the same bits */
     float *dw2 = xalloc_floats((size_t)OUT * IN);
-    backward_tiles(k, NULL, dw2, db, d, x, w, B, IN, OUT);
+    backward_tiles(k, NULL, dw2, db, d, x, w, B, IN, OUT, 0);
     CHECK(!memcmp(dw, dw2, sizeof(float) * (size_t)OUT * IN), "%s B=%d IN=%d OUT=%d: dw differs without dinp", set,
           B, IN, OUT);
     /* as the library runs them: backward on tiles or the BLAS, by the shapes */
-    dense_forward(out, ws, x, w, b, B, IN, OUT);
+    dense_forward(out, ws, x, w, b, B, IN, OUT, 0);
     e = max_diff(out, ro, (long)B * OUT);
     CHECK(e <= to, "B=%d IN=%d OUT=%d: dense_forward's out off by %.3g (tolerance %.3g)", B, IN, OUT, e, to);
-    dense_backward(dx, dw, db, d, x, w, B, IN, OUT);
+    dense_backward(dxm, dw, db, d, x, w, B, IN, OUT, 1);
+    dense_backward(dx, dw, db, d, x, w, B, IN, OUT, 0);
+    relu_backward(dxr, dx, x, (long)B * IN);
+    CHECK(!memcmp(dxr, dxm, sizeof(float) * (size_t)B * IN), "B=%d IN=%d OUT=%d: dense_backward's dinp through the "
+          "ReLU differs", B, IN, OUT);
     e = max_diff(dw, rw, (long)OUT * IN);
     CHECK(e <= tb, "B=%d IN=%d OUT=%d: dense_backward's dw off by %.3g (tolerance %.3g)", B, IN, OUT, e, tb);
     e = max_diff(dx, rx, (long)B * IN);
     CHECK(e <= ti, "B=%d IN=%d OUT=%d: dense_backward's dinp off by %.3g (tolerance %.3g)", B, IN, OUT, e, ti);
-    free(x); free(w); free(b); free(d); free(out); free(dx); free(dw); free(dw2); free(db); free(ws);
+    free(x); free(w); free(b); free(d); free(out); free(dx); free(dxr); free(dxm); free(dw); free(dw2); free(db);
+    free(ws);
     free(ro); free(rx); free(rw); free(rb);
 }
 
@@ -94,7 +119,8 @@ static void run_set(const dense_kernels_t *k, const char *set)
     dense_set_case(k, set, 37, 1100, 13);   /* the same, backward through the BLAS */
     dense_set_case(k, set, 70, 300, 130);   /* a batch of a whole tile and a tail, on the library's tiles */
     dense_set_case(k, set, 48, 80, 32);     /* whole blocks, three of them */
-    dense_set_case(k, set, 256, 64, 130);   /* a batch of 256 */
+    dense_set_case(k, set, 256, 64, 130);   /* a batch of 256: four strips */
+    dense_set_case(k, set, 150, 40, 20);    /* strips of 64, 64 and 22 */
 }
 
 static void test_dense_base(void) { run_set(&dense_kernels_base, "baseline"); }

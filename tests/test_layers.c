@@ -31,12 +31,12 @@ static double dotd(const float *a, const float *b, long n)
 }
 
 /* ---------------- dense ---------------- */
-enum { DB = 3, DIN = 5, DOUT = 4, DENSE_WS = 512 };   /* DENSE_WS: at least dense_ws_size(DB, DIN, DOUT) */
+enum { DB = 3, DIN = 5, DOUT = 4, DENSE_WS = 1024 };   /* DENSE_WS: at least dense_ws_size(DB, DIN, DOUT) */
 
 static double dense_obj(const float *x, const float *w, const float *b, const float *r)
 {
     float out[DB * DOUT], ws[DENSE_WS];
-    dense_forward(out, ws, x, w, b, DB, DIN, DOUT);
+    dense_forward(out, ws, x, w, b, DB, DIN, DOUT, 0);
     return dotd(out, r, DB * DOUT);
 }
 
@@ -62,7 +62,7 @@ static void test_dense_gradients(void)
     float dx[DB * DIN], dw[DOUT * DIN], db[DOUT];
     CHECK(dense_ws_size(DB, DIN, DOUT) <= DENSE_WS, "dense_ws_size %ld floats, the test's workspace %d",
           dense_ws_size(DB, DIN, DOUT), (int)DENSE_WS);
-    dense_backward(dx, dw, db, c.r, c.x, c.w, DB, DIN, DOUT);
+    dense_backward(dx, dw, db, c.r, c.x, c.w, DB, DIN, DOUT, 0);
     check_fd(c.x, DB * DIN, dx, dense_cb, &c, "dense dinp");
     check_fd(c.w, DOUT * DIN, dw, dense_cb, &c, "dense dw");
     check_fd(c.b, DOUT, db, dense_cb, &c, "dense db");

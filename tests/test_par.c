@@ -87,9 +87,8 @@ static void test_conv_paths(void)
     conv_case(8, 6, 14, 14, 16, 5, 1, 0);    /* im2col: LeNet's second */
 }
 
-static void test_dense(void)
+static void dense_case(int B, int IN, int OUT, int relu)
 {
-    const int B = 64, IN = 784, OUT = 256;
     float *x = rnd((long)B * IN), *w = rnd((long)OUT * IN), *b = rnd(OUT), *d = rnd((long)B * OUT);
     float *out[2], *dx[2], *dw[2], *db[2], *ws = xalloc_floats((size_t)dense_ws_size(B, IN, OUT));
     for (int r = 0; r < 2; r++) {
@@ -99,8 +98,8 @@ static void test_dense(void)
     for (int t = 1; t <= 3; t++) {
         const int r = t > 1;
         set_threads(t);
-        dense_forward(out[r], ws, x, w, b, B, IN, OUT);
-        dense_backward(dx[r], dw[r], db[r], d, x, w, B, IN, OUT);
+        dense_forward(out[r], ws, x, w, b, B, IN, OUT, relu);
+        dense_backward(dx[r], dw[r], db[r], d, x, w, B, IN, OUT, relu);
         if (!r) continue;
         SAME(out[0], out[1], (long)B * OUT, "dense out", t);
         SAME(dx[0], dx[1], (long)B * IN, "dense dinp", t);
@@ -110,6 +109,13 @@ static void test_dense(void)
     set_threads(1);
     free(x); free(w); free(b); free(d); free(ws);
     for (int r = 0; r < 2; r++) { free(out[r]); free(dx[r]); free(dw[r]); free(db[r]); }
+}
+
+static void test_dense(void)
+{
+    dense_case(64, 784, 256, 0);   /* one strip: the tiles shared out */
+    dense_case(200, 300, 130, 1);  /* strips of 64 and one of 8, each a piece; the ReLU both ways */
+    dense_case(64, 1100, 130, 1);  /* backward through the BLAS and the ReLU */
 }
 
 static void test_bn_add(void)

@@ -38,14 +38,15 @@
 
 #include "../util/par.h"
 
-enum { DENSE_ROWS = 6, DENSE_KC = 64 };
+enum { DENSE_ROWS = 6, DENSE_KC = 64, DENSE_STRIP = 64 };
 
 typedef struct dense_kernels {
     int tw;   /* columns per tile */
     /* a tile of ≤ DENSE_ROWS rows, ≤ tw columns */
     void (*tile)(float *c, long cs, const float *p, long pr, long pk, const float *q, long qs, int K, int rows,
                  int more, int cols);
-    void (*transpose)(float *d, long dld, const float *s, long sld, int n, int c0, int c1, const float *bias);
+    void (*transpose)(float *d, long dld, const float *s, long sld, int n, int c0, int c1, const float *bias,
+                      int relu);
 } dense_kernels_t;
 
 #define KCAT2(a, b) a##_##b
@@ -97,10 +98,25 @@ static const dense_kernels_t *dense_kernels(void)
 /* the workspace's row length for a batch of B: whole 64-byte lines */
 static long dense_ld(int B) { return ((long)B + 15) / 16 * 16; }
 
-long dense_ws_size(int B, int IN, int OUT) { return ((long)IN + OUT) * dense_ld(B); }
+/* forward_tiles's (IN + OUT) rows of dense_ld(B) floats, or
+ * forward_strips's blocks of (IN + OUT) × DENSE_STRIP floats per strip:
+ * the second, which is never less */
+long dense_ws_size(int B, int IN, int OUT)
+{
+    return ((long)IN + OUT) * (((long)B + DENSE_STRIP - 1) / DENSE_STRIP * DENSE_STRIP);
+}
 
 /* Below this many multiply-adds a product runs on the calling thread. */
 enum { DENSE_PAR_MACS = 1 << 18 };
+
+/* c = m > 0 ? c : 0, as relu_backward */
+static void relu_mask(float *c, const float *m, long n)
+{
+    for (long j = 0; j < n; j++) {
+        const float v = c[j];
+        c[j] = m[j] > 0.0f ? v : 0.0f;
+    }
+}
 
 /* A product as tiles: c (rows × cols, row stride cs) from p's rows and q's
  * columns as in dense_kernels.inc. The tiles go column-major, so that a
@@ -115,6 +131,7 @@ typedef struct dense_prod {
     long qs;
     int K, rows, cols;
     int kc;   /* terms per stretch of the sum (prod_run) */
+    const float *mask;   /* if not NULL, laid out as c: c = mask > 0 ? c : 0 once summed */
 } dense_prod_t;
 
 static long prod_row_blocks(const dense_prod_t *d) { return (d->rows + DENSE_ROWS - 1) / DENSE_ROWS; }
@@ -149,6 +166,13 @@ static void prod_run(const dense_kernels_t *k, const dense_prod_t *d, long t0, l
                         d->pk, d->q + (long)k0 * d->qs + j0, d->qs, kn, rows, k0 > 0, cols);
             }
         }
+        if (d->mask) /* the tiles just summed, still in L1 */
+            for (long t = ta; t < tb; t++) {
+                const int r0 = (int)(t % nrb) * DENSE_ROWS;
+                const int rows = d->rows - r0 < DENSE_ROWS ? d->rows - r0 : DENSE_ROWS;
+                for (int r = r0; r < r0 + rows; r++)
+                    relu_mask(d->c + (long)r * d->cs + j0, d->mask + (long)r * d->cs + j0, cols);
+            }
     }
 }
 
@@ -175,7 +199,7 @@ static int dense_pieces(long cols, long macs)
 /* Forward on the tiles of a given kernel set (tests run every set the CPU
  * has, at any size). */
 static void forward_tiles(const dense_kernels_t *k, float *out, float *ws, const float *inp, const float *w,
-                          const float *b, int B, int IN, int OUT)
+                          const float *b, int B, int IN, int OUT, int relu)
 {
     const long ld = dense_ld(B);
     float *inT = ws, *outT = ws + (long)IN * ld;
@@ -185,25 +209,55 @@ static void forward_tiles(const dense_kernels_t *k, float *out, float *ws, const
     const int npi = par ? par_pieces(IN / 16) : 1;
     PAR_FOR_IF(npi > 1)
     for (int p = 0; p < npi; p++)
-        k->transpose(inT, ld, inp, IN, B, (int)par_cut(IN, npi, p, 16), (int)par_cut(IN, npi, p + 1, 16), NULL);
+        k->transpose(inT, ld, inp, IN, B, (int)par_cut(IN, npi, p, 16), (int)par_cut(IN, npi, p + 1, 16), NULL, 0);
 
     /* outT (OUT, B) = w · inT */
-    const dense_prod_t d = { outT, ld, w, IN, 1, inT, ld, IN, OUT, B, IN };
+    const dense_prod_t d = { outT, ld, w, IN, 1, inT, ld, IN, OUT, B, IN, NULL };
     const long nt = prod_tiles(k, &d);
     const int np = par ? par_pieces(nt) : 1;
     PAR_FOR_DYN_IF(np > 1)
     for (int p = 0; p < np; p++) prod_run(k, &d, par_cut(nt, np, p, 1), par_cut(nt, np, p + 1, 1));
 
-    /* out[s][o] = outT[o][s] + b[o], by pieces of the batch */
+    /* out[s][o] = outT[o][s] + b[o] (and the ReLU), by pieces of the batch */
     const int npo = par ? par_pieces(B / 16) : 1;
     PAR_FOR_IF(npo > 1)
     for (int p = 0; p < npo; p++)
-        k->transpose(out, OUT, outT, ld, OUT, (int)par_cut(B, npo, p, 16), (int)par_cut(B, npo, p + 1, 16), b);
+        k->transpose(out, OUT, outT, ld, OUT, (int)par_cut(B, npo, p, 16), (int)par_cut(B, npo, p + 1, 16), b, relu);
 }
 
-void dense_forward(float *out, float *ws, const float *inp, const float *w, const float *b, int B, int IN, int OUT)
+/* Forward by strips of DENSE_STRIP samples, for batches of more than one
+ * strip: a piece transposes its strip's inputs, computes every output
+ * feature of the strip's samples on the tiles and transposes them back,
+ * in one parallel region, through a workspace block of its own
+ * (DENSE_STRIP × (IN + OUT) floats, rows DENSE_STRIP long). The same tiles
+ * in the same order, so the same bits as forward_tiles. Why: with two
+ * threads, forward_tiles's three regions wrote interleaved 64-float
+ * stretches of shared workspace rows, and each thread ran its share 1.3x
+ * (the tiles) to 2x (the transposes) slower than a process computing the
+ * same share alone; in blocks of their own, batch 256, 256 → 128: 114-121
+ * µs one thread, 62-67 two (docs/design.md, "The dense layer's own
+ * tiles"). */
+static void forward_strips(const dense_kernels_t *k, float *out, float *ws, const float *inp, const float *w,
+                           const float *b, int B, int IN, int OUT, int relu)
 {
-    forward_tiles(dense_kernels(), out, ws, inp, w, b, B, IN, OUT);
+    const int ns = (B + DENSE_STRIP - 1) / DENSE_STRIP;
+    const int par = (long)B * IN * OUT >= DENSE_PAR_MACS;
+    PAR_FOR_DYN_IF(par && ns > 1)
+    for (int p = 0; p < ns; p++) {
+        const int j0 = p * DENSE_STRIP, n = B - j0 < DENSE_STRIP ? B - j0 : DENSE_STRIP;
+        float *inS = ws + (long)p * DENSE_STRIP * (IN + OUT), *outS = inS + (long)DENSE_STRIP * IN;
+        k->transpose(inS, DENSE_STRIP, inp + (long)j0 * IN, IN, n, 0, IN, NULL, 0);
+        const dense_prod_t d = { outS, DENSE_STRIP, w, IN, 1, inS, DENSE_STRIP, IN, OUT, n, IN, NULL };
+        prod_run(k, &d, 0, prod_tiles(k, &d));
+        k->transpose(out + (long)j0 * OUT, OUT, outS, DENSE_STRIP, OUT, 0, n, b, relu);
+    }
+}
+
+void dense_forward(float *out, float *ws, const float *inp, const float *w, const float *b, int B, int IN, int OUT,
+                   int relu)
+{
+    if (B > DENSE_STRIP) forward_strips(dense_kernels(), out, ws, inp, w, b, B, IN, OUT, relu);
+    else forward_tiles(dense_kernels(), out, ws, inp, w, b, B, IN, OUT, relu);
 }
 
 /* db: each feature's sum over the batch, in sample order */
@@ -218,12 +272,12 @@ static void bias_grad(float *db, const float *dout, int B, int OUT)
 
 /* Backward on the tiles of a given kernel set (tests run every set). */
 static void backward_tiles(const dense_kernels_t *k, float *dinp, float *dw, float *db, const float *dout,
-                           const float *inp, const float *w, int B, int IN, int OUT)
+                           const float *inp, const float *w, int B, int IN, int OUT, int relu_in)
 {
     /* dw (OUT, IN) = doutᵀ · inp: a row o broadcasts dout's column o */
-    const dense_prod_t dW = { dw, IN, dout, 1, OUT, inp, IN, B, OUT, IN, DENSE_KC };
-    /* dinp (B, IN) = dout · w */
-    const dense_prod_t dX = { dinp, IN, dout, OUT, 1, w, IN, OUT, B, IN, OUT };
+    const dense_prod_t dW = { dw, IN, dout, 1, OUT, inp, IN, B, OUT, IN, DENSE_KC, NULL };
+    /* dinp (B, IN) = dout · w (through the ReLU whose output inp is) */
+    const dense_prod_t dX = { dinp, IN, dout, OUT, 1, w, IN, OUT, B, IN, OUT, relu_in ? inp : NULL };
     const long nw = prod_tiles(k, &dW), nx = dinp ? prod_tiles(k, &dX) : 0;
     const int par = (long)B * IN * OUT >= DENSE_PAR_MACS;
     const int npw = par ? par_pieces(nw) : 1, npx = par && nx ? par_pieces(nx) : nx ? 1 : 0;
@@ -236,10 +290,10 @@ static void backward_tiles(const dense_kernels_t *k, float *dinp, float *dw, flo
 }
 
 void dense_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, int B,
-                    int IN, int OUT)
+                    int IN, int OUT, int relu_in)
 {
     if (backward_on_tiles(IN, OUT)) {
-        backward_tiles(dense_kernels(), dinp, dw, db, dout, inp, w, B, IN, OUT);
+        backward_tiles(dense_kernels(), dinp, dw, db, dout, inp, w, B, IN, OUT, relu_in);
         return;
     }
     const int np = dense_pieces(IN, (long)B * IN * OUT);
@@ -254,8 +308,11 @@ void dense_backward(float *dinp, float *dw, float *db, const float *dout, const 
         /* dw[:, i0:i1] = doutᵀ · inp[:, i0:i1] */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, i1 - i0, B,
                     1.0f, dout, OUT, inp + i0, IN, 0.0f, dw + i0, IN);
-        if (dinp) /* dinp[:, i0:i1] = dout · w[:, i0:i1] */
+        if (dinp) { /* dinp[:, i0:i1] = dout · w[:, i0:i1] */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, i1 - i0, OUT,
                         1.0f, dout, OUT, w + i0, IN, 0.0f, dinp + i0, IN);
+            if (relu_in)
+                for (int s = 0; s < B; s++) relu_mask(dinp + (long)s * IN + i0, inp + (long)s * IN + i0, i1 - i0);
+        }
     }
 }

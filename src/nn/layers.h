@@ -14,21 +14,25 @@
 #include <stdint.h>
 
 /* out = inp · wᵀ + b (dense.c), through a workspace of dense_ws_size
- * floats that holds nothing between calls */
+ * floats that holds nothing between calls; with relu, the ReLU of that,
+ * the same bits as relu_forward after it */
 long dense_ws_size(int B, int IN, int OUT);
 void dense_forward(float *out,        /* (B, OUT) */
                    float *ws,         /* dense_ws_size(B, IN, OUT) floats */
                    const float *inp,  /* (B, IN) */
                    const float *w,    /* (OUT, IN) */
                    const float *b,    /* (OUT) */
-                   int B, int IN, int OUT);
+                   int B, int IN, int OUT, int relu);
+/* dw = doutᵀ · inp, db = dout's sums over the batch, dinp = dout · w;
+ * with relu_in (inp is a ReLU's output), dinp is taken back through that
+ * ReLU too: inp > 0 ? dinp : 0, the same bits as relu_backward after it */
 void dense_backward(float *dinp,       /* (B, IN) or NULL */
                     float *dw,         /* (OUT, IN) */
                     float *db,         /* (OUT) */
                     const float *dout, /* (B, OUT) */
                     const float *inp,  /* (B, IN) */
                     const float *w,    /* (OUT, IN) */
-                    int B, int IN, int OUT);
+                    int B, int IN, int OUT, int relu_in);
 
 /* Convolution geometry shared by conv2d and pooling. */
 typedef struct conv_geom {

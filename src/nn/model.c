@@ -203,7 +203,8 @@ model_t *model_create_part(const char *spec, int c, int h, int w, int classes, i
             l->out = l->dout = NULL;
             continue;
         }
-        l->out = xalloc_floats((size_t)nl);
+        /* a ReLU the dense layer below applies: its output is that layer's */
+        l->out = passes_relu_in_dense(m, i) ? NULL : xalloc_floats((size_t)nl);
         if (!m->graph) l->dout = (i == n - 1) ? m->dlogits : xalloc_floats((size_t)nl);
         if (l->pb) {
             long np = (long)max_batch * (l->pb[part->index + 1] - l->pb[part->index]);
@@ -236,7 +237,7 @@ void model_free(model_t *m)
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
         if (l->kind == LAYER_FLATTEN || passes_relu_fused(m, i)) continue;
-        free(l->out);
+        if (!passes_relu_in_dense(m, i)) free(l->out);
         if (i != m->nlayers - 1 && !m->graph) free(l->dout);
         free(l->argmax);
         free(l->pb); free(l->lout); free(l->ldout);

@@ -30,6 +30,12 @@ int passes_relu_fused(const model_t *m, int i)
     return !m->graph && i + 1 < m->nlayers && m->layers[i].kind == LAYER_RELU && m->layers[i + 1].kind == LAYER_MAXPOOL;
 }
 
+int passes_relu_in_dense(const model_t *m, int i)
+{
+    return !m->graph && m->part.count == 1 && i > 0 && m->layers[i].kind == LAYER_RELU &&
+           m->layers[i - 1].kind == LAYER_DENSE && m->layers[i].src == i - 1 && !passes_relu_fused(m, i);
+}
+
 int passes_first_param(const model_t *m)
 {
     for (int i = 0; i < m->nlayers; i++)
@@ -116,7 +122,7 @@ static void layer_forward(model_t *m, int i, const float *in, int B, fwd_state_t
     case LAYER_DENSE:
         if (m->spatial && spatial_classifier(m->layers, m->nlayers, i)) spatial_dense_forward(m, i, in, B);
         else dense_forward(l->pb ? l->lout : l->out, m->col + m->dense_ws_off, in, W, bias, B, (int)in_size(l),
-                           l->u_hi - l->u_lo);
+                           l->u_hi - l->u_lo, i + 1 < m->nlayers && passes_relu_in_dense(m, i + 1));
         break;
     case LAYER_CONV: st->moments_of = conv_forward(m, i, st->in_padded == i ? NULL : in, B); break;
     case LAYER_LC: {
@@ -128,6 +134,7 @@ static void layer_forward(model_t *m, int i, const float *in, int B, fwd_state_t
     case LAYER_MAXPOOL: pool_forward(m, i, in, B); break;
     case LAYER_RELU:
         if (passes_relu_fused(m, i)) l->out = (float *)in;   /* the pool above applies it */
+        else if (passes_relu_in_dense(m, i)) l->out = (float *)in;   /* the dense layer below has */
         else if (m->spatial) spatial_act(m, i, in, NULL, B);
         else relu_forward(l->out, in, n);
         break;
@@ -273,6 +280,15 @@ static void pool_backward(bwd_t *b, int i)
     else maxpool_backward(d, l->dout, l->argmax, &g);
 }
 
+/* Layer i is a ReLU that the dense layer below applies (forward) and the
+ * dense layer above takes back (backward: dense_backward's relu_in), its
+ * only reader in a sequential model. */
+static int relu_in_dense_above(const model_t *m, int i)
+{
+    return i >= 0 && passes_relu_in_dense(m, i) && i + 1 < m->nlayers && m->layers[i + 1].kind == LAYER_DENSE &&
+           m->layers[i + 1].src == i && !m->layers[i + 1].pb;
+}
+
 /* Layer i's gradients; returns where its input gradient went, for a split
  * layer's sum across partitions (NULL: nowhere, or already added). */
 static float *layer_backward(bwd_t *b, int i)
@@ -285,9 +301,15 @@ static float *layer_backward(bwd_t *b, int i)
     const float *dout = l->pb ? part_slice(m, l, b->B) : l->dout;
     switch (l->kind) {
     case LAYER_DENSE:
+        if (relu_in_dense_above(m, l->src)) {   /* through the ReLU below, into the gradient below it */
+            d = grad_target(b, m->layers[l->src].src);
+            dense_backward(d, dW, db, dout, in, W, b->B, (int)in_size(l), l->u_hi - l->u_lo, 1);
+            grad_done(b, m->layers[l->src].src, d);
+            return d;
+        }
         d = grad_target(b, l->src);
         if (m->spatial && spatial_classifier(m->layers, m->nlayers, i)) spatial_dense_backward(m, i, d, b->B);
-        else dense_backward(d, dW, db, dout, in, W, b->B, (int)in_size(l), l->u_hi - l->u_lo);
+        else dense_backward(d, dW, db, dout, in, W, b->B, (int)in_size(l), l->u_hi - l->u_lo, 0);
         break;
     case LAYER_CONV: d = conv_backward(b, i, dout); break;
     case LAYER_LC: {
@@ -301,6 +323,7 @@ static float *layer_backward(bwd_t *b, int i)
     case LAYER_RELU:
     case LAYER_TANH:
         if (passes_relu_fused(m, i)) return NULL;   /* done by the pool above */
+        if (relu_in_dense_above(m, i)) return NULL;   /* done by the dense layer above */
         d = grad_target(b, l->src);
         if (d && m->spatial) spatial_act(m, i, NULL, d, b->B);
         else if (d && l->kind == LAYER_RELU) relu_backward(d, l->dout, l->out, n);

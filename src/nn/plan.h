@@ -45,6 +45,10 @@ void passes_backward(model_t *m, int B);
 /* Layer i is a ReLU that the max pooling after it applies (fused: the ReLU
  * layer then neither computes nor stores anything). */
 int passes_relu_fused(const model_t *m, int i);
+/* Layer i is a ReLU that the dense layer below it applies (dense_forward's
+ * relu): a sequential model, not split across ranks. The ReLU's output is
+ * then that layer's (no buffer of its own); its backward is its own. */
+int passes_relu_in_dense(const model_t *m, int i);
 /* The lowest layer with parameters (nlayers if none): no layer below it
  * gets an input gradient. */
 int passes_first_param(const model_t *m);
