@@ -40,6 +40,7 @@
 #include "optim/optim.h"
 #include "util/blas.h"
 #include "util/cpu.h"
+#include "util/par.h"
 #include "util/util.h"
 
 /* warm-up: WARMUP steps, or fewer once WARMUP_S has passed (at least
@@ -253,6 +254,11 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
     model_init_params(m, 1);
     optim_cfg_t oc = { .kind = OPT_SGD, .momentum = 0.9f };
     optim_t *o = optim_create(&oc, m->nparams);
+    /* as dsgd train: each span of the update on the thread of its gradient */
+    const int T = par_threads();
+    size_t *owners = xmalloc(sizeof(size_t) * 3 * (size_t)(T + 1) * (size_t)m->nlayers);
+    o->cfg.owners = owners;
+    o->cfg.nowners = model_owner_spans(m, BATCH, T, owners, (T + 1) * m->nlayers);
     batch_iter_t *it = batch_iter_create(train, idx, train->n, BATCH, 1, 0);
     double ph[NPH] = { 0 };
 
@@ -301,6 +307,7 @@ static void bench_model(const char *name, const char *spec, const dataset_t *tra
     fflush(stdout);
     batch_iter_free(it);
     optim_free(o);
+    free(owners);
     free(m->layer_s);
     model_free(m);
 }

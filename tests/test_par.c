@@ -154,16 +154,22 @@ static void test_bn_add(void)
 static void test_optim(void)
 {
     const size_t n = 270000;
+    /* the update's spans by thread (model_owner_spans), uneven, on threads
+     * 0-3 taken modulo T: the same bits as the threads' own pieces */
+    static const size_t owners[] = { 0, 100000, 0, 100000, 3, 1, 100003, 50000, 1, 150003, 119997, 2 };
     float *w0 = rnd((long)n), *g = rnd((long)n), *w[2];
-    for (int kind = 0; kind < 3; kind++) {
-        optim_cfg_t cfg = { .kind = (opt_kind_t)kind, .momentum = 0.9f, .weight_decay = 5e-4f, .eps = 1e-8f };
+    for (int kind = 0; kind < 6; kind++) {
+        optim_cfg_t cfg = { .kind = (opt_kind_t)(kind % 3), .momentum = 0.9f, .weight_decay = 5e-4f, .eps = 1e-8f };
+        if (kind >= 3) { cfg.owners = owners; cfg.nowners = 4; }
         for (int t = 1; t <= 3; t++) {
-            const int r = t > 1;
+            const int r = t > 1 || kind >= 3;
             set_threads(t);
             optim_t *o = optim_create(&cfg, n);
             w[r] = copy(w0, (long)n);
             for (int k = 0; k < 3; k++) optim_step_scaled(o, w[r], g, 0.5f, 0, n, 0.1f);
+            optim_step_scaled(o, w[r], g, 0.5f, 99000, 60000, 0.1f);   /* a span across three owners */
             optim_free(o);
+            if (kind >= 3 && t == 1) { w[0] = copy(w[1], (long)n); free(w[1]); continue; }
             if (r) {
                 SAME(w[0], w[1], (long)n, optim_kind_name((opt_kind_t)kind), t);
                 free(w[1]);
@@ -173,6 +179,29 @@ static void test_optim(void)
     }
     set_threads(1);
     free(w0); free(g);
+}
+
+/* the loss by pieces of the batch: the same bits and probabilities for
+ * every T */
+static void test_loss(void)
+{
+    const int B = 300, K = 10;
+    float *z = rnd((long)B * K), *p[2];
+    int32_t y[300];
+    for (int i = 0; i < B; i++) y[i] = i % K;
+    float l[2] = { 0, 0 };
+    for (int t = 1; t <= 3; t++) {
+        const int r = t > 1;
+        set_threads(t);
+        p[r] = xalloc_floats((size_t)B * K);
+        l[r] = softmax_xent_forward(p[r], z, y, B, K);
+        if (!r) continue;
+        SAME(p[0], p[1], (long)B * K, "softmax", t);
+        SAME(&l[0], &l[1], 1, "loss", t);
+        free(p[1]);
+    }
+    set_threads(1);
+    free(p[0]); free(z);
 }
 
 /* the batch iterator's rows (bytes to floats, split across the threads)
@@ -295,6 +324,7 @@ int main(int argc, char **argv)
     RUN(test_dense);
     RUN(test_bn_add);
     RUN(test_optim);
+    RUN(test_loss);
     RUN(test_batches);
     return TEST_END("test_par");
 }

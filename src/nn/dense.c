@@ -176,6 +176,15 @@ static void prod_run(const dense_kernels_t *k, const dense_prod_t *d, long t0, l
     }
 }
 
+/* The tiles of row blocks [r0, r1) of a product, every column, as
+ * prod_run goes through them (column by column, each stretch of the sum
+ * for all the blocks): the rows [r0, r1) · DENSE_ROWS of c. */
+static void prod_rows(const dense_kernels_t *k, const dense_prod_t *d, long r0, long r1)
+{
+    const long nrb = prod_row_blocks(d);
+    for (long col = 0; col * k->tw < d->cols; col++) prod_run(k, d, col * nrb + r0, col * nrb + r1);
+}
+
 /* Backward runs on the tiles where they were measured faster: layers up
  * to 1024 inputs and 256 outputs (the mlp's; in its step, even the 128 →
  * 10 classifier: its sgemm calls cost 35 µs more there than the tiles).
@@ -253,11 +262,74 @@ static void forward_strips(const dense_kernels_t *k, float *out, float *ws, cons
     }
 }
 
+/* Threads own rows. With more than one thread, a layer large enough to
+ * share (DENSE_PAR_MACS) gives thread t of T the rows [dense_owner_row(t),
+ * dense_owner_row(t + 1)) of its weights in forward (above a batch of 64)
+ * and of its weight gradient in backward, every step the same; the
+ * optimizer's update gives it the same rows (model_owner_spans, optim.h),
+ * so that a row's weights, gradient and velocity stay in that thread's
+ * core's cache through the step. Without that (each region's pieces to
+ * whichever thread was free), the mlp's update at batch 256 took 140-160
+ * µs on two threads against 84 on one, its lines in the other core's
+ * cache (docs/design.md, "What a second thread gets"). The tiles are the
+ * same, so are the bits. */
+long dense_owner_row(int B, int IN, int OUT, int T, int t)
+{
+    if (!backward_on_tiles(IN, OUT)) return -1;
+    const long nrb = (OUT + DENSE_ROWS - 1) / DENSE_ROWS;
+    if (T < 2 || nrb < T || (long)B * IN * OUT < DENSE_PAR_MACS) return t > 0 ? OUT : 0;
+    const long r = par_cut(nrb, T, t, 1) * DENSE_ROWS;
+    return r < OUT ? r : OUT;
+}
+
+/* T threads share the layer's rows (then thread 1's start inside them) */
+static int rows_owned(int B, int IN, int OUT, int T)
+{
+    const long r = dense_owner_row(B, IN, OUT, T, 1);
+    return r > 0 && r < OUT;
+}
+
+/* Forward with rows owned: each thread transposes its strips of the
+ * input (each strip its own workspace block, as forward_strips), then,
+ * after a barrier, computes its rows for every strip, then, after another,
+ * transposes its strips back: one region. */
+static void forward_owned(const dense_kernels_t *k, float *out, float *ws, const float *inp, const float *w,
+                          const float *b, int B, int IN, int OUT, int relu)
+{
+    const int ns = (B + DENSE_STRIP - 1) / DENSE_STRIP;
+    PAR_REGION_IF(1)
+    {
+        const int T = par_team_size(), t = par_team_index();
+        PAR_FOR_STATIC
+        for (int p = 0; p < ns; p++) {
+            const int j0 = p * DENSE_STRIP, n = B - j0 < DENSE_STRIP ? B - j0 : DENSE_STRIP;
+            k->transpose(ws + (long)p * DENSE_STRIP * (IN + OUT), DENSE_STRIP, inp + (long)j0 * IN, IN, n, 0, IN,
+                         NULL, 0);
+        }   /* (the loop ends in a barrier) */
+        const long r0 = dense_owner_row(B, IN, OUT, T, t), r1 = dense_owner_row(B, IN, OUT, T, t + 1);
+        for (int p = 0; p < ns && r1 > r0; p++) {
+            const int j0 = p * DENSE_STRIP, n = B - j0 < DENSE_STRIP ? B - j0 : DENSE_STRIP;
+            float *inS = ws + (long)p * DENSE_STRIP * (IN + OUT), *outS = inS + (long)DENSE_STRIP * IN;
+            const dense_prod_t d = { outS, DENSE_STRIP, w, IN, 1, inS, DENSE_STRIP, IN, OUT, n, IN, NULL };
+            prod_rows(k, &d, r0 / DENSE_ROWS, (r1 + DENSE_ROWS - 1) / DENSE_ROWS);
+        }
+        PAR_BARRIER
+        PAR_FOR_STATIC
+        for (int p = 0; p < ns; p++) {
+            const int j0 = p * DENSE_STRIP, n = B - j0 < DENSE_STRIP ? B - j0 : DENSE_STRIP;
+            const float *outS = ws + (long)p * DENSE_STRIP * (IN + OUT) + (long)DENSE_STRIP * IN;
+            k->transpose(out + (long)j0 * OUT, OUT, outS, DENSE_STRIP, OUT, 0, n, b, relu);
+        }
+    }
+}
+
 void dense_forward(float *out, float *ws, const float *inp, const float *w, const float *b, int B, int IN, int OUT,
                    int relu)
 {
-    if (B > DENSE_STRIP) forward_strips(dense_kernels(), out, ws, inp, w, b, B, IN, OUT, relu);
-    else forward_tiles(dense_kernels(), out, ws, inp, w, b, B, IN, OUT, relu);
+    const dense_kernels_t *k = dense_kernels();
+    if (B <= DENSE_STRIP) forward_tiles(k, out, ws, inp, w, b, B, IN, OUT, relu);
+    else if (rows_owned(B, IN, OUT, par_threads())) forward_owned(k, out, ws, inp, w, b, B, IN, OUT, relu);
+    else forward_strips(k, out, ws, inp, w, b, B, IN, OUT, relu);
 }
 
 /* db: each feature's sum over the batch, in sample order */
@@ -278,6 +350,21 @@ static void backward_tiles(const dense_kernels_t *k, float *dinp, float *dw, flo
     const dense_prod_t dW = { dw, IN, dout, 1, OUT, inp, IN, B, OUT, IN, DENSE_KC, NULL };
     /* dinp (B, IN) = dout · w (through the ReLU whose output inp is) */
     const dense_prod_t dX = { dinp, IN, dout, OUT, 1, w, IN, OUT, B, IN, OUT, relu_in ? inp : NULL };
+    const int T = par_threads();
+    if (rows_owned(B, IN, OUT, T)) {   /* (dense_owner_row) */
+        const long nx = prod_row_blocks(&dX);
+        PAR_FOR_IF(1)
+        for (int t = 0; t < T; t++) {
+            const long r0 = dense_owner_row(B, IN, OUT, T, t), r1 = dense_owner_row(B, IN, OUT, T, t + 1);
+            if (r1 > r0) prod_rows(k, &dW, r0 / DENSE_ROWS, (r1 + DENSE_ROWS - 1) / DENSE_ROWS);
+            /* the input gradient's samples in the other order: where the
+             * rows do not divide evenly, the thread with fewer weight rows
+             * gets more samples */
+            if (dinp) prod_rows(k, &dX, par_cut(nx, T, T - 1 - t, 1), par_cut(nx, T, T - t, 1));
+            if (t == T - 1) bias_grad(db, dout, B, OUT);
+        }
+        return;
+    }
     const long nw = prod_tiles(k, &dW), nx = dinp ? prod_tiles(k, &dX) : 0;
     const int par = (long)B * IN * OUT >= DENSE_PAR_MACS;
     const int npw = par ? par_pieces(nw) : 1, npx = par && nx ? par_pieces(nx) : nx ? 1 : 0;

@@ -23,6 +23,13 @@ void dense_forward(float *out,        /* (B, OUT) */
                    const float *w,    /* (OUT, IN) */
                    const float *b,    /* (OUT) */
                    int B, int IN, int OUT, int relu);
+/* The first of the rows of a dense layer's weights that thread t of T
+ * computes in forward and in the weight gradient at batch B: thread t has
+ * [dense_owner_row(t), dense_owner_row(t + 1)), every step the same, and
+ * the bias gradient is thread T − 1's (dense.c); OUT for t = T. Below
+ * the size worth sharing, or on one thread, thread 0 has every row; -1:
+ * the layer's gradients go to the BLAS, in pieces of its inputs. */
+long dense_owner_row(int B, int IN, int OUT, int T, int t);
 /* dw = doutᵀ · inp, db = dout's sums over the batch, dinp = dout · w;
  * with relu_in (inp is a ReLU's output), dinp is taken back through that
  * ReLU too: inp > 0 ? dinp : 0, the same bits as relu_backward after it */

@@ -50,6 +50,35 @@ int model_nodecay_spans(const model_t *m, size_t *out, int max)
     return n;
 }
 
+int model_owner_spans(const model_t *m, int B, int T, size_t *out, int max)
+{
+    if (T < 2 || m->part.count != 1) return 0;
+    int n = 0;
+    size_t at = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (!l->w_len && !l->b_len) continue;
+        if (l->kind != LAYER_DENSE || l->w_off != at || (l->b_len && l->b_off != l->w_off + l->w_len)) return 0;
+        const int OUT = l->u_hi - l->u_lo, IN = (int)(l->w_len / (size_t)OUT);
+        if (dense_owner_row(B, IN, OUT, T, 1) < 0 || n + T + 1 > max) return 0;
+        const int shared = dense_owner_row(B, IN, OUT, T, 1) > 0 && dense_owner_row(B, IN, OUT, T, 1) < OUT;
+        for (int t = 0; t < T; t++) {
+            const long r0 = dense_owner_row(B, IN, OUT, T, t), r1 = dense_owner_row(B, IN, OUT, T, t + 1);
+            if (r1 <= r0) continue;
+            out[3 * n] = l->w_off + (size_t)r0 * (size_t)IN;
+            out[3 * n + 1] = (size_t)(r1 - r0) * (size_t)IN;
+            out[3 * n + 2] = (size_t)t;
+            n++;
+        }
+        if (l->b_len) {   /* the bias gradient's thread */
+            out[3 * n] = l->b_off; out[3 * n + 1] = l->b_len; out[3 * n + 2] = shared ? (size_t)T - 1 : 0;
+            n++;
+        }
+        at = l->w_off + l->w_len + l->b_len;
+    }
+    return at == m->nparams ? n : 0;
+}
+
 int model_bn_channels(const model_t *m)
 {
     int c = 0;

@@ -162,6 +162,14 @@ int model_bn_channels(const model_t *m);
  * layer's weight and bias and every other layer's bias, as (off, len)
  * pairs in ascending order (local offsets); returns how many (at most max). */
 int model_nodecay_spans(const model_t *m, size_t *out, int max);
+/* Which of T threads computes each parameter's gradient at batch B, where
+ * the model's layers keep that fixed (dense layers, dense_owner_row):
+ * (off, len, thread) triples in ascending order covering every parameter,
+ * for the optimizer to update each span on the same thread
+ * (optim_cfg_t.owners). Returns how many (at most max), or 0 where that
+ * does not hold: one thread, a model split across ranks, a layer of
+ * another kind, or a dense layer whose gradients go to the BLAS. */
+int model_owner_spans(const model_t *m, int B, int T, size_t *out, int max);
 /* Build (dies with a clear message on a bad spec). Parameters are zero until
  * model_init_params. */
 model_t *model_create(const char *spec, int c, int h, int w, int classes, int max_batch);

@@ -185,6 +185,15 @@ STEP_CLONES static void step_into_stream(optim_t *o, float *dst, const float *w,
 #endif
 }
 
+/* The owners' spans (optim_cfg_t.owners) apply: they cover this
+ * optimizer's whole vector, which is the whole parameter vector. */
+static int owned_spans(const optim_t *o)
+{
+    if (!o->cfg.owners || o->cfg.nowners < 1 || o->base != 0) return 0;
+    const size_t *last = o->cfg.owners + 3 * (o->cfg.nowners - 1);
+    return o->cfg.owners[0] == 0 && last[0] + last[1] == o->n;
+}
+
 /* The update is element-wise: the threads take pieces of the span (at
  * multiples of 1024 floats, the streaming variant's chunks), any cut the
  * same bits (util/par.h); each piece goes through the clone the CPU runs
@@ -192,6 +201,19 @@ STEP_CLONES static void step_into_stream(optim_t *o, float *dst, const float *w,
  * the function it outlines for the loop). */
 #define OPTIM_PIECES(fn)                                                              \
     do {                                                                              \
+        if (owned_spans(o) && par_elems((long)count) > 1) {                           \
+            PAR_REGION_IF(1)                                                          \
+            {                                                                         \
+                const size_t T = (size_t)par_team_size(), t = (size_t)par_team_index(); \
+                for (int i = 0; i < o->cfg.nowners; i++) {                            \
+                    const size_t *s = o->cfg.owners + 3 * i;                          \
+                    const size_t a = s[0] > off ? s[0] : off;                         \
+                    const size_t e = s[0] + s[1] < off + count ? s[0] + s[1] : off + count; \
+                    if (s[2] % T == t && e > a) fn(o, dst, w, g, gscale, a, e - a, lr); \
+                }                                                                     \
+            }                                                                         \
+            break;                                                                    \
+        }                                                                             \
         const int np = par_elems((long)count);                                        \
         PAR_FOR_DYN_IF(np > 1)                                                        \
         for (int p = 0; p < np; p++) {                                                \

@@ -27,6 +27,14 @@ typedef struct optim_cfg {
      * --weight-decay-bn 0; NULL: decay everything. Not owned. */
     const size_t *nodecay;
     int nnodecay;
+    /* (off, len, thread) triples, ascending from 0 and contiguous, that
+     * say which thread updates each span (model_owner_spans: the one that
+     * computed its gradient, so that the span is in its core's cache);
+     * used when they cover exactly this optimizer's vector, thread taken
+     * modulo the threads there are; NULL: the threads take pieces as they
+     * come. Any cut gives the same bits. Not owned. */
+    const size_t *owners;
+    int nowners;
 } optim_cfg_t;
 
 typedef struct optim {

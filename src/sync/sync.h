@@ -78,6 +78,7 @@ typedef struct run {
     augment_t aug;           /* --augment */
     size_t *nodecay;         /* (2·nnodecay) spans weight decay skips (--weight-decay-bn 0), or NULL */
     int nnodecay;
+    size_t *owners;          /* (3·n) the update's spans by thread (model_owner_spans), or NULL */
     char err[512];           /* setup error message, for comm_setup_check */
 } run_t;
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/par.h"
 #include "../util/util.h"
 #include "evaluate.h"
 #include "outputs.h"
@@ -113,6 +114,11 @@ static int setup_model(run_t *r, const optim_cfg_t *oc, part_kind_t pk, const ck
         r->opt->cfg.nodecay = r->nodecay;
         r->opt->cfg.nnodecay = r->nnodecay;
     }
+    /* each span of the update on the thread that computed its gradient */
+    const int T = par_threads();
+    r->owners = xmalloc(sizeof(size_t) * 3 * (size_t)(T + 1) * (size_t)r->model->nlayers);
+    r->opt->cfg.owners = r->owners;
+    r->opt->cfg.nowners = model_owner_spans(r->model, r->it->nb, T, r->owners, (T + 1) * r->model->nlayers);
     augment_setup(&r->aug, r->train.c, r->train.h, r->train.w);
     if (*cfg->resume) {
         char why[400];
@@ -173,6 +179,7 @@ void teardown(run_t *r)
     batch_iter_free(r->it);
     augment_free(&r->aug);
     free(r->nodecay);
+    free(r->owners);
     free(r->part);
     optim_free(r->opt);
     model_free(r->model);

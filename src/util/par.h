@@ -54,6 +54,15 @@ enum { PAR_MIN_FLOATS = 16384 };
  * par_slot(): for pieces that need scratch space */
 #define PAR_FOR_SLOTS_IF(cond) \
     _Pragma(PAR_STR_(omp parallel for schedule(dynamic, 1) if((cond) && par_threads() > 1) num_threads(par_slots())))
+/* a parallel region over the block that follows, if cond holds, whose
+ * threads share its work out themselves (par_team_size, par_team_index),
+ * PAR_BARRIER between its phases, PAR_FOR_STATIC for a loop cut evenly
+ * among them (the same thread takes the same iterations every time) */
+#define PAR_REGION_IF(cond) _Pragma(PAR_STR_(omp parallel if((cond) && par_threads() > 1)))
+#define PAR_BARRIER _Pragma("omp barrier")
+#define PAR_FOR_STATIC _Pragma("omp for schedule(static)")
+static inline int par_team_size(void) { return omp_get_num_threads(); }
+static inline int par_team_index(void) { return omp_get_thread_num(); }
 static inline int par_threads(void) { return omp_get_max_threads(); }
 static inline int par_slots(void) { const int t = omp_get_max_threads(); return t < PAR_SLOTS ? t : PAR_SLOTS; }
 static inline int par_slot(void) { return omp_get_thread_num(); }
@@ -62,6 +71,11 @@ static inline int par_slot(void) { return omp_get_thread_num(); }
 #define PAR_FOR_IF(cond) (void)(cond);
 #define PAR_FOR_DYN_IF(cond) (void)(cond);
 #define PAR_FOR_SLOTS_IF(cond) (void)(cond);
+#define PAR_REGION_IF(cond) (void)(cond);
+#define PAR_BARRIER
+#define PAR_FOR_STATIC
+static inline int par_team_size(void) { return 1; }
+static inline int par_team_index(void) { return 0; }
 static inline int par_threads(void) { return 1; }
 static inline int par_slot(void) { return 0; }
 #endif
