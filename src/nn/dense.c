@@ -19,6 +19,12 @@
  * tiles 6 × 64), -v3 (AVX2 + FMA: 6 × 16) and the baseline (6 × 8, no
  * FMA); the widest the CPU runs is picked at run time.
  *
+ * Above a batch of 64, forward goes by strips of 64 samples, each in a
+ * workspace block of its own (forward_strips, forward_owned). A ReLU
+ * after the layer can be applied in the output transpose, and a ReLU
+ * below it taken back in the input gradient as each tile is stored
+ * (nn/passes.c decides), with relu_forward's and relu_backward's bits.
+ *
  * Backward also runs on tiles at the mlp's sizes (backward_on_tiles);
  * there the weight gradient's tiles go through the batch in stretches, so
  * that their operand stays in L1. The backward products of larger layers
@@ -244,8 +250,9 @@ static void forward_tiles(const dense_kernels_t *k, float *out, float *ws, const
  * stretches of shared workspace rows, and each thread ran its share 1.3x
  * (the tiles) to 2x (the transposes) slower than a process computing the
  * same share alone; in blocks of their own, batch 256, 256 → 128: 114-121
- * µs one thread, 62-67 two (docs/design.md, "The dense layer's own
- * tiles"). */
+ * µs one thread, 62-67 two (docs/design.md, "What a second thread
+ * gets"). With more than one thread, forward_owned does the same with
+ * each thread's rows kept from step to step. */
 static void forward_strips(const dense_kernels_t *k, float *out, float *ws, const float *inp, const float *w,
                            const float *b, int B, int IN, int OUT, int relu)
 {

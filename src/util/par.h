@@ -20,7 +20,9 @@
  * libgomp buys back: its idle threads spin a while and then sleep (a bare
  * spinning pool burns the cores while the rank communicates), it hands
  * out pieces dynamically (a thread the OS
- * deschedules holds up one piece, not half a kernel: see PAR_GRAIN), and
+ * deschedules holds up one piece, not half a kernel: see PAR_GRAIN; the
+ * dense layers and the update instead give a thread the same rows every
+ * step, nn/dense.c, so that they stay in its core's cache), and
  * a kernel's parallel loop stays a loop, not a callback and a context
  * struct. A region below PAR_MIN_FLOATS of work, or with one thread, runs
  * on the calling thread alone (the if clause). The thread count is
