@@ -296,6 +296,8 @@ static int rows_owned(int B, int IN, int OUT, int T)
     return r > 0 && r < OUT;
 }
 
+int dense_bias_owner(int B, int IN, int OUT, int T) { return rows_owned(B, IN, OUT, T) ? T - 1 : 0; }
+
 /* Forward with rows owned: each thread transposes its strips of the
  * input (each strip its own workspace block, as forward_strips), then,
  * after a barrier, computes its rows for every strip, then, after another,
@@ -368,7 +370,7 @@ static void backward_tiles(const dense_kernels_t *k, float *dinp, float *dw, flo
              * rows do not divide evenly, the thread with fewer weight rows
              * gets more samples */
             if (dinp) prod_rows(k, &dX, par_cut(nx, T, T - 1 - t, 1), par_cut(nx, T, T - t, 1));
-            if (t == T - 1) bias_grad(db, dout, B, OUT);
+            if (t == dense_bias_owner(B, IN, OUT, T)) bias_grad(db, dout, B, OUT);
         }
         return;
     }

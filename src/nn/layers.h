@@ -30,6 +30,8 @@ void dense_forward(float *out,        /* (B, OUT) */
  * the size worth sharing, or on one thread, thread 0 has every row; -1:
  * the layer's gradients go to the BLAS, in pieces of its inputs. */
 long dense_owner_row(int B, int IN, int OUT, int T, int t);
+/* The thread that computes that layer's bias gradient. */
+int dense_bias_owner(int B, int IN, int OUT, int T);
 /* dw = doutᵀ · inp, db = dout's sums over the batch, dinp = dout · w;
  * with relu_in (inp is a ReLU's output), dinp is taken back through that
  * ReLU too: inp > 0 ? dinp : 0, the same bits as relu_backward after it */

@@ -61,7 +61,6 @@ int model_owner_spans(const model_t *m, int B, int T, size_t *out, int max)
         if (l->kind != LAYER_DENSE || l->w_off != at || (l->b_len && l->b_off != l->w_off + l->w_len)) return 0;
         const int OUT = l->u_hi - l->u_lo, IN = (int)(l->w_len / (size_t)OUT);
         if (dense_owner_row(B, IN, OUT, T, 1) < 0 || n + T + 1 > max) return 0;
-        const int shared = dense_owner_row(B, IN, OUT, T, 1) > 0 && dense_owner_row(B, IN, OUT, T, 1) < OUT;
         for (int t = 0; t < T; t++) {
             const long r0 = dense_owner_row(B, IN, OUT, T, t), r1 = dense_owner_row(B, IN, OUT, T, t + 1);
             if (r1 <= r0) continue;
@@ -70,8 +69,9 @@ int model_owner_spans(const model_t *m, int B, int T, size_t *out, int max)
             out[3 * n + 2] = (size_t)t;
             n++;
         }
-        if (l->b_len) {   /* the bias gradient's thread */
-            out[3 * n] = l->b_off; out[3 * n + 1] = l->b_len; out[3 * n + 2] = shared ? (size_t)T - 1 : 0;
+        if (l->b_len) {
+            out[3 * n] = l->b_off; out[3 * n + 1] = l->b_len;
+            out[3 * n + 2] = (size_t)dense_bias_owner(B, IN, OUT, T);
             n++;
         }
         at = l->w_off + l->w_len + l->b_len;
