@@ -290,6 +290,9 @@ static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D,
                                 L.HP * L.WP, plane, nb, c1 - c0, L.WP);
             }
         }
+        /* copies, on the threads: 64 channels' were a 30 us gap in which
+         * the other threads fell asleep */
+        PAR_FOR_IF(par && (long)g->OC * g->C * 9 >= PAR_MIN_FLOATS)
         for (int oc = 0; oc < g->OC; oc++)
             for (int c = 0; c < g->C; c++)
                 for (int t = 0; t < 9; t++) dw[((long)oc * g->C + c) * 9 + t] = dwt[((long)c * 9 + t) * OCp + oc];
@@ -357,6 +360,7 @@ static void backward_flat(const conv_kernels_t *k, float *dinp, float *dw, float
     }
     flat_weight_grad(k, dw, D, P, acc, g, &L, par);
     if (!dinp) return;
+    PAR_FOR_IF(par && (long)g->OC * g->C * KK >= PAR_MIN_FLOATS)
     for (int oc = 0; oc < g->OC; oc++)
         for (int c = 0; c < g->C; c++)
             for (int t = 0; t < KK; t++) wt[((long)c * g->OC + oc) * KK + KK - 1 - t] = w[((long)oc * g->C + c) * KK + t];
