@@ -306,18 +306,31 @@ static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D,
         const int nt = (g->OC + k->doc - 1) / k->doc;
         const long pairs = (long)nt * g->C;
         const int nq = par_pieces(pairs);
-        PAR_FOR_DYN_IF(par && nq > 1)
-        for (int q = 0; q < nq; q++) {
-            const long e = par_cut(pairs, nq, q + 1, 1);
-            for (long i = par_cut(pairs, nq, q, 1); i < e;) {
-                const int t = (int)(i / g->C), c0 = (int)(i % g->C);
-                const long whole = c0 ? 0 : (e - i) / g->C;   /* tiles with every input channel */
-                const int c1 = whole ? g->C : e - (long)t * g->C < g->C ? (int)(e - (long)t * g->C) : g->C;
-                const int o0 = t * k->doc, ot = o0 + (whole ? (int)whole : 1) * k->doc, o1 = ot < g->OC ? ot : g->OC;
-                k->flat_dw(dw + ((long)o0 * g->C + c0) * KK, (long)g->C * KK, D + (long)o0 * dplane + g->pad * L.WP + g->pad,
-                           (long)g->OC * dplane, dplane, P + (long)c0 * L.HP * L.WP, plane, L.HP * L.WP, g->B, c1 - c0,
-                           o1 - o0, g->KH, g->KW, L.WP, (long)g->OH * L.WP, 2L * g->pad * L.WP);
-                i += whole ? whole * g->C : c1 - c0;
+        /* The batch by chunks whose planes stay in cache (768 kB) while
+         * every tile passes over them, each tile adding a chunk's sums to
+         * the last chunk's; on the threads, each chunk's tiles by pieces.
+         * (Pieces over the whole batch each streamed their own chunks: at
+         * 16 channels, 1.6 ms on two threads against 2.6 on one.) */
+        const long dbs = (long)g->OC * dplane, fit = (192L * 1024) / (dbs + plane);
+        const int chunk = fit < 1 ? 1 : fit > g->B ? g->B : (int)fit;
+        memset(dw, 0, sizeof(float) * (size_t)((long)g->OC * g->C * KK));
+        PAR_REGION_IF(par && nq > 1)
+        for (int b0 = 0; b0 < g->B; b0 += chunk) {
+            const int nb = g->B - b0 < chunk ? g->B - b0 : chunk;
+            const float *Dc = D + b0 * dbs + g->pad * L.WP + g->pad, *Pc = P + b0 * plane;
+            PAR_FOR_DYN
+            for (int q = 0; q < nq; q++) {
+                const long e = par_cut(pairs, nq, q + 1, 1);
+                for (long i = par_cut(pairs, nq, q, 1); i < e;) {
+                    const int t = (int)(i / g->C), c0 = (int)(i % g->C);
+                    const long whole = c0 ? 0 : (e - i) / g->C;   /* tiles with every input channel */
+                    const int c1 = whole ? g->C : e - (long)t * g->C < g->C ? (int)(e - (long)t * g->C) : g->C;
+                    const int o0 = t * k->doc, ot = o0 + (whole ? (int)whole : 1) * k->doc, o1 = ot < g->OC ? ot : g->OC;
+                    k->flat_dw(dw + ((long)o0 * g->C + c0) * KK, (long)g->C * KK, Dc + (long)o0 * dplane, dbs, dplane,
+                               Pc + (long)c0 * L.HP * L.WP, plane, L.HP * L.WP, nb, c1 - c0, o1 - o0, g->KH, g->KW, L.WP,
+                               (long)g->OH * L.WP, 2L * g->pad * L.WP);
+                    i += whole ? whole * g->C : c1 - c0;
+                }
             }
         }
     }
