@@ -59,14 +59,10 @@ enum { PAR_MIN_FLOATS = 16384 };
 /* a parallel region over the block that follows, if cond holds, whose
  * threads share its work out themselves (par_team_size, par_team_index),
  * PAR_BARRIER between its phases, PAR_FOR_STATIC for a loop cut evenly
- * among them (the same thread takes the same iterations every time),
- * PAR_FOR_DYN for one handed out a piece at a time */
+ * among them (the same thread takes the same iterations every time) */
 #define PAR_REGION_IF(cond) _Pragma(PAR_STR_(omp parallel if((cond) && par_threads() > 1)))
 #define PAR_BARRIER _Pragma("omp barrier")
 #define PAR_FOR_STATIC _Pragma("omp for schedule(static)")
-/* a loop whose iterations the region's threads take one at a time, in
- * order; its end is a barrier */
-#define PAR_FOR_DYN _Pragma("omp for schedule(dynamic, 1)")
 static inline int par_team_size(void) { return omp_get_num_threads(); }
 static inline int par_team_index(void) { return omp_get_thread_num(); }
 static inline int par_threads(void) { return omp_get_max_threads(); }
@@ -80,7 +76,6 @@ static inline int par_slot(void) { return omp_get_thread_num(); }
 #define PAR_REGION_IF(cond) (void)(cond);
 #define PAR_BARRIER
 #define PAR_FOR_STATIC
-#define PAR_FOR_DYN
 static inline int par_team_size(void) { return 1; }
 static inline int par_team_index(void) { return 0; }
 static inline int par_threads(void) { return 1; }
