@@ -82,6 +82,11 @@ static void test_conv_paths(void)
     conv_case(6, 1, 28, 28, 6, 5, 1, 2);     /* direct: one input channel (LeNet's first) */
     conv_case(7, 32, 8, 8, 32, 3, 1, 1);     /* flat 3x3, output channels in the lanes with AVX-512 */
     conv_case(5, 16, 16, 16, 16, 3, 1, 1);   /* flat 3x3, lane-sum tiles */
+    /* the flat weight gradients over several chunks of the batch, each
+     * thread keeping its share in every chunk: 7 + 2 samples (lane sums),
+     * 6 + 1 (output channels in the lanes, 32 input channels cut in pairs) */
+    conv_case(9, 16, 28, 28, 16, 3, 1, 1);
+    conv_case(7, 32, 24, 24, 32, 3, 1, 1);
     conv_case(9, 16, 16, 16, 32, 3, 2, 1);   /* im2col: stride 2 */
     conv_case(9, 16, 16, 16, 32, 1, 2, 0);   /* im2col: the 1x1 projection */
     conv_case(8, 6, 14, 14, 16, 5, 1, 0);    /* im2col: LeNet's second */
