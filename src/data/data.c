@@ -28,7 +28,7 @@ void dataset_truncate(dataset_t *d, long n)
 /* Bytes to floats, each loader's way (data.h); one pass that vectorizes,
  * built for x86-64-v3 and the baseline: IEEE division and multiplication
  * give the same bits at every vector width. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define PX_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define PX_CLONES
