@@ -386,6 +386,7 @@ batch_iter_t *batch_iter_create(const dataset_t *d, const int32_t *idx, long n, 
     it->order = xmalloc(sizeof(int32_t) * (size_t)n);
     it->x = xalloc_floats((size_t)B * (size_t)dataset_dim(d));
     it->y = xmalloc(sizeof(int32_t) * (size_t)B);
+    it->pick = xmalloc(sizeof(int32_t) * (size_t)B);
     batch_iter_seek(it, 0);
     return it;
 }
@@ -395,7 +396,7 @@ void batch_iter_free(batch_iter_t *it)
     if (!it) return;
     for (int c = 0; c < it->inj_nclass; c++) free(it->inj_pool[c]);
     free(it->inj_pool); free(it->inj_pool_n); free(it->inj_class);
-    free(it->order); free(it->x); free(it->y);
+    free(it->order); free(it->x); free(it->y); free(it->pick);
     free(it);
 }
 
@@ -441,17 +442,19 @@ void batch_iter_seek(batch_iter_t *it, long k)
     iter_shuffle_pass(it);
 }
 
+enum { PICK_AHEAD = 4 };
+
 void batch_iter_next(batch_iter_t *it)
 {
     const long dim = dataset_dim(it->d);
-    /* which samples, in order (y holds each one's index until its row is in) */
+    /* which samples, in order */
     for (int b = 0; b < it->B; b++) {
         if (it->pos == it->n) {
             it->pass++;
             it->pos = 0;
             iter_shuffle_pass(it);
         }
-        it->y[b] = it->order[it->pos++];
+        it->pick[b] = it->order[it->pos++];
     }
     /* Their rows: each converted alone, the same bits on any thread. The
      * next batch's rows are scattered over the data set: each sample's
@@ -464,7 +467,9 @@ void batch_iter_next(batch_iter_t *it)
     const long next = it->pos;
     PAR_FOR_IF((long)it->B * dim >= PAR_MIN_FLOATS)
     for (int b = 0; b < it->B; b++) {
-        const int32_t s = it->y[b];
+        const int32_t s = it->pick[b];
+        if (px && b + PICK_AHEAD < it->B)   /* this batch's row PICK_AHEAD on, so that several arrive at once */
+            for (long o = 0; o < dim; o += 64) __builtin_prefetch(px + (size_t)it->pick[b + PICK_AHEAD] * (size_t)dim + (size_t)o);
         dataset_row(it->d, s, it->x + (long)b * dim);
         it->y[b] = it->d->y[s];
         if (px && next + b < it->n)

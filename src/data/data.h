@@ -108,6 +108,7 @@ typedef struct batch_iter {
     int32_t *order;        /* (n) current pass permutation */
     float *x;              /* (B, dim) current batch */
     int32_t *y;            /* (B) */
+    int32_t *pick;         /* (B) the batch's sample indices, in order */
 } batch_iter_t;
 
 batch_iter_t *batch_iter_create(const dataset_t *d, const int32_t *idx, long n, int B,
