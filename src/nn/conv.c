@@ -302,11 +302,11 @@ static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D,
                     for (int t = 0; t < 9; t++) dw[((long)oc * g->C + c) * 9 + t] = dwt[((long)c * 9 + t) * OCp + oc];
         }
     } else {
-        /* the threads take pieces of the (tile of output channels, input
+        /* the threads take shares of the (tile of output channels, input
          * channel) pairs in that order, each pair a tile's sums alone (the
-         * same tiles as on one thread), a piece's whole tiles in one call.
+         * same tiles as on one thread), a share's whole tiles in one call.
          * By tiles alone, 16 channels were 6 tiles: 9 of the channels on
-         * one thread, 7 on the other (this cut: 1.47 ms against 1.56 at
+         * one thread, 7 on the other (cut by pairs: 1.47 ms against 1.56 at
          * batch 64, 2 threads) */
         const int nt = (g->OC + k->doc - 1) / k->doc;
         const long pairs = (long)nt * g->C;
