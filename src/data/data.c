@@ -444,6 +444,12 @@ void batch_iter_seek(batch_iter_t *it, long k)
 
 enum { PICK_AHEAD = 4 };
 
+/* ask for sample s's pixel row, a cache line at a time */
+static void prefetch_row(const uint8_t *px, int32_t s, long dim)
+{
+    for (long o = 0; o < dim; o += 64) __builtin_prefetch(px + (size_t)s * (size_t)dim + (size_t)o);
+}
+
 void batch_iter_next(batch_iter_t *it)
 {
     const long dim = dataset_dim(it->d);
@@ -468,12 +474,10 @@ void batch_iter_next(batch_iter_t *it)
     PAR_FOR_IF((long)it->B * dim >= PAR_MIN_FLOATS)
     for (int b = 0; b < it->B; b++) {
         const int32_t s = it->pick[b];
-        if (px && b + PICK_AHEAD < it->B)   /* this batch's row PICK_AHEAD on, so that several arrive at once */
-            for (long o = 0; o < dim; o += 64) __builtin_prefetch(px + (size_t)it->pick[b + PICK_AHEAD] * (size_t)dim + (size_t)o);
+        if (px && b + PICK_AHEAD < it->B) prefetch_row(px, it->pick[b + PICK_AHEAD], dim);   /* several at once */
         dataset_row(it->d, s, it->x + (long)b * dim);
         it->y[b] = it->d->y[s];
-        if (px && next + b < it->n)
-            for (long o = 0; o < dim; o += 64) __builtin_prefetch(px + (size_t)it->order[next + b] * (size_t)dim + (size_t)o);
+        if (px && next + b < it->n) prefetch_row(px, it->order[next + b], dim);
     }
     if (!it->inj_k) return;
     /* the injected part depends only on (seed, stream, batch number) */
