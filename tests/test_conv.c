@@ -98,6 +98,10 @@ static void run_set(const conv_kernels_t *k, const char *set)
     conv_set_case(k, set, 7, 32, 24, 24, 32, 3, 1, 1);  /* several chunks of samples */
     conv_set_case(k, set, 9, 16, 28, 28, 16, 3, 1, 1);  /* the weight gradient over chunks of samples */
     conv_set_case(k, set, 2, 3, 1, 3, 4, 3, 1, 1);      /* a plane shorter than the zeros after it: the masked tail */
+    /* 8-channel tiles by rows of taps (v4): bands of positions, blocks of input channels */
+    conv_set_case(k, set, 2, 5, 30, 33, 11, 3, 1, 1);   /* 3 bands, the last short; 4 + 1 input channels; 8 + 3 */
+    conv_set_case(k, set, 3, 6, 9, 10, 20, 3, 1, 1);    /* one band; 4 + 2 input channels; 8 + 8 + 3 + 1 */
+    conv_set_case(k, set, 2, 3, 1, 3, 8, 3, 1, 1);      /* the masked tail in a band tile */
     /* strided im2col path */
     conv_set_case(k, set, 3, 16, 28, 28, 32, 3, 2, 1);  /* ResNet's 3x3 stride 2 */
     conv_set_case(k, set, 2, 5, 7, 9, 6, 3, 2, 1);      /* odd sizes */
