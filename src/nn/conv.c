@@ -30,7 +30,10 @@
  *    no lanes need summing (about 1.5x faster again).
  *  - Otherwise, per sample: im2col of one sample (small enough to stay in
  *    cache), then out_b(OC, OH·OW) = w · col_b, which is already the NCHW
- *    layout, so no transpose and no batch-sized col.
+ *    layout, so no transpose and no batch-sized col. At stride 2 (ResNet's
+ *    downsampling 3x3s) the im2col and its adjoint go by whole vectors, the
+ *    even lanes picked or spread by permutes: one value at a time, they
+ *    took longer than the layer's GEMMs.
  *
  * The vector loops (conv_kernels.inc) are compiled three times on x86-64 with
  * GCC: for x86-64-v4 (AVX-512), -v3 (AVX2, FMA) and the baseline, each with
