@@ -435,10 +435,10 @@ static void feeds_conv_case(int C, int H, int W, int K, int stride, int relu, in
     }
     if (training) {
         bn_forward_train(y, mu, is, rm, rv, x, gm, bt, NULL, scr, B, C, (int)HW, relu, 0.1f, 1e-5f, NULL, NULL);
-        bn_forward_train(pad2, mu, is, rm2, rv2, x, gm, bt, NULL, scr, B, C, (int)HW, relu, 0.1f, 1e-5f, NULL, &pp);
+        bn_forward_train(pad2, mu, is, rm2, rv2, x, gm, bt, NULL, scr, B, C, (int)HW, relu, 0.1f, 1e-5f, NULL, &(bn_out_t){ .pad = &pp });
     } else {
         bn_forward_eval(y, rm, rv, x, gm, bt, B, C, (int)HW, relu, 1e-5f, NULL);
-        bn_forward_eval(pad2, rm, rv, x, gm, bt, B, C, (int)HW, relu, 1e-5f, &pp);
+        bn_forward_eval(pad2, rm, rv, x, gm, bt, B, C, (int)HW, relu, 1e-5f, &(bn_out_t){ .pad = &pp });
     }
     conv2d_forward_ws(o1, pad1, work, y, w, NULL, NULL, &g);
     conv2d_forward_ws(o2, pad2, work, NULL, w, NULL, NULL, &g);
@@ -465,6 +465,36 @@ static void test_bn_feeds_conv(void)
         }
 }
 
+/* A normalization with the residual add above it fused (bn_out_t.add):
+ * the bits of the normalization, then add_forward, with and without the
+ * add's ReLU, in training and evaluation */
+static void test_bn_into_add(void)
+{
+    enum { AB = 5, AC = 6, AHW = 49 };
+    const long n = (long)AB * AC * AHW;
+    float *x = xalloc_floats(n), *a = xalloc_floats(n), *y = xalloc_floats(n), *s1 = xalloc_floats(n),
+          *s2 = xalloc_floats(n);
+    double *scr = xmalloc(sizeof(double) * 2 * AB * AC);
+    float gm[AC], bt[AC], mu[AC], is[AC], rm[AC] = { 0 }, rv[AC], rm2[AC] = { 0 }, rv2[AC];
+    fill(x, n, -1, 2); fill(a, n, -1, 1); fill(gm, AC, 0.5f, 1.5f); fill(bt, AC, -0.5f, 0.5f);
+    for (int c = 0; c < AC; c++) rv[c] = rv2[c] = 1.0f;
+    for (int relu = 0; relu < 2; relu++)
+        for (int training = 0; training < 2; training++) {
+            const bn_out_t o = { .add = a };
+            if (training) {
+                bn_forward_train(y, mu, is, rm, rv, x, gm, bt, NULL, scr, AB, AC, AHW, 0, 0.1f, 1e-5f, NULL, NULL);
+                bn_forward_train(s2, mu, is, rm2, rv2, x, gm, bt, NULL, scr, AB, AC, AHW, relu, 0.1f, 1e-5f, NULL, &o);
+            } else {
+                bn_forward_eval(y, rm, rv, x, gm, bt, AB, AC, AHW, 0, 1e-5f, NULL);
+                bn_forward_eval(s2, rm, rv, x, gm, bt, AB, AC, AHW, relu, 1e-5f, &o);
+            }
+            add_forward(s1, y, a, n, relu);
+            CHECK(!memcmp(s1, s2, sizeof(float) * (size_t)n), "relu %d training %d: the fused add differs", relu, training);
+            CHECK(!memcmp(rm, rm2, sizeof rm) && !memcmp(rv, rv2, sizeof rv), "relu %d: running statistics differ", relu);
+        }
+    free(x); free(a); free(y); free(s1); free(s2); free(scr);
+}
+
 int main(int argc, char **argv)
 {
     TEST_BEGIN(argc, argv);
@@ -478,5 +508,6 @@ int main(int argc, char **argv)
     RUN(test_conv_moments);
     RUN(test_bn_into_conv);
     RUN(test_bn_feeds_conv);
+    RUN(test_bn_into_add);
     return TEST_END("test_bn");
 }

@@ -83,17 +83,33 @@ static inline __attribute__((always_inline)) void affine_coef(float *k, float *s
     *sh = beta[c] - mean[c] * *k;
 }
 
-/* plane p of (B, C) of y = x·k + sh (then ReLU): at out + p·HW, or with
- * opad in the padded layout it gives (a convolution's input: zeros above,
- * below and around each row), the same values */
-static inline __attribute__((always_inline)) void affine_plane_at(float *out, const float *inp, long p, float k,
-                                                                   float sh, int HW, int relu,
-                                                                   const plane_pad_t *opad)
+/* one plane of y = (x·k + sh) + a (then ReLU): the residual add's
+ * operations on the normalization's output, so its bits */
+static inline __attribute__((always_inline)) void affine_add_plane(float *y, const float *x, const float *a, float k,
+                                                                    float sh, int HW, int relu)
 {
-    if (!opad) {
+    if (relu)
+        for (int i = 0; i < HW; i++) { float v = (x[i] * k + sh) + a[i]; y[i] = v > 0.0f ? v : 0.0f; }
+    else
+        for (int i = 0; i < HW; i++) y[i] = (x[i] * k + sh) + a[i];
+}
+
+/* plane p of (B, C) of y = x·k + sh (then ReLU): at out + p·HW; with
+ * o->add, plus the residual add's other operand before the ReLU; with
+ * o->pad, in the padded layout it gives (a convolution's input: zeros
+ * above, below and around each row), the same values */
+static inline __attribute__((always_inline)) void affine_plane_at(float *out, const float *inp, long p, float k,
+                                                                   float sh, int HW, int relu, const bn_out_t *o)
+{
+    if (o && o->add) {
+        affine_add_plane(out + p * HW, inp + p * HW, o->add + p * HW, k, sh, HW, relu);
+        return;
+    }
+    if (!o || !o->pad) {
         affine_plane(out + p * HW, inp + p * HW, k, sh, HW, relu);
         return;
     }
+    const plane_pad_t *opad = o->pad;
     const int W = opad->W, H = opad->H, pad = opad->pad;
     const long WP = opad->WP, right = WP - pad - W;
     float *pl = out + p * opad->HP * WP;
@@ -112,13 +128,13 @@ static inline __attribute__((always_inline)) void affine_plane_at(float *out, co
  * order (the prefetcher follows one stream, not B short ones per channel) */
 BN_CLONES static void normalize_planes(float *out, const float *inp, const float *mean, const float *invstd,
                                        const float *gamma, const float *beta, long p0, long p1, int C, int HW,
-                                       int relu, const plane_pad_t *opad)
+                                       int relu, const bn_out_t *o)
 {
     for (long p = p0; p < p1; p++) {
         const int c = (int)(p % C);
         float k, sh;
         affine_coef(&k, &sh, mean, invstd, gamma, beta, c);
-        affine_plane_at(out, inp, p, k, sh, HW, relu, opad);
+        affine_plane_at(out, inp, p, k, sh, HW, relu, o);
     }
 }
 
@@ -138,9 +154,9 @@ BN_CLONES static void normalize_planes(float *out, const float *inp, const float
     } while (0)
 
 static void normalize(float *out, const float *inp, const float *mean, const float *invstd, const float *gamma,
-                      const float *beta, int B, int C, int HW, int relu, const plane_pad_t *opad)
+                      const float *beta, int B, int C, int HW, int relu, const bn_out_t *o)
 {
-    PLANE_PIECES(B, C, HW, normalize_planes(out, inp, mean, invstd, gamma, beta, p0, p1, C, HW, relu, opad));
+    PLANE_PIECES(B, C, HW, normalize_planes(out, inp, mean, invstd, gamma, beta, p0, p1, C, HW, relu, o));
 }
 
 BN_CLONES void bn_plane_moments(double *m, const float *x, int n)
@@ -222,7 +238,7 @@ static void merge_moments(const bn_sync_t *s, double *mine, int C)
 void bn_forward_train(float *out, float *mean, float *invstd, float *run_mean, float *run_var,
                                 const float *inp, const float *gamma, const float *beta, const double *moments,
                                 double *scratch, int B, int C, int HW, int relu, float momentum, float eps,
-                                const bn_sync_t *sync, const plane_pad_t *opad)
+                                const bn_sync_t *sync, const bn_out_t *o)
 {
     const double n = (double)B * HW;
     if (!moments) {   /* the planes' moments, unless the layer before computed them as it wrote */
@@ -248,25 +264,25 @@ void bn_forward_train(float *out, float *mean, float *invstd, float *run_mean, f
             channel_stats(mean, invstd, run_mean, run_var, c, momentum, eps, s1 / n, m2, n);
         }
     }
-    normalize(out, inp, mean, invstd, gamma, beta, B, C, HW, relu, opad);
+    normalize(out, inp, mean, invstd, gamma, beta, B, C, HW, relu, o);
 }
 
 BN_CLONES static void eval_planes(float *out, const float *run_mean, const float *run_var, const float *inp,
                                   const float *gamma, const float *beta, long p0, long p1, int C, int HW, int relu,
-                                  float eps, const plane_pad_t *opad)
+                                  float eps, const bn_out_t *o)
 {
     for (long p = p0; p < p1; p++) {
         const int c = (int)(p % C);
         const float k = gamma[c] / sqrtf(run_var[c] + eps), sh = beta[c] - run_mean[c] * k;
-        affine_plane_at(out, inp, p, k, sh, HW, relu, opad);
+        affine_plane_at(out, inp, p, k, sh, HW, relu, o);
     }
 }
 
 void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
                      const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps,
-                     const plane_pad_t *opad)
+                     const bn_out_t *o)
 {
-    PLANE_PIECES(B, C, HW, eval_planes(out, run_mean, run_var, inp, gamma, beta, p0, p1, C, HW, relu, eps, opad));
+    PLANE_PIECES(B, C, HW, eval_planes(out, run_mean, run_var, inp, gamma, beta, p0, p1, C, HW, relu, eps, o));
 }
 
 /* With g = dout (masked where the fused ReLU clamped), x̂ = (x − μ)/σ:

@@ -102,7 +102,7 @@ float *conv2d_dout_padded(plane_pad_t *pp, float *work, const conv_geom_t *g);
  * convolution's own layout: its (B, C) planes written into pad as *pp
  * says, zeros around them; 0 where it cannot (a 1x1 convolution at a
  * stride above 1 without padding keeps its input subsampled). A producer
- * that writes it there (bn_forward_train's opad) saves the pass that
+ * that writes it there (bn_forward_train's bn_out_t.pad) saves the pass that
  * copies it in; the convolution is then called with inp NULL. */
 int conv2d_in_padded(plane_pad_t *pp, const conv_geom_t *g);
 
@@ -163,6 +163,16 @@ typedef struct bn_sync {
     double *mine;   /* (2·C + 1) for the widest layer */
     double *all;    /* (replicas × (2·C + 1)) */
 } bn_sync_t;
+/* Where a normalization writes its output, beyond out's plain (B, C, HW)
+ * (NULL: that). pad: out's planes padded as it says (H·W = HW), zeros
+ * around them, for a convolution that reads them (conv2d_in_padded).
+ * add: a residual add that is the output's only reader, fused: out =
+ * (x̂·γ + β) + add[same index], and relu (the add's) after the sum; its
+ * bits are those of the normalization followed by add_forward. */
+typedef struct bn_out {
+    const plane_pad_t *pad;
+    const float *add;
+} bn_out_t;
 void bn_forward_train(float *out,             /* (B, C, HW) */
                       float *mean,            /* (C) saved for backward */
                       float *invstd,          /* (C) saved for backward */
@@ -174,16 +184,14 @@ void bn_forward_train(float *out,             /* (B, C, HW) */
                       const double *moments,  /* (B, C, 2) bn_plane_moments of inp's planes, or NULL */
                       double *scratch,        /* (B, C, 2): where they are computed when moments is NULL */
                       int B, int C, int HW, int relu, float momentum, float eps, const bn_sync_t *sync,
-                      const plane_pad_t *opad);
+                      const bn_out_t *o);
 /* m = (Σ x, Σ (x − μ)²) of one plane of n values, as batch normalization
  * merges them (bit for bit whoever calls it) */
 void bn_plane_moments(double *m, const float *x, int n);
-/* opad (NULL: none), in both passes: out's planes are written padded as it
- * says (H·W = HW), zeros around them, for a convolution that reads them
- * (conv2d_in_padded). */
+/* o (NULL: plain): the same in both passes. */
 void bn_forward_eval(float *out, const float *run_mean, const float *run_var, const float *inp,
                      const float *gamma, const float *beta, int B, int C, int HW, int relu, float eps,
-                     const plane_pad_t *opad);
+                     const bn_out_t *o);
 /* dinp may be NULL. The fused ReLU's mask is recomputed from inp, mean,
  * invstd, gamma and beta, which must be those of the forward pass. With
  * dpad, dinp's planes are written padded as it says (H·W = HW), zeros

@@ -53,6 +53,7 @@ static long in_size(const layer_t *l) { return (long)l->in_c * l->in_h * l->in_w
 typedef struct fwd_state {
     int moments_of;   /* the layer whose output planes' moments m->bn_moments holds, or -1 */
     int in_padded;    /* the convolution whose input is already in its padded workspace, or -1 */
+    int add_fused;    /* the residual add that the normalization below has computed, or -1 */
 } fwd_state_t;
 
 /* Returns the layer whose output planes' moments m->bn_moments now holds
@@ -78,7 +79,7 @@ static int conv_forward(model_t *m, int i, const float *in, int B)
  * written: nothing else reads it, and the backward passes read the
  * normalization's input and the convolution's padded copy). Returns that
  * convolution, or -1. */
-static int bn_forward(model_t *m, int i, const float *in, int B, int moments_of)
+static int bn_forward(model_t *m, int i, const float *in, int B, int moments_of, int *add_fused)
 {
     layer_t *l = &m->layers[i];
     const float *W = m->params + l->w_off, *bias = m->params + l->b_off;
@@ -86,21 +87,32 @@ static int bn_forward(model_t *m, int i, const float *in, int B, int moments_of)
     const int HW = l->out_h * l->out_w;
     float *out = l->out;
     plane_pad_t pp;
-    const plane_pad_t *opad = NULL;
+    bn_out_t o = { 0 };
+    int relu = l->relu;
     const layer_t *up = i + 1 < m->nlayers ? &m->layers[i + 1] : NULL;
-    if (m->graph && !m->spatial && !l->pb && l->nuse == 1 && up && up->kind == LAYER_CONV && up->src == i && !up->pb) {
+    const int alone = m->graph && !m->spatial && !l->pb && l->nuse == 1 && up && up->src == i && !up->pb;
+    if (alone && up->kind == LAYER_CONV) {
         conv_geom_t g = layer_geom(up, B, up->u_hi - up->u_lo);
         if (conv2d_in_padded(&pp, &g)) {
-            opad = &pp;
+            o.pad = &pp;
             out = m->col + m->col_off[i + 1];
         }
+    } else if (alone && up->kind == LAYER_ADD && up->src2 != i && !relu) {
+        /* the residual add above, its only reader: added (and the add's
+         * ReLU applied) as the normalization writes, into the add's output;
+         * the normalization's own is not written (nothing reads it: its
+         * backward pass reads its input, the add's its own output) */
+        o.add = input_of(m, up->src2);
+        out = up->out;
+        relu = up->relu;
+        *add_fused = i + 1;
     }
     if (m->training)
         bn_forward_train(out, l->aux, l->aux + l->out_c, rm, rv, in, W, bias, moments_of == l->src ? m->bn_moments : NULL,
-                         m->bn_moments, B, l->out_c, HW, l->relu, m->bn_momentum, BN_EPS, m->bn_sync, opad);
+                         m->bn_moments, B, l->out_c, HW, relu, m->bn_momentum, BN_EPS, m->bn_sync, &o);
     else
-        bn_forward_eval(out, rm, rv, in, W, bias, B, l->out_c, HW, l->relu, BN_EPS, opad);
-    return opad ? i + 1 : -1;
+        bn_forward_eval(out, rm, rv, in, W, bias, B, l->out_c, HW, relu, BN_EPS, &o);
+    return o.pad ? i + 1 : -1;
 }
 
 static void pool_forward(model_t *m, int i, const float *in, int B)
@@ -143,8 +155,10 @@ static void layer_forward(model_t *m, int i, const float *in, int B, fwd_state_t
         else tanh_forward(l->out, in, n);
         break;
     case LAYER_FLATTEN: l->out = (float *)in; break;
-    case LAYER_BN: st->in_padded = bn_forward(m, i, in, B, st->moments_of); break;
-    case LAYER_ADD: add_forward(l->out, in, m->layers[l->src2].out, n, l->relu); break;
+    case LAYER_BN: st->in_padded = bn_forward(m, i, in, B, st->moments_of, &st->add_fused); break;
+    case LAYER_ADD:
+        if (st->add_fused != i) add_forward(l->out, in, m->layers[l->src2].out, n, l->relu);
+        break;
     case LAYER_GAP: gap_forward(l->out, in, B, l->out_c, l->in_h * l->in_w); break;
     }
 }
@@ -152,7 +166,7 @@ static void layer_forward(model_t *m, int i, const float *in, int B, fwd_state_t
 const float *passes_forward(model_t *m, const float *x, int B)
 {
     m->input = x;
-    fwd_state_t st = { .moments_of = -1, .in_padded = -1 };
+    fwd_state_t st = { .moments_of = -1, .in_padded = -1, .add_fused = -1 };
     for (int i = 0; i < m->nlayers; i++) {
         layer_t *l = &m->layers[i];
         const double t0 = m->layer_s ? now_s() : 0.0;
