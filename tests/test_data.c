@@ -80,6 +80,29 @@ static void test_idx_good(void)
     }
 }
 
+/* A data set of 2 MB or more is read at random rows: its pixels sit on
+ * 2 MB boundaries (where huge pages can back them), every row intact */
+static void test_idx_large(void)
+{
+    for (int gz = 0; gz < 2; gz++) {
+        clean_dir();
+        const int n = 3000, h = 28, w = 28;   /* 2.35 MB of pixels */
+        write_idx("a", 0x803, n, h, w, gz, 0);
+        write_idx("b", 0x801, n, 0, 0, gz, 0);
+        dataset_t d;
+        char err[512] = "";
+        CHECK(load_ab(&d, err, sizeof err) == 0, "load (gz=%d): %s", gz, err);
+        if (!d.px) continue;
+        CHECK(((uintptr_t)d.px & (((uintptr_t)2 << 20) - 1)) == 0, "pixels at %p, not on a 2 MB boundary", (void *)d.px);
+        float row[28 * 28];
+        const long last = (long)n - 1, at = last * h * w + 17;
+        dataset_row(&d, last, row);
+        CHECK_NEAR(row[17], (unsigned char)(at * 7) / 255.0, 1e-7, "the last row's pixel 17");
+        CHECK(d.y[last] == last % 3, "the last label");
+        dataset_free(&d);
+    }
+}
+
 static void expect_error(const char *what, const char *needle)
 {
     dataset_t d;
@@ -523,6 +546,7 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "/tmp/dsgd-test-data-XXXXXX");
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     RUN(test_idx_good);
+    RUN(test_idx_large);
     RUN(test_augment);
     RUN(test_idx_corrupt);
     RUN(test_idx_gzip_trailer);

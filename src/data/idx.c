@@ -114,7 +114,7 @@ int idx_parse(const unsigned char *file, size_t len, const char *path, uint32_t 
                  path, n, len - hlen);
         return -1;
     }
-    unsigned char *b = xmalloc(hlen + n + 1);
+    unsigned char *b = xmalloc_huge(hlen + n + 1);   /* samples are read at random */
     if (gz) {
         if (gz_inflate(file, len, b, hlen + n + 1, 0, &got, &why) != 0 || got != hlen + n) {
             if (got < hlen + n && !strcmp(why, "file too short")) why = "the stream ends";
@@ -183,7 +183,7 @@ int cifar_load_files(const char *const *paths, int npaths, dataset_t *d, char *e
         total += sizes[i] / REC;
     }
     d->n = total; d->c = 3; d->h = 32; d->w = 32; d->classes = 10;
-    d->px = xmalloc((size_t)(total * (REC - 1)));
+    d->px = xmalloc_huge((size_t)(total * (REC - 1)));
     d->px_div = 1;   /* CIFAR pixels have always been x / 255 */
     d->y = xmalloc((size_t)total);
     unsigned char *rec = xmalloc(REC);

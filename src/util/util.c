@@ -7,6 +7,7 @@
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -93,6 +94,19 @@ void *xrealloc(void *p, size_t n)
     void *q = realloc(p, n ? n : 1);
     if (!q) die("out of memory growing a buffer to %zu bytes", n);
     return q;
+}
+
+void *xmalloc_huge(size_t n)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (n < huge) return xmalloc(n);
+    void *p = NULL;
+    const size_t whole = (n + huge - 1) / huge * huge;
+    if (posix_memalign(&p, huge, whole) != 0) die("out of memory allocating %zu bytes", n);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, whole, MADV_HUGEPAGE);   /* a request: without it, plain pages */
+#endif
+    return p;
 }
 
 float *xalloc_floats(size_t n)

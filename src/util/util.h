@@ -25,6 +25,12 @@ void stop_job(int code, int size) __attribute__((noreturn));
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
+/* n bytes for an array read at random places (a data set's samples):
+ * from 2 MB up, aligned to 2 MB and asked to be backed by huge pages where
+ * the kernel offers them on request (transparent huge pages, "madvise"),
+ * so that a random sample costs no page-table walk (in a virtual machine
+ * one walk is several reads from memory); not zeroed; free with free(). */
+void *xmalloc_huge(size_t n);
 /* 64-byte aligned, zeroed; free with free(). */
 float *xalloc_floats(size_t n);
 char *xstrdup(const char *s);
