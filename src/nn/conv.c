@@ -67,6 +67,15 @@ static float sum_floats(const float *x, long n)
 
 /* ---------------- vector kernels, one copy per instruction set ---------------- */
 
+/* GCC's shuffle of generic vectors by a vector of indices, which the
+ * stride-2 im2col and col2im use; other compilers (clang, which builds the
+ * fuzzing harnesses) take their scalar loops */
+#if defined(__GNUC__) && !defined(__clang__)
+#define CONV_VSHUFFLE 1
+#else
+#define CONV_VSHUFFLE 0
+#endif
+
 typedef struct conv_kernels {
     void (*im2col)(float *col, const float *Pb, const conv_geom_t *g, const conv_layout_t *L);
     void (*col2im)(float *dinp, const float *end, const float *col, const conv_geom_t *g);

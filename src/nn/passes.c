@@ -78,7 +78,8 @@ static int conv_forward(model_t *m, int i, const float *in, int B)
  * straight into that convolution's padded input (its output is then not
  * written: nothing else reads it, and the backward passes read the
  * normalization's input and the convolution's padded copy). Returns that
- * convolution, or -1. */
+ * convolution, or -1. One whose only reader is a residual add above it
+ * computes the add; *add_fused is then that add. */
 static int bn_forward(model_t *m, int i, const float *in, int B, int moments_of, int *add_fused)
 {
     layer_t *l = &m->layers[i];
