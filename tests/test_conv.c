@@ -103,6 +103,8 @@ static void run_set(const conv_kernels_t *k, const char *set)
     conv_set_case(k, set, 3, 6, 9, 10, 20, 3, 1, 1);    /* one band; 4 + 2 input channels; 8 + 8 + 3 + 1 */
     conv_set_case(k, set, 2, 3, 1, 3, 8, 3, 1, 1);      /* the masked tail in a band tile */
     /* strided im2col path */
+    conv_set_case(k, set, 10, 4, 7, 7, 9, 3, 1, 1);     /* Winograd: two groups of samples, the second short */
+    conv_set_case(k, set, 2, 3, 5, 70, 4, 3, 1, 1);     /* three blocks of tile columns (v4), the last short */
     conv_set_case(k, set, 3, 16, 28, 28, 32, 3, 2, 1);  /* ResNet's 3x3 stride 2 */
     conv_set_case(k, set, 2, 5, 7, 9, 6, 3, 2, 1);      /* odd sizes */
     conv_set_case(k, set, 3, 16, 28, 28, 32, 1, 2, 0);  /* ResNet's 1x1 shortcut: nothing padded */

@@ -91,6 +91,9 @@ typedef struct conv_kernels {
                     long xplane, int B, int Cin, int Cout, int KH, int KW, long WP, long nvalid, long zeros);
     void (*flat_dwt)(float *dwt, const float *dT, long nvalid, int OCp, const float *x, long xplane, long xbs,
                      int nb, int C, long WP);
+    void (*wino_input)(float *V, long ps, const float *x, long xplane, int Cin, int OH, int OW, long WP, long p0);
+    void (*wino_product)(float *Y, const float *V, const float *U, int Cin, int Cout, long ps, long np);
+    void (*wino_output)(float *out, const float *Y, long ps, int Cout, int OH, int OW, long p0, const float *b);
     int nt;   /* direct path: column tiles per block */
     int vl;   /* floats per vector */
     int dwt;  /* flat 3x3 weight gradient with output channels in the lanes from this many vectors of
@@ -187,6 +190,67 @@ static void out_moments(double *moments, const float *out, const conv_geom_t *g,
 static int batch_pieces(int B) { return B < PAR_SLOTS ? B : PAR_SLOTS; }
 static int piece_lo(int B, int np, int i) { return (int)par_cut(B, np, i, 1); }
 
+/* U(16, Cin, Cout) = G·g·Gᵀ for each 3x3 g of w(Cout, Cin, 3, 3): the
+ * Winograd form's weights (conv_wino.inc); the halves are exact */
+static void wino_weights(float *U, const float *w, int Cin, int Cout, int par)
+{
+    /* by input channel and 64 output channels at a time, each row of 64
+     * stored at once: the 16 rows of U are 4 kB multiples apart at 32 and
+     * 64 channels, and one store to each in turn misses the L1 cache */
+    PAR_FOR_IF(par && (long)Cin * Cout * 16 >= PAR_MIN_FLOATS)
+    for (int ic = 0; ic < Cin; ic++)
+        for (int o0 = 0; o0 < Cout; o0 += 64) {
+            const int no = Cout - o0 < 64 ? Cout - o0 : 64;
+            float r[16][64];
+            for (int o = 0; o < no; o++) {
+                const float *q = w + ((long)(o0 + o) * Cin + ic) * 9;
+                float t[4][3];
+                for (int c = 0; c < 3; c++) {
+                    t[0][c] = q[c];
+                    t[1][c] = 0.5f * (q[c] + q[3 + c] + q[6 + c]);
+                    t[2][c] = 0.5f * (q[c] - q[3 + c] + q[6 + c]);
+                    t[3][c] = q[6 + c];
+                }
+                for (int i = 0; i < 4; i++) {
+                    r[4 * i][o] = t[i][0];
+                    r[4 * i + 1][o] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+                    r[4 * i + 2][o] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+                    r[4 * i + 3][o] = t[i][2];
+                }
+            }
+            for (int e = 0; e < 16; e++)
+                memcpy(U + ((long)e * Cin + ic) * Cout + o0, r[e], sizeof(float) * (size_t)no);
+        }
+}
+
+/* A flat 3x3 convolution in the Winograd form: out(B, Cout, OH, OW) (+ b)
+ * from the padded planes x(B, Cin, HP, WP) and U (wino_weights), a group
+ * of L->wg samples at a time to whichever thread is free, each in its
+ * slot of work. Each tile's arithmetic is its own: the same bits on any
+ * thread. Forward passes its moments; the input gradient swaps Cin and
+ * Cout. */
+static void wino_conv(const conv_kernels_t *k, float *out, const float *x, float *work, const float *U,
+                      const float *b, double *moments, int Cin, int Cout, const conv_geom_t *g,
+                      const conv_layout_t *L, int par)
+{
+    const long plane = L->HP * L->WP, OHW = (long)g->OH * g->OW;
+    const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2);
+    const int ng = (g->B + L->wg - 1) / L->wg;
+    PAR_FOR_SLOTS_IF(par && ng > 1)
+    for (int q = 0; q < ng; q++) {
+        float *V = (float *)(((uintptr_t)(work + (long)par_slot() * L->wslot) + 63) & ~(uintptr_t)63);
+        float *Y = V + 16L * ((long)Cin * L->wps + FLAT_VEC);
+        const int b0 = q * L->wg, nb = g->B - b0 < L->wg ? g->B - b0 : L->wg;
+        for (int s = 0; s < nb; s++)
+            k->wino_input(V, L->wps, x + (long)(b0 + s) * Cin * plane, plane, Cin, g->OH, g->OW, L->WP, s * tiles);
+        k->wino_product(Y, V, U, Cin, Cout, L->wps, nb * tiles);
+        for (int s = 0; s < nb; s++) {
+            k->wino_output(out + (long)(b0 + s) * Cout * OHW, Y, L->wps, Cout, g->OH, g->OW, s * tiles, b);
+            out_moments(moments, out, g, b0 + s);
+        }
+    }
+}
+
 /* Forward: every sample is computed alone (the same bits on any thread). */
 static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, float *cb, const float *inp,
                                 const float *w, const float *b, double *moments, const conv_geom_t *g)
@@ -209,6 +273,12 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
         float *z = cb + L.n_col;
         memset(z, 0, sizeof(float) * (size_t)g->OC);
         b = z;
+    }
+    if (L.wino) {
+        float *U = cb + L.n_col + L.n_acc + (long)g->C * 9 * g->OC;
+        wino_weights(U, w, g->C, g->OC, par);
+        wino_conv(k, out, P, cb, U, b, moments, g->C, g->OC, g, &L, par);
+        return;
     }
     /* one sample at a time to whichever thread is free, each thread with
      * its workspace slot */
@@ -396,6 +466,12 @@ static void backward_flat(const conv_kernels_t *k, float *dinp, float *dw, float
     for (int oc = 0; oc < g->OC; oc++)
         for (int c = 0; c < g->C; c++)
             for (int t = 0; t < KK; t++) wt[((long)c * g->OC + oc) * KK + KK - 1 - t] = w[((long)oc * g->C + c) * KK + t];
+    if (L.wino) {   /* wt is the weights of a convolution from OC channels to C */
+        float *U = wt + (long)g->C * KK * g->OC;
+        wino_weights(U, wt, g->OC, g->C, par);
+        wino_conv(k, dinp, D, yd0, U, NULL, NULL, g->OC, g->C, g, &L, par);
+        return;
+    }
     PAR_FOR_SLOTS_IF(par && g->B > 1)
     for (int bb = 0; bb < g->B; bb++) {
         float *yd = yd0 + (long)par_slot() * g->C * L.FS;

@@ -79,8 +79,22 @@ conv_layout_t conv_layout(const conv_geom_t *g)
     /* flat path, no im2col: forward's output planes (OC, FS) per piece; in
      * backward the padded output gradient of the batch (B, OC, HP, WP) and
      * one sample's input-gradient planes (C, FS) per piece */
+    /* flat 3x3: the Winograd form. A group of samples holds about 128
+     * tiles (2x2 outputs), the lanes of its products; a slot holds a
+     * group's transformed input (16, C, wps) and outputs (4, OC, wps),
+     * C and OC the larger of the two (the input gradient swaps them) */
+    L.wino = L.flat && g->KH == 3 && g->KW == 3;
+    L.wg = 0;
+    L.wps = L.wslot = 0;
+    if (L.wino) {
+        const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), wg = 128 / tiles;
+        L.wg = wg < 1 ? 1 : wg > g->B ? g->B : (int)wg;
+        L.wps = round_up(L.wg * tiles, FLAT_VEC) + FLAT_VEC;
+        L.wslot = 20 * (max_l(g->C, g->OC) * L.wps + FLAT_VEC) + FLAT_VEC;
+    }
     if (L.flat)
-        L.n_col = max_l(PAR_SLOTS * (long)g->OC * L.FS, (long)g->B * g->OC * plane + slack + PAR_SLOTS * (long)g->C * L.FS);
+        L.n_col = max_l(PAR_SLOTS * max_l((long)g->OC * L.FS, L.wslot),
+                        (long)g->B * g->OC * plane + slack + PAR_SLOTS * max_l((long)g->C * L.FS, L.wslot));
     /* + TW: room to align the direct path's vectors; im2col: a piece's
      * weight-gradient sums each */
     L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : L.flat ? 0 : PAR_SLOTS * (long)g->C * KK * g->OC;
@@ -97,7 +111,9 @@ conv_layout_t conv_layout(const conv_geom_t *g)
         L.dchunk = fit < 1 ? 1 : fit > g->B ? g->B : (int)fit;
         L.n_acc = (long)g->C * 9 * L.OCp + (long)L.dchunk * g->OH * L.WP * L.OCp;
     }
-    L.n_wt = L.flat ? (long)g->C * KK * g->OC : 0;   /* the flipped, transposed weights */
+    /* the flipped, transposed weights; the Winograd form's transformed
+     * weights (16, C, OC) after them */
+    L.n_wt = L.flat ? (long)g->C * KK * g->OC + (L.wino ? 16L * g->C * g->OC : 0) : 0;
     return L;
 }
 

@@ -20,6 +20,10 @@ typedef struct conv_layout {
     long OCp;             /* flat 3x3 weight gradient: output channels rounded up to a vector */
     int dchunk;           /* and the samples whose transposed output gradient it holds at once */
     int direct, flat;
+    int wino;             /* flat 3x3: forward and input gradient in the Winograd form (conv_wino.inc) */
+    int wg;               /* and the samples it transforms together (a group) */
+    long wps;             /* floats per row of a group's transformed input or outputs */
+    long wslot;           /* floats of a slot's transformed input and outputs, with room to align them */
     int sub;              /* 1x1 taps, no padding, stride above 1: P holds the input subsampled (its im2col) */
 } conv_layout_t;
 
