@@ -19,7 +19,12 @@
  *    a block of output channels: no im2col and no GEMM packing, which cost
  *    as much as the arithmetic at ResNet's 16 to 64 channels. The input
  *    gradient is the same convolution of the padded output gradient with
- *    the weights flipped and transposed. The weight gradient sums, for each
+ *    the weights flipped and transposed. With 3x3 taps both are computed
+ *    in the Winograd F(2x2, 3x3) form instead (conv_wino.inc): 2.25 times
+ *    fewer multiplications, each 2x2 tile of outputs from its own 4x4 of
+ *    input, so a sample's outputs do not depend on the thread or the set
+ *    (beyond FMA contraction) but differ from the direct sums by a few ulp
+ *    of their terms. The weight gradient sums, for each
  *    tap, the padded output gradient against the input at that tap's
  *    offset, over the batch: a tile of 3 output channels × 9 taps stays in
  *    registers as lanes of positions (2.3-3.5x faster than an im2col GEMM

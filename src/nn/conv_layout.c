@@ -15,7 +15,11 @@
  * (OC, KH·KW + 1, TW) lanes on the direct path (the extra tap is the
  * bias), (C·KH·KW, OC) on the im2col path; on the flat path with 3x3
  * taps the sums (C, 9, OCp) and a chunk's transposed output gradient
- * (chunk, OH·WP, OCp), OCp = OC rounded up to 16. A 1x1 convolution at
+ * (chunk, OH·WP, OCp), OCp = OC rounded up to 16. With 3x3 taps col_b's
+ * room holds, per slot, the Winograd form's transformed input and outputs
+ * of a group of samples (16 rows of C and 4 of OC, wps floats each; the
+ * input gradient swaps C and OC), and wt is followed by the transformed
+ * weights (16, C, OC). A 1x1 convolution at
  * a stride above 1 without padding keeps its input subsampled instead of
  * padded, (B, C, OH, OW): the only values it reads, and its im2col.
  */
