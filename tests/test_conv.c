@@ -75,8 +75,43 @@ static void conv_set_case(const conv_kernels_t *k, const char *set, int B, int C
     free(rout); free(rdx); free(rdw); free(rdb);
 }
 
+/* The Winograd form computes each 2x2 tile alone, so a sample's output
+ * and input gradient must be the same bits whichever samples share its
+ * group and wherever it lies in it: samples 8 and 9 of a batch of 10 (7x7
+ * planes: groups of 8, so these two start the second group) against the
+ * same two as the second and third of a batch of 3 (one group). */
+static void wino_group_case(const conv_kernels_t *k, const char *set)
+{
+    const int C = 5, OC = 6, H = 7, W = 7;
+    const long sx = (long)C * H * W, so = (long)OC * H * W, nw = (long)OC * C * 9;
+    float *x = xalloc_floats(13 * sx), *dout = xalloc_floats(13 * so), *w = xalloc_floats(nw);
+    float *dw = xalloc_floats(nw), *out = xalloc_floats(13 * so), *dx = xalloc_floats(13 * sx);
+    fill(x, 10 * sx); fill(dout, 10 * so); fill(w, nw);
+    /* the batch of 3 after the batch of 10: sample 0, then 8 and 9 */
+    memcpy(x + 10 * sx, x, sizeof(float) * (size_t)sx);
+    memcpy(x + 11 * sx, x + 8 * sx, sizeof(float) * (size_t)(2 * sx));
+    memcpy(dout + 10 * so, dout, sizeof(float) * (size_t)so);
+    memcpy(dout + 11 * so, dout + 8 * so, sizeof(float) * (size_t)(2 * so));
+    for (int r = 0; r < 2; r++) {
+        conv_geom_t g = { .B = r ? 3 : 10, .C = C, .H = H, .W = W, .OC = OC, .KH = 3, .KW = 3, .stride = 1, .pad = 1 };
+        CHECK(conv_geom_init(&g) == 0, "geometry");
+        const conv_layout_t L = conv_layout(&g);
+        CHECK(L.wino && L.wg == (r ? 3 : 8), "%s: groups of %d samples at batch %d", set, L.wg, g.B);
+        float *col = xalloc_floats(conv_col_size(&g));
+        const long b0 = r ? 10 : 0;
+        conv2d_forward_with(k, out + b0 * so, col, col + conv_pad_size(&g), x + b0 * sx, w, NULL, NULL, &g);
+        conv2d_backward_with(k, dx + b0 * sx, dw, NULL, col, col + conv_pad_size(&g), dout + b0 * so, w, &g);
+        free(col);
+    }
+    CHECK(memcmp(out + 8 * so, out + 11 * so, sizeof(float) * (size_t)(2 * so)) == 0 &&
+              memcmp(dx + 8 * sx, dx + 11 * sx, sizeof(float) * (size_t)(2 * sx)) == 0,
+          "%s set: the Winograd form's outputs depend on the samples grouped with them", set);
+    free(x); free(dout); free(w); free(dw); free(out); free(dx);
+}
+
 static void run_set(const conv_kernels_t *k, const char *set)
 {
+    wino_group_case(k, set);
     conv_set_case(k, set, 4, 1, 28, 28, 6, 5, 1, 2);    /* LeNet's first layer */
     conv_set_case(k, set, 4, 6, 14, 14, 16, 5, 1, 0);   /* and its second */
     conv_set_case(k, set, 2, 1, 9, 20, 3, 3, 1, 1);     /* ragged tiles */
