@@ -16,7 +16,7 @@
  * bias), (C·KH·KW, OC) on the im2col path; on the flat path with 3x3
  * taps the sums (C, 9, OCp) and a chunk's transposed output gradient
  * (chunk, OH·WP, OCp), OCp = OC rounded up to 16. With 3x3 taps col_b's
- * room holds, per slot, the Winograd form's transformed input and outputs
+ * room holds instead, per slot, the Winograd form's transformed input and outputs
  * of a group of samples (16 rows of C and 4 of OC, wps floats each; the
  * input gradient swaps C and OC), and wt is followed by the transformed
  * weights (16, C, OC). A 1x1 convolution at
@@ -80,13 +80,11 @@ conv_layout_t conv_layout(const conv_geom_t *g)
     /* one sample's im2col per piece of the batch (PAR_SLOTS of them, each
      * computed by one thread) */
     L.n_col = PAR_SLOTS * ((long)g->C * KK * g->OH * g->OW + slack);
-    /* flat path, no im2col: forward's output planes (OC, FS) per piece; in
-     * backward the padded output gradient of the batch (B, OC, HP, WP) and
-     * one sample's input-gradient planes (C, FS) per piece */
     /* flat 3x3: the Winograd form. A group of samples holds about 128
      * tiles (2x2 outputs), the lanes of its products; a slot holds a
      * group's transformed input (16, C, wps) and outputs (4, OC, wps),
-     * C and OC the larger of the two (the input gradient swaps them) */
+     * C and OC the larger of the two (the input gradient swaps them),
+     * in place of the planes below */
     L.wino = L.flat && g->KH == 3 && g->KW == 3;
     L.wg = 0;
     L.wps = L.wslot = 0;
@@ -96,9 +94,12 @@ conv_layout_t conv_layout(const conv_geom_t *g)
         L.wps = round_up(L.wg * tiles, FLAT_VEC) + FLAT_VEC;
         L.wslot = 20 * (max_l(g->C, g->OC) * L.wps + FLAT_VEC) + FLAT_VEC;
     }
+    /* flat path, no im2col: forward's output planes (OC, FS) per piece; in
+     * backward the padded output gradient of the batch (B, OC, HP, WP) and
+     * one sample's input-gradient planes (C, FS) per piece */
     if (L.flat)
-        L.n_col = max_l(PAR_SLOTS * max_l((long)g->OC * L.FS, L.wslot),
-                        (long)g->B * g->OC * plane + slack + PAR_SLOTS * max_l((long)g->C * L.FS, L.wslot));
+        L.n_col = max_l(PAR_SLOTS * (L.wino ? L.wslot : (long)g->OC * L.FS),
+                        (long)g->B * g->OC * plane + slack + PAR_SLOTS * (L.wino ? L.wslot : (long)g->C * L.FS));
     /* + TW: room to align the direct path's vectors; im2col: a piece's
      * weight-gradient sums each */
     L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : L.flat ? 0 : PAR_SLOTS * (long)g->C * KK * g->OC;
