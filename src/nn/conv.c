@@ -96,6 +96,7 @@ typedef struct conv_kernels {
                     long xplane, int B, int Cin, int Cout, int KH, int KW, long WP, long nvalid, long zeros);
     void (*flat_dwt)(float *dwt, const float *dT, long nvalid, int OCp, const float *x, long xplane, long xbs,
                      int nb, int C, long WP);
+    void (*dt_transpose)(float *T, long OCp, const float *D, long dplane, int OC, long n);
     void (*wino_input)(float *V, long ps, const float *x, long xplane, int Cin, int OH, int OW, long WP, long p0);
     void (*wino_product)(float *Y, const float *V, const float *U, int Cin, int Cout, long ps, long np);
     void (*wino_output)(float *out, const float *Y, long ps, int Cout, int OH, int OW, long p0, const float *b);
@@ -370,12 +371,7 @@ static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D,
                 const int bb1 = (int)par_cut(nb, T, me + 1, 1);
                 for (int bb = (int)par_cut(nb, T, me, 1); bb < bb1; bb++) {
                     const float *Db = D + (long)(b0 + bb) * g->OC * dplane + g->pad * L.WP + g->pad;
-                    float *Tb = dT + (long)bb * nvalid * OCp;
-                    for (long q = 0; q < nvalid; q++) {
-                        float *t = Tb + q * OCp;
-                        for (int oc = 0; oc < g->OC; oc++) t[oc] = Db[oc * dplane + q];
-                        for (long oc = g->OC; oc < OCp; oc++) t[oc] = 0.0f;
-                    }
+                    k->dt_transpose(dT + (long)bb * nvalid * OCp, OCp, Db, dplane, g->OC, nvalid);
                 }
                 PAR_BARRIER
                 if (c1 > c0)
