@@ -268,6 +268,42 @@ static void test_bn_sync(void)
     sync_case(1);
 }
 
+/* one replica: the union is this batch */
+static int alone_gather(void *ctx, const double *mine, double *all, int n)
+{
+    (void)ctx;
+    memcpy(all, mine, sizeof(double) * (size_t)n);
+    return 1;
+}
+
+/* Planes too large for the cache: bn_backward takes a few channels at a
+ * time, sums then input gradient (here 3 + 3 + 1). The same bits as the
+ * two passes over every channel that a synchronized normalization takes,
+ * here with one replica. */
+static void pieces_case(int relu)
+{
+    enum { PB = 4, PC = 7, PHW = 4099, PN = PB * PC * PHW };
+    float *x = xalloc_floats(PN), *d = xalloc_floats(PN), *y = xalloc_floats(PN), *dx1 = xalloc_floats(PN),
+          *dx2 = xalloc_floats(PN);
+    float g[PC], b[PC], mean[PC], istd[PC], rm[PC] = { 0 }, rv[PC], dg1[PC], db1[PC], dg2[PC], db2[PC];
+    for (int c = 0; c < PC; c++) rv[c] = 1.0f;
+    fill(x, PN, -2, 3); fill(d, PN, -1, 1); fill(g, PC, 0.5f, 1.5f); fill(b, PC, -0.5f, 0.5f);
+    double mine[2 * PC + 1], all[2 * PC + 1];
+    bn_sync_t sync = { .gather = alone_gather, .mine = mine, .all = all };
+    bn_forward_train(y, mean, istd, rm, rv, x, g, b, NULL, SCR, PB, PC, PHW, relu, 0.1f, 1e-5f, NULL, NULL);
+    bn_backward(dx1, dg1, db1, d, x, mean, istd, g, b, SCR, PB, PC, PHW, relu, NULL, NULL);
+    bn_backward(dx2, dg2, db2, d, x, mean, istd, g, b, SCR, PB, PC, PHW, relu, &sync, NULL);
+    CHECK(!memcmp(dx1, dx2, sizeof(float) * PN), "relu %d: input gradient by pieces differs", relu);
+    CHECK(!memcmp(dg1, dg2, sizeof dg1) && !memcmp(db1, db2, sizeof db1), "relu %d: dγ, dβ by pieces differ", relu);
+    free(x); free(d); free(y); free(dx1); free(dx2);
+}
+
+static void test_bn_pieces(void)
+{
+    pieces_case(0);
+    pieces_case(1);
+}
+
 /* ---------------- pooling, add, convolution without bias ---------------- */
 static void test_gap_add(void)
 {
@@ -503,6 +539,7 @@ int main(int argc, char **argv)
     RUN(test_bn_relu_mask);
     RUN(test_bn_closed_form);
     RUN(test_bn_sync);
+    RUN(test_bn_pieces);
     RUN(test_gap_add);
     RUN(test_conv_without_bias);
     RUN(test_conv_moments);
