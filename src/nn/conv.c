@@ -100,11 +100,15 @@ typedef struct conv_kernels {
     void (*wino_input)(float *V, long ps, const float *x, long xplane, int Cin, int OH, int OW, long WP, long p0);
     void (*wino_product)(float *Y, const float *V, const float *U, int Cin, int Cout, long ps, long np);
     void (*wino_output)(float *out, const float *Y, long ps, int Cout, int OH, int OW, long p0, const float *b);
+    void (*wino_dz)(float *Z, long zs, const float *dT, int OCp, int OH, int OW, long WP, long p0);
+    void (*wino_dw_product)(float *dU, const float *V, long ps, const float *Z, long zs, int C, int OCp, long np,
+                            int add);
     int nt;   /* direct path: column tiles per block */
     int vl;   /* floats per vector */
     int dwt;  /* flat 3x3 weight gradient with output channels in the lanes from this many vectors of
                * them (0: never) */
     int doc;  /* flat weight gradient: output channels per tile */
+    int wdw;  /* the weight gradient in the Winograd form (with 32 vector registers for its 16 sums) */
 } conv_kernels_t;
 
 #define KCAT2(a, b) a##_##b
@@ -337,6 +341,70 @@ static void backward_direct_dw(const conv_kernels_t *k, float *dw, float *db, co
     }
 }
 
+/* The Winograd form's weight gradient (conv_wino.inc) from the padded
+ * output gradient D and input P: per group of samples (as forward's), its
+ * input transformed as forward does (V), its output gradient transposed
+ * (output channels in the lanes) and transformed (Z), and their products
+ * summed over the tiles into dU (16, C, OCp). The batch's groups are cut
+ * into PAR_SLOTS pieces whatever T, each summing its groups in order into
+ * a dU of its own, which are then added in piece order: the same bits on
+ * any number of threads. dw = Gᵀ·dU·G. */
+static void wino_weight_grad(const conv_kernels_t *k, float *dw, const float *D, const float *P, float *acc,
+                             float *work, const conv_geom_t *g, const conv_layout_t *L, int par)
+{
+    const long plane = L->HP * L->WP, OCp = L->OCp, dplane = plane;
+    const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), n2 = (long)((g->OH + 1) / 2) * 2 * L->WP;
+    const int ng = (g->B + L->wg - 1) / L->wg, npc = ng < PAR_SLOTS ? ng : PAR_SLOTS;
+    const long usz = 16L * g->C * OCp;
+    float *dU = (float *)(((uintptr_t)acc + 63) & ~(uintptr_t)63);
+    PAR_FOR_SLOTS_IF(par && npc > 1)
+    for (int pc = 0; pc < npc; pc++) {
+        float *V = (float *)(((uintptr_t)(work + (long)par_slot() * L->wslot) + 63) & ~(uintptr_t)63);
+        float *Z = V + 16L * ((long)g->C * L->wps + FLAT_VEC), *dT = V + L->wdt;
+        const int q1 = (int)par_cut(ng, npc, pc + 1, 1);
+        for (int q = (int)par_cut(ng, npc, pc, 1); q < q1; q++) {
+            const int b0 = q * L->wg, nb = g->B - b0 < L->wg ? g->B - b0 : L->wg;
+            for (int s = 0; s < nb; s++) {
+                const float *Db = D + (long)(b0 + s) * g->OC * dplane + g->pad * L->WP + g->pad;
+                float *Tb = dT + (long)s * n2 * OCp;
+                k->dt_transpose(Tb, OCp, Db, dplane, g->OC, n2);
+                k->wino_dz(Z, L->wzs, Tb, (int)OCp, g->OH, g->OW, L->WP, s * tiles);
+                k->wino_input(V, L->wps, P + (long)(b0 + s) * g->C * plane, plane, g->C, g->OH, g->OW, L->WP,
+                              s * tiles);
+            }
+            k->wino_dw_product(dU + pc * usz, V, L->wps, Z, L->wzs, g->C, (int)OCp, nb * tiles,
+                               q > (int)par_cut(ng, npc, pc, 1));
+        }
+    }
+    /* dw[oc][ic] = Gᵀ·(Σ over the pieces of dU[·][ic][oc])·G */
+    PAR_FOR_IF(par && (long)g->C * g->OC * 16 * npc >= PAR_MIN_FLOATS)
+    for (int ic = 0; ic < g->C; ic++)
+        for (int o0 = 0; o0 < g->OC; o0 += 64) {   /* 64 output channels at a time, in the lanes */
+            const int no = g->OC - o0 < 64 ? g->OC - o0 : 64;
+            float u[16][64], t[4][3][64], r[9][64];
+            for (int e = 0; e < 16; e++) {
+                const float *p = dU + ((long)e * g->C + ic) * OCp + o0;
+                for (int o = 0; o < no; o++) u[e][o] = p[o];
+                for (int pc = 1; pc < npc; pc++)
+                    for (int o = 0; o < no; o++) u[e][o] += p[pc * usz + o];
+            }
+            for (int i = 0; i < 4; i++)   /* dU·G */
+                for (int o = 0; o < no; o++) {
+                    t[i][0][o] = u[4 * i][o] + 0.5f * (u[4 * i + 1][o] + u[4 * i + 2][o]);
+                    t[i][1][o] = 0.5f * (u[4 * i + 1][o] - u[4 * i + 2][o]);
+                    t[i][2][o] = 0.5f * (u[4 * i + 1][o] + u[4 * i + 2][o]) + u[4 * i + 3][o];
+                }
+            for (int l = 0; l < 3; l++)   /* Gᵀ·(dU·G) */
+                for (int o = 0; o < no; o++) {
+                    r[l][o] = t[0][l][o] + 0.5f * (t[1][l][o] + t[2][l][o]);
+                    r[3 + l][o] = 0.5f * (t[1][l][o] - t[2][l][o]);
+                    r[6 + l][o] = 0.5f * (t[1][l][o] + t[2][l][o]) + t[3][l][o];
+                }
+            for (int o = 0; o < no; o++)
+                for (int j = 0; j < 9; j++) dw[((long)(o0 + o) * g->C + ic) * 9 + j] = r[j][o];
+        }
+}
+
 /* The flat 3x3 path's weight gradient from the padded output gradient D. */
 static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D, const float *P, float *acc,
                              const conv_geom_t *g, const conv_layout_t *Lp, int par)
@@ -461,7 +529,8 @@ static void backward_flat(const conv_kernels_t *k, float *dinp, float *dw, float
             db[oc] = s;
         }
     }
-    flat_weight_grad(k, dw, D, P, acc, g, &L, par);
+    if (L.wino && k->wdw) wino_weight_grad(k, dw, D, P, acc, yd0, g, &L, par);
+    else flat_weight_grad(k, dw, D, P, acc, g, &L, par);
     if (!dinp) return;
     PAR_FOR_IF(par && (long)g->OC * g->C * KK >= PAR_MIN_FLOATS)
     for (int oc = 0; oc < g->OC; oc++)

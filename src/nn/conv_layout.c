@@ -19,7 +19,11 @@
  * room holds instead, per slot, the Winograd form's transformed input and outputs
  * of a group of samples (16 rows of C and 4 of OC, wps floats each; the
  * input gradient swaps C and OC), and wt is followed by the transformed
- * weights (16, C, OC). A 1x1 convolution at
+ * weights (16, C, OC). The Winograd weight gradient's slot holds a group's
+ * transformed input V (16, C, wps), the transformed output gradient Z
+ * (16, wps, OCp) and the group's output gradient transposed (from offset
+ * wdt), and acc its sums dU (16, C, OCp) for each of PAR_SLOTS pieces of
+ * the batch. A 1x1 convolution at
  * a stride above 1 without padding keeps its input subsampled instead of
  * padded, (B, C, OH, OW): the only values it reads, and its im2col.
  */
@@ -87,12 +91,19 @@ conv_layout_t conv_layout(const conv_geom_t *g)
      * in place of the planes below */
     L.wino = L.flat && g->KH == 3 && g->KW == 3;
     L.wg = 0;
-    L.wps = L.wslot = 0;
+    L.wps = L.wslot = L.wzs = L.wdt = 0;
     if (L.wino) {
         const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), wg = 128 / tiles;
         L.wg = wg < 1 ? 1 : wg > g->B ? g->B : (int)wg;
         L.wps = round_up(L.wg * tiles, FLAT_VEC) + FLAT_VEC;
         L.wslot = 20 * (max_l(g->C, g->OC) * L.wps + FLAT_VEC) + FLAT_VEC;
+        /* the weight gradient's: V (16, C, wps), Z (16, wps, OCp) and the
+         * group's output gradient transposed, (wg, 2·th·WP, OCp) */
+        const long OCp = round_up(g->OC, 16);
+        L.wzs = L.wps * OCp + FLAT_VEC;
+        L.wdt = 16 * ((long)g->C * L.wps + FLAT_VEC) + 16 * L.wzs;
+        const long n2 = (long)((g->OH + 1) / 2) * 2 * L.WP;   /* positions a sample's tiles read */
+        L.wslot = max_l(L.wslot, L.wdt + L.wg * n2 * OCp + FLAT_VEC);
     }
     /* flat path, no im2col: forward's output planes (OC, FS) per piece; in
      * backward the padded output gradient of the batch (B, OC, HP, WP) and
@@ -115,6 +126,8 @@ conv_layout_t conv_layout(const conv_geom_t *g)
         const long fit = (1L << 20) / per;
         L.dchunk = fit < 1 ? 1 : fit > g->B ? g->B : (int)fit;
         L.n_acc = (long)g->C * 9 * L.OCp + (long)L.dchunk * g->OH * L.WP * L.OCp;
+        /* or the Winograd form's sums dU (16, C, OCp), one per piece of the batch */
+        L.n_acc = max_l(L.n_acc, PAR_SLOTS * 16L * g->C * L.OCp + FLAT_VEC);
     }
     /* the flipped, transposed weights; the Winograd form's transformed
      * weights (16, C, OC) after them */
