@@ -22,7 +22,8 @@
  *         core_fraction=C
  *   profile model=M step_us=U gemm_alone=F gather=F forward=F loss=F backward=F update=F
  *   layers model=M kind=K n=N forward_ms=F backward_ms=B   (per step, the N layers of kind K together)
- * Usage: bench_train [MODEL...]   (one process; no mpirun needed; MODEL is mlp,
+ * Usage: bench_train [--threads T] [MODEL...]   (one process; no mpirun
+ *        needed; T threads per kernel as dsgd train --threads, default 1; MODEL is mlp,
  *        lenet or resnet (resnet:20,16), default mlp and lenet; the memory
  *        line's peak resident size is the process's, so it is the model's
  *        own when one model is asked for)
@@ -316,7 +317,16 @@ int main(int argc, char **argv)
 {
     blas_choose(argc, argv);   /* the kernels dsgd train runs (util/blas.h) */
     MPI_Init(&argc, &argv);
-    cpu_compute_setup(1, 1);   /* as dsgd train: one BLAS thread, subnormals flushed */
+    int threads = 1, named = 0;
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--threads") && a + 1 < argc) threads = atoi(argv[++a]);
+        else named = 1;
+    }
+    if (threads < 1) {
+        fprintf(stderr, "bench_train: --threads needs a positive count\n");
+        return 2;
+    }
+    cpu_compute_setup(threads, 1);   /* as dsgd train: one BLAS thread, subnormals flushed */
     char blas[256], cpu[256];
     blas_describe(blas, sizeof blas);
     blas_cpu(cpu, sizeof cpu);
@@ -356,7 +366,7 @@ int main(int argc, char **argv)
         { "mlp", "mlp:256,128" }, { "lenet", "lenet" }, { "resnet", "resnet:20,16" },
     };
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
-        int chosen = argc < 2 && strcmp(models[i].name, "resnet");   /* resnet: asked for by name */
+        int chosen = !named && strcmp(models[i].name, "resnet");   /* resnet: asked for by name */
         for (int a = 1; a < argc; a++) chosen |= !strcmp(argv[a], models[i].name);
         if (chosen) bench_model(models[i].name, models[i].spec, &train, idx, peak, core);
     }

@@ -412,11 +412,14 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, co
          * gradient, while their planes (at most BN_FUSED_BYTES of output
          * gradient and input) are still in the cache: the second pass
          * reads from L2, not memory (resnet:20,16's first stage: 400 kB a
-         * channel, 3.2 MB a layer). The threads take whole pieces. Each
+         * channel, 3.2 MB a layer). The threads take whole pieces, at
+         * least PAR_GRAIN of them each where there are channels enough
+         * (20 channels a piece at 7x7 left 2 threads 40 and 24). Each
          * channel's sums are added in the same order as in two passes,
          * and the input gradient is element-wise: the same bits. */
         const long per = BN_FUSED_BYTES / ((long)B * HW * 2 * (long)sizeof(float));
-        const int cw = per < 1 ? 1 : per > C ? C : (int)per, nq = (C + cw - 1) / cw;
+        const int most = (C + par_pieces(C) - 1) / par_pieces(C);   /* enough pieces for the threads */
+        const int cw = per < 1 ? 1 : per > most ? most : (int)per, nq = (C + cw - 1) / cw;
         PAR_FOR_DYN_IF(nq > 1 && (long)B * C * HW >= PAR_MIN_FLOATS)
         for (int q = 0; q < nq; q++) {
             const int c0 = q * cw, c1 = C - c0 < cw ? C : c0 + cw;
