@@ -2,6 +2,7 @@
  * zero on the calling thread and on OpenBLAS's worker threads (which start
  * before main), or kept when asked; and the FLOPs a training step performs. */
 #include <cblas.h>
+#include <dirent.h>
 #include <string.h>
 
 #include "nn/model.h"
@@ -48,6 +49,32 @@ static void test_keep_everywhere(void)
     cpu_compute_setup(1, 1);
 }
 
+static int task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* After the set-up for 2 threads the process has this thread and
+ * OpenMP's one other, and no OpenBLAS worker (which would spin on
+ * sched_yield beside the two for its first 0.1 s): setting OpenBLAS's
+ * thread count starts its workers again if they were stopped, so they
+ * are stopped after it. A one-thread GEMM starts none. */
+static void test_no_blas_workers(void)
+{
+    cpu_compute_setup(2, 1);
+    float a[64 * 64], c[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) a[i] = 1.0f / (float)(i + 1);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 64, 64, 64, 1.0f, a, 64, a, 64, 0.0f, c, 64);
+    const int n = task_count();
+    CHECK(n < 0 || n == 2, "%d threads after the set-up for 2 (this one and OpenMP's other)", n);
+    cpu_compute_setup(1, 1);
+}
+
 /* mlp:256,128 on 28x28, 10 classes: forward and weight gradient of every
  * dense layer, input gradient of all but the first. */
 static void test_train_flops(void)
@@ -76,6 +103,7 @@ int main(int argc, char **argv)
     RUN(test_blas_check);
     RUN(test_flush_everywhere);
     RUN(test_keep_everywhere);
+    RUN(test_no_blas_workers);
     RUN(test_train_flops);
     return TEST_END("test_cpu");
 }

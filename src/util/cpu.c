@@ -37,11 +37,16 @@ void cpu_compute_setup(int threads, int flush)
     sigset_t sigs, was;
     cpu_process_signals(&sigs);
     pthread_sigmask(SIG_BLOCK, &sigs, &was);
-    if (blas_thread_shutdown_) blas_thread_shutdown_();
     /* OpenBLAS computes on the calling thread only: its own threads split
      * a GEMM where it likes, which changes the bits with their number;
-     * dsgd's kernels split their work themselves (util/par.h) */
+     * dsgd's kernels split their work themselves (util/par.h). Then its
+     * worker threads are stopped: after the count is set, because
+     * OpenBLAS 0.3.21's openblas_set_num_threads starts them again when
+     * they are stopped (each then spins on sched_yield for about 0.1 s
+     * before it sleeps: on 2 cores with --threads 2, the first 0.1 s of
+     * training on a core and a half). A one-thread call never starts them. */
     openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
 #ifdef _OPENMP
     omp_set_num_threads(threads);
     /* the pool's threads take this mode and mask too: those that exist
