@@ -61,6 +61,10 @@ static inline __attribute__((always_inline)) double row_centred_squares(const fl
     return t;
 }
 
+enum { BN_ROWS_BLOCK = 1024 };   /* floats: a padded plane's rows computed at once */
+enum { BN_PAD_BLOCK = 16 };      /* floats: copied into a padded row at once */
+enum { BN_FUSED_BYTES = 512 * 1024 };   /* bn_backward: a piece's planes, both arrays */
+
 /* one plane of y = x·k + sh (then ReLU) */
 static inline __attribute__((always_inline)) void affine_plane(float *y, const float *x, float k, float sh, int HW,
                                                                 int relu)
@@ -115,6 +119,31 @@ static inline __attribute__((always_inline)) void affine_plane_at(float *out, co
     float *pl = out + p * opad->HP * WP;
     const float *x = inp + p * HW;
     memset(pl, 0, sizeof(float) * (size_t)(pad * WP));
+    if (pad == 1 && right == 0 && H > 1 && HW + 2 * BN_PAD_BLOCK <= BN_ROWS_BLOCK) {
+        /* The flat layout (a row is its zero and its W values, the zero
+         * also the right neighbour of the row above): the plane computed
+         * whole into tmp, where the loop is as long as the plane (ResNet's
+         * rows, 7 to 28 values, are too short for the vector loop), then
+         * each row but the last copied as whole blocks of BN_PAD_BLOCK
+         * from its zero on, running into the next row, which is written
+         * after it; its zero written last. The last row as below, so
+         * nothing is written past the plane. */
+        float tmp[BN_ROWS_BLOCK];
+        affine_plane(tmp + 1, x, k, sh, HW, relu);
+        const int nb = (W + 1 + BN_PAD_BLOCK - 1) / BN_PAD_BLOCK;
+        for (int r = 0; r < H - 1; r++) {
+            float *row = pl + (r + 1) * WP;
+            const float *src = tmp + (long)r * W;   /* src[0]: the zero's place */
+            for (int b = 0; b < nb; b++)
+                for (int j = 0; j < BN_PAD_BLOCK; j++) row[b * BN_PAD_BLOCK + j] = src[b * BN_PAD_BLOCK + j];
+            row[0] = 0.0f;
+        }
+        float *row = pl + H * WP;
+        row[0] = 0.0f;
+        for (int j = 0; j < W; j++) row[1 + j] = tmp[1 + (long)(H - 1) * W + j];
+        memset(pl + (H + 1) * WP, 0, sizeof(float) * (size_t)((opad->HP - H - 1) * WP));
+        return;
+    }
     for (int r = 0; r < H; r++) {
         float *row = pl + (r + pad) * WP;
         for (int j = 0; j < pad; j++) row[j] = 0.0f;
@@ -346,8 +375,6 @@ BN_CLONES static void grad_sums(double *sg, double *sgx, const float *dout, cons
     }
 }
 
-enum { BN_ROWS_BLOCK = 1024 };
-enum { BN_FUSED_BYTES = 512 * 1024 };   /* bn_backward: a piece's planes, both arrays */   /* floats: the padded input gradient's rows computed at once */
 
 /* dx = k·g − k·dβ/n − k·dγ/n · x̂ = k·g + (c0 + c1·x), from each channel's
  * sums sg, sgx (Σ g, Σ g·(x − μ)) over the n values normalized together;
