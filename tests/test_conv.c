@@ -63,7 +63,7 @@ static void conv_set_case(const conv_kernels_t *k, const char *set, int B, int C
                             }
                 }
     conv2d_forward_with(k, out, col, col + conv_pad_size(&g), x, w, b, NULL, &g);
-    conv2d_backward_with(k, dx, dw, db, col, col + conv_pad_size(&g), dout, w, &g);
+    conv2d_backward_with(k, dx, dw, db, col, col + conv_pad_size(&g), dout, w, &g, 0);
     const double e_out = max_diff(out, rout, no), e_dw = max_diff(dw, rdw, nw);
     const double e_db = max_diff(db, rdb, OC), e_dx = max_diff(dx, rdx, nx);
     const double t_out = 1e-6 * C * K * K + 1e-5, t_w = 1e-6 * B * OH * OW + 1e-5;
@@ -71,6 +71,18 @@ static void conv_set_case(const conv_kernels_t *k, const char *set, int B, int C
     CHECK(e_out < t_out && e_dw < t_w && e_db < t_w && e_dx < t_dx,
           "%s set, B%d C%d %dx%d OC%d k%d s%d p%d: out %g dw %g db %g dinp %g", set, B, C, H, W,
           OC, K, s, p, e_out, e_dw, e_db, e_dx);
+    if (conv_layout(&g).wino) {
+        /* the input gradient added to what dinp holds: the bits of adding
+         * it afterwards, and nothing else changed (the vector stores that
+         * run past a row must leave the next row's values) */
+        float *acc = xalloc_floats(nx), *want = xalloc_floats(nx);
+        fill(acc, nx);
+        for (long i = 0; i < nx; i++) want[i] = acc[i] + dx[i];
+        conv2d_backward_with(k, acc, dw, db, col, col + conv_pad_size(&g), dout, w, &g, 1);
+        CHECK(!memcmp(acc, want, sizeof(float) * (size_t)nx), "%s set, B%d C%d %dx%d OC%d: the added input gradient",
+              set, B, C, H, W, OC);
+        free(acc); free(want);
+    }
     free(x); free(w); free(b); free(dout); free(out); free(col); free(dx); free(dw); free(db);
     free(rout); free(rdx); free(rdw); free(rdb);
 }
@@ -100,7 +112,7 @@ static void wino_group_case(const conv_kernels_t *k, const char *set)
         float *col = xalloc_floats(conv_col_size(&g));
         const long b0 = r ? 10 : 0;
         conv2d_forward_with(k, out + b0 * so, col, col + conv_pad_size(&g), x + b0 * sx, w, NULL, NULL, &g);
-        conv2d_backward_with(k, dx + b0 * sx, dw, NULL, col, col + conv_pad_size(&g), dout + b0 * so, w, &g);
+        conv2d_backward_with(k, dx + b0 * sx, dw, NULL, col, col + conv_pad_size(&g), dout + b0 * so, w, &g, 0);
         free(col);
     }
     CHECK(memcmp(out + 8 * so, out + 11 * so, sizeof(float) * (size_t)(2 * so)) == 0 &&

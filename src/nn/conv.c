@@ -99,7 +99,8 @@ typedef struct conv_kernels {
     void (*dt_transpose)(float *T, long OCp, const float *D, long dplane, int OC, long n);
     void (*wino_input)(float *V, long ps, const float *x, long xplane, int Cin, int OH, int OW, long WP, long p0);
     void (*wino_product)(float *Y, const float *V, const float *U, int Cin, int Cout, long ps, long np);
-    void (*wino_output)(float *out, const float *Y, long ps, int Cout, int OH, int OW, long p0, const float *b);
+    void (*wino_output)(float *out, const float *Y, long ps, int Cout, int OH, int OW, long p0, const float *b,
+                        int add);
     void (*wino_dz)(float *Z, long zs, const float *dT, int OCp, int OH, int OW, long WP, long p0);
     void (*wino_dw_product)(float *dU, const float *V, long ps, const float *Z, long zs, int C, int OCp, long np,
                             int add);
@@ -241,7 +242,7 @@ static void wino_weights(float *U, const float *w, int Cin, int Cout, int par)
  * Cout. */
 static void wino_conv(const conv_kernels_t *k, float *out, const float *x, float *work, const float *U,
                       const float *b, double *moments, int Cin, int Cout, const conv_geom_t *g,
-                      const conv_layout_t *L, int par)
+                      const conv_layout_t *L, int par, int add)
 {
     const long plane = L->HP * L->WP, OHW = (long)g->OH * g->OW;
     const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2);
@@ -255,7 +256,7 @@ static void wino_conv(const conv_kernels_t *k, float *out, const float *x, float
             k->wino_input(V, L->wps, x + (long)(b0 + s) * Cin * plane, plane, Cin, g->OH, g->OW, L->WP, s * tiles);
         k->wino_product(Y, V, U, Cin, Cout, L->wps, nb * tiles);
         for (int s = 0; s < nb; s++) {
-            k->wino_output(out + (long)(b0 + s) * Cout * OHW, Y, L->wps, Cout, g->OH, g->OW, s * tiles, b);
+            k->wino_output(out + (long)(b0 + s) * Cout * OHW, Y, L->wps, Cout, g->OH, g->OW, s * tiles, b, add);
             out_moments(moments, out, g, b0 + s);
         }
     }
@@ -287,7 +288,7 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
     if (L.wino) {
         float *U = cb + L.n_col + L.n_acc + (long)g->C * 9 * g->OC;
         wino_weights(U, w, g->C, g->OC, par);
-        wino_conv(k, out, P, cb, U, b, moments, g->C, g->OC, g, &L, par);
+        wino_conv(k, out, P, cb, U, b, moments, g->C, g->OC, g, &L, par, 0);
         return;
     }
     /* one sample at a time to whichever thread is free, each thread with
@@ -496,7 +497,8 @@ static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D,
 
 /* The flat path's three gradients. */
 static void backward_flat(const conv_kernels_t *k, float *dinp, float *dw, float *db, const float *P, float *cb,
-                          const float *dout, const float *w, const conv_geom_t *g, const conv_layout_t *Lp, int par)
+                          const float *dout, const float *w, const conv_geom_t *g, const conv_layout_t *Lp, int par,
+                          int add)
 {
     const conv_layout_t L = *Lp;
     const int OHW = g->OH * g->OW, KK = g->KH * g->KW;
@@ -539,7 +541,7 @@ static void backward_flat(const conv_kernels_t *k, float *dinp, float *dw, float
     if (L.wino) {   /* wt is the weights of a convolution from OC channels to C */
         float *U = wt + (long)g->C * KK * g->OC;
         wino_weights(U, wt, g->OC, g->C, par);
-        wino_conv(k, dinp, D, yd0, U, NULL, NULL, g->OC, g->C, g, &L, par);
+        wino_conv(k, dinp, D, yd0, U, NULL, NULL, g->OC, g->C, g, &L, par, add);
         return;
     }
     PAR_FOR_SLOTS_IF(par && g->B > 1)
@@ -620,13 +622,14 @@ static void backward_im2col(const conv_kernels_t *k, float *dinp, float *dw, flo
  * on T either; they differ from one chain over the whole batch by the
  * reassociation of that sum (a few ulp). */
 static void conv2d_backward_with(const conv_kernels_t *k, float *dinp, float *dw, float *db,
-                                 const float *P, float *cb, const float *dout, const float *w, const conv_geom_t *g)
+                                 const float *P, float *cb, const float *dout, const float *w, const conv_geom_t *g,
+                                 int add)
 {
     const conv_layout_t L = conv_layout(g);
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
     const int par = (long)g->B * g->OC * OHW * CKK >= 64L * PAR_MIN_FLOATS;
     if (L.direct) backward_direct_dw(k, dw, db, P, cb + L.n_col, dout, g, &L, par);
-    if (L.flat) backward_flat(k, dinp, dw, db, P, cb, dout, w, g, &L, par);
+    if (L.flat) backward_flat(k, dinp, dw, db, P, cb, dout, w, g, &L, par, add && L.wino);
     else backward_im2col(k, dinp, dw, db, P, cb, dout, w, g, &L, par);
 }
 
@@ -639,7 +642,7 @@ void conv2d_forward(float *out, float *col, const float *inp,
 void conv2d_backward(float *dinp, float *dw, float *db, float *col,
                      const float *dout, const float *w, const conv_geom_t *g)
 {
-    conv2d_backward_with(conv_kernels(), dinp, dw, db, col, col + conv_pad_size(g), dout, w, g);
+    conv2d_backward_with(conv_kernels(), dinp, dw, db, col, col + conv_pad_size(g), dout, w, g, 0);
 }
 
 void conv2d_forward_ws(float *out, float *pad, float *work, const float *inp,
@@ -651,5 +654,13 @@ void conv2d_forward_ws(float *out, float *pad, float *work, const float *inp,
 void conv2d_backward_ws(float *dinp, float *dw, float *db, const float *pad, float *work,
                         const float *dout, const float *w, const conv_geom_t *g)
 {
-    conv2d_backward_with(conv_kernels(), dinp, dw, db, pad, work, dout, w, g);
+    conv2d_backward_with(conv_kernels(), dinp, dw, db, pad, work, dout, w, g, 0);
+}
+
+int conv2d_dinp_adds(const conv_geom_t *g) { return conv_layout(g).wino; }
+
+void conv2d_backward_ws_add(float *dinp, float *dw, float *db, const float *pad, float *work,
+                            const float *dout, const float *w, const conv_geom_t *g)
+{
+    conv2d_backward_with(conv_kernels(), dinp, dw, db, pad, work, dout, w, g, 1);
 }

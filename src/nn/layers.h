@@ -85,6 +85,12 @@ void conv2d_forward_ws(float *out, float *pad, float *work, const float *inp,
                        const float *w, const float *b, double *moments, const conv_geom_t *g);
 void conv2d_backward_ws(float *dinp, float *dw, float *db, const float *pad, float *work,
                         const float *dout, const float *w, const conv_geom_t *g);
+/* Whether conv2d_backward_ws_add can add its input gradient to what dinp
+ * holds (the Winograd form: its output writer adds, out + value), and that
+ * call: a second reader's gradient without a buffer and an added pass. */
+int conv2d_dinp_adds(const conv_geom_t *g);
+void conv2d_backward_ws_add(float *dinp, float *dw, float *db, const float *pad, float *work,
+                            const float *dout, const float *w, const conv_geom_t *g);
 /* Planes of H×W values stored padded: each plane HP·WP floats, its row r
  * at (r + pad)·WP + pad, zeros around. */
 typedef struct plane_pad {

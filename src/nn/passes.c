@@ -235,11 +235,19 @@ static float *conv_backward(bwd_t *b, int i, const float *dout)
     float *dW = m->grads + l->w_off, *db = m->grads + l->b_off;
     conv_geom_t g = layer_geom(l, b->B, l->u_hi - l->u_lo);
     float *d = grad_target(b, l->src);
-    if (!m->graph)
+    if (!m->graph) {
         conv2d_backward(d, dW, db, m->col + m->col_off[i], dout, W, &g);
-    else
-        conv2d_backward_ws(d, dW, l->b_len ? db : NULL, m->col + m->col_off[i], m->col + m->col_work_off,
-                           b->padded == i ? NULL : l->dout, W, &g);
+        return d;
+    }
+    const float *P = m->col + m->col_off[i], *dpad = b->padded == i ? NULL : l->dout;
+    if (d && d == m->dscratch && !l->pb && conv2d_dinp_adds(&g)) {
+        /* a second reader: added straight into the gradient the first
+         * one wrote (what grad_done would add from the scratch buffer) */
+        d = m->layers[l->src].dout;
+        conv2d_backward_ws_add(d, dW, l->b_len ? db : NULL, P, m->col + m->col_work_off, dpad, W, &g);
+        return d;
+    }
+    conv2d_backward_ws(d, dW, l->b_len ? db : NULL, P, m->col + m->col_work_off, dpad, W, &g);
     return d;
 }
 
