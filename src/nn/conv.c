@@ -24,7 +24,9 @@
  *    fewer multiplications, each 2x2 tile of outputs from its own 4x4 of
  *    input, so a sample's outputs do not depend on the thread or the set
  *    (beyond FMA contraction) but differ from the direct sums by a few ulp
- *    of their terms. The weight gradient sums, for each
+ *    of their terms. With AVX-512 the weight gradient of a 3x3 layer is in
+ *    the same form too (wino_weight_grad: output channels in the lanes,
+ *    sums per fixed piece of the batch). Elsewhere the weight gradient sums, for each
  *    tap, the padded output gradient against the input at that tap's
  *    offset, over the batch: a tile of 3 output channels × 9 taps stays in
  *    registers as lanes of positions (2.3-3.5x faster than an im2col GEMM
