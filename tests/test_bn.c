@@ -516,7 +516,15 @@ static void test_bn_into_add(void)
     for (int c = 0; c < AC; c++) rv[c] = rv2[c] = 1.0f;
     for (int relu = 0; relu < 2; relu++)
         for (int training = 0; training < 2; training++) {
-            const bn_out_t o = { .add = a };
+            /* and the add's output padded for a 3x3 convolution above it
+             * (7x7: flat rows of 8), written as well */
+            conv_geom_t g = { .B = AB, .C = AC, .H = 7, .W = 7, .OC = 2, .KH = 3, .KW = 3, .stride = 1, .pad = 1 };
+            plane_pad_t pp;
+            CHECK(conv_geom_init(&g) == 0 && conv2d_in_padded(&pp, &g), "a 3x3 convolution takes its input padded");
+            const long np = (long)AB * AC * pp.HP * pp.WP;
+            float *padded = xalloc_floats(np), *want = xalloc_floats(np);
+            for (long i = 0; i < np; i++) padded[i] = want[i] = 1e9f;   /* every place must be written */
+            const bn_out_t o = { .add = a, .also = padded, .also_pad = &pp };
             if (training) {
                 bn_forward_train(y, mu, is, rm, rv, x, gm, bt, NULL, scr, AB, AC, AHW, 0, 0.1f, 1e-5f, NULL, NULL);
                 bn_forward_train(s2, mu, is, rm2, rv2, x, gm, bt, NULL, scr, AB, AC, AHW, relu, 0.1f, 1e-5f, NULL, &o);
@@ -527,6 +535,16 @@ static void test_bn_into_add(void)
             add_forward(s1, y, a, n, relu);
             CHECK(!memcmp(s1, s2, sizeof(float) * (size_t)n), "relu %d training %d: the fused add differs", relu, training);
             CHECK(!memcmp(rm, rm2, sizeof rm) && !memcmp(rv, rv2, sizeof rv), "relu %d: running statistics differ", relu);
+            for (long q = 0; q < (long)AB * AC; q++)
+                for (long r = 0; r < pp.HP; r++)
+                    for (long c = 0; c < pp.WP; c++) {
+                        const long ir = r - pp.pad, ic = c - pp.pad;
+                        want[(q * pp.HP + r) * pp.WP + c] =
+                            ir >= 0 && ir < pp.H && ic >= 0 && ic < pp.W ? s1[q * AHW + ir * pp.W + ic] : 0.0f;
+                    }
+            CHECK(!memcmp(padded, want, sizeof(float) * (size_t)np), "relu %d training %d: the padded copy differs",
+                  relu, training);
+            free(padded); free(want);
         }
     free(x); free(a); free(y); free(s1); free(s2); free(scr);
 }

@@ -98,15 +98,55 @@ static inline __attribute__((always_inline)) void affine_add_plane(float *y, con
         for (int i = 0; i < HW; i++) y[i] = (x[i] * k + sh) + a[i];
 }
 
+/* A plane already computed, t[0 .. H·W), into the padded plane pl. In the
+ * flat layout (pad 1, a row is its zero and its W values, the zero also
+ * the right neighbour of the row above) a row is copied as whole blocks of
+ * BN_PAD_BLOCK from its zero on, running into the next row, which is
+ * written after it, its zero written last (ResNet's rows, 7 to 28 values,
+ * are too short for a vector loop of their own): every row but the last
+ * where t has room around it (slack: a buffer of the plane's own, t[-1]
+ * and a block past each row readable), else only the rows whose blocks
+ * stay within t; the other rows value by value, so nothing is written
+ * past the plane or read past t. */
+static inline __attribute__((always_inline)) void padded_store(float *pl, const float *t, const plane_pad_t *pp,
+                                                                int slack)
+{
+    const int W = pp->W, H = pp->H, pad = pp->pad;
+    const long WP = pp->WP, right = WP - pad - W, HW = (long)H * W;
+    const int flat = pad == 1 && right == 0, nb = (W + 1 + BN_PAD_BLOCK - 1) / BN_PAD_BLOCK;
+    memset(pl, 0, sizeof(float) * (size_t)(pad * WP));
+    for (int r = 0; r < H; r++) {
+        float *row = pl + (r + pad) * WP;
+        const float *src = t + (long)r * W - 1;   /* src[0]: the zero's place */
+        if (flat && r < H - 1 && (slack || (r > 0 && (long)r * W - 1 + (long)nb * BN_PAD_BLOCK <= HW))) {
+            for (int b = 0; b < nb; b++)
+                for (int j = 0; j < BN_PAD_BLOCK; j++) row[b * BN_PAD_BLOCK + j] = src[b * BN_PAD_BLOCK + j];
+            row[0] = 0.0f;
+            continue;
+        }
+        for (int j = 0; j < pad; j++) row[j] = 0.0f;
+        for (int j = 0; j < W; j++) row[pad + j] = t[(long)r * W + j];
+        for (long j = 0; j < right; j++) row[pad + W + j] = 0.0f;
+    }
+    memset(pl + (pad + H) * WP, 0, sizeof(float) * (size_t)((pp->HP - pad - H) * WP));
+}
+
 /* plane p of (B, C) of y = x·k + sh (then ReLU): at out + p·HW; with
- * o->add, plus the residual add's other operand before the ReLU; with
- * o->pad, in the padded layout it gives (a convolution's input: zeros
- * above, below and around each row), the same values */
+ * o->add, plus the residual add's other operand before the ReLU, and with
+ * o->also a copy in the padded layout o->also_pad gives (the convolution
+ * that reads the add's output besides the next add); with o->pad, in the
+ * padded layout it gives (a convolution's input: zeros above, below and
+ * around each row), the same values, the plane computed whole into a
+ * buffer first where it fits (the loop as long as the plane). */
 static inline __attribute__((always_inline)) void affine_plane_at(float *out, const float *inp, long p, float k,
                                                                    float sh, int HW, int relu, const bn_out_t *o)
 {
+    const int fits = HW + 2 * BN_PAD_BLOCK <= BN_ROWS_BLOCK;
+    float tmp[BN_ROWS_BLOCK];
     if (o && o->add) {
         affine_add_plane(out + p * HW, inp + p * HW, o->add + p * HW, k, sh, HW, relu);
+        if (o->also)   /* copied from the output plane just written */
+            padded_store(o->also + p * o->also_pad->HP * o->also_pad->WP, out + p * HW, o->also_pad, 0);
         return;
     }
     if (!o || !o->pad) {
@@ -114,36 +154,16 @@ static inline __attribute__((always_inline)) void affine_plane_at(float *out, co
         return;
     }
     const plane_pad_t *opad = o->pad;
-    const int W = opad->W, H = opad->H, pad = opad->pad;
-    const long WP = opad->WP, right = WP - pad - W;
-    float *pl = out + p * opad->HP * WP;
-    const float *x = inp + p * HW;
-    memset(pl, 0, sizeof(float) * (size_t)(pad * WP));
-    if (pad == 1 && right == 0 && H > 1 && HW + 2 * BN_PAD_BLOCK <= BN_ROWS_BLOCK) {
-        /* The flat layout (a row is its zero and its W values, the zero
-         * also the right neighbour of the row above): the plane computed
-         * whole into tmp, where the loop is as long as the plane (ResNet's
-         * rows, 7 to 28 values, are too short for the vector loop), then
-         * each row but the last copied as whole blocks of BN_PAD_BLOCK
-         * from its zero on, running into the next row, which is written
-         * after it; its zero written last. The last row as below, so
-         * nothing is written past the plane. */
-        float tmp[BN_ROWS_BLOCK];
-        affine_plane(tmp + 1, x, k, sh, HW, relu);
-        const int nb = (W + 1 + BN_PAD_BLOCK - 1) / BN_PAD_BLOCK;
-        for (int r = 0; r < H - 1; r++) {
-            float *row = pl + (r + 1) * WP;
-            const float *src = tmp + (long)r * W;   /* src[0]: the zero's place */
-            for (int b = 0; b < nb; b++)
-                for (int j = 0; j < BN_PAD_BLOCK; j++) row[b * BN_PAD_BLOCK + j] = src[b * BN_PAD_BLOCK + j];
-            row[0] = 0.0f;
-        }
-        float *row = pl + H * WP;
-        row[0] = 0.0f;
-        for (int j = 0; j < W; j++) row[1 + j] = tmp[1 + (long)(H - 1) * W + j];
-        memset(pl + (H + 1) * WP, 0, sizeof(float) * (size_t)((opad->HP - H - 1) * WP));
+    float *pl = out + p * opad->HP * opad->WP;
+    if (fits) {
+        affine_plane(tmp + 1, inp + p * HW, k, sh, HW, relu);
+        padded_store(pl, tmp + 1, opad, 1);
         return;
     }
+    const int W = opad->W, H = opad->H, pad = opad->pad;
+    const long WP = opad->WP, right = WP - pad - W;
+    const float *x = inp + p * HW;
+    memset(pl, 0, sizeof(float) * (size_t)(pad * WP));
     for (int r = 0; r < H; r++) {
         float *row = pl + (r + pad) * WP;
         for (int j = 0; j < pad; j++) row[j] = 0.0f;

@@ -178,6 +178,8 @@ typedef struct bn_sync {
 typedef struct bn_out {
     const plane_pad_t *pad;
     const float *add;
+    float *also;                  /* with add: a copy padded as also_pad says, */
+    const plane_pad_t *also_pad;  /* for a convolution that reads the add's output too */
 } bn_out_t;
 void bn_forward_train(float *out,             /* (B, C, HW) */
                       float *mean,            /* (C) saved for backward */

@@ -79,7 +79,9 @@ static int conv_forward(model_t *m, int i, const float *in, int B)
  * written: nothing else reads it, and the backward passes read the
  * normalization's input and the convolution's padded copy). Returns that
  * convolution, or -1. One whose only reader is a residual add above it
- * computes the add; *add_fused is then that add. */
+ * computes the add; *add_fused is then that add, and a convolution right
+ * above the add that reads it gets its padded input written too (that
+ * convolution is then returned). */
 static int bn_forward(model_t *m, int i, const float *in, int B, int moments_of, int *add_fused)
 {
     layer_t *l = &m->layers[i];
@@ -89,7 +91,7 @@ static int bn_forward(model_t *m, int i, const float *in, int B, int moments_of,
     float *out = l->out;
     plane_pad_t pp;
     bn_out_t o = { 0 };
-    int relu = l->relu;
+    int relu = l->relu, also = -1;
     const layer_t *up = i + 1 < m->nlayers ? &m->layers[i + 1] : NULL;
     const int alone = m->graph && !m->spatial && !l->pb && l->nuse == 1 && up && up->src == i && !up->pb;
     if (alone && up->kind == LAYER_CONV) {
@@ -107,13 +109,26 @@ static int bn_forward(model_t *m, int i, const float *in, int B, int moments_of,
         out = up->out;
         relu = up->relu;
         *add_fused = i + 1;
+        /* the next block's first convolution, right above the add, reads
+         * the add's output too: its padded copy written here as well,
+         * while each plane is in the cache (not copied again from memory
+         * by the convolution) */
+        const layer_t *cv = i + 2 < m->nlayers ? &m->layers[i + 2] : NULL;
+        if (cv && cv->kind == LAYER_CONV && cv->src == i + 1 && !cv->pb) {
+            conv_geom_t g = layer_geom(cv, B, cv->u_hi - cv->u_lo);
+            if (conv2d_in_padded(&pp, &g)) {
+                o.also = m->col + m->col_off[i + 2];
+                o.also_pad = &pp;
+                also = i + 2;
+            }
+        }
     }
     if (m->training)
         bn_forward_train(out, l->aux, l->aux + l->out_c, rm, rv, in, W, bias, moments_of == l->src ? m->bn_moments : NULL,
                          m->bn_moments, B, l->out_c, HW, relu, m->bn_momentum, BN_EPS, m->bn_sync, &o);
     else
         bn_forward_eval(out, rm, rv, in, W, bias, B, l->out_c, HW, relu, BN_EPS, &o);
-    return o.pad ? i + 1 : -1;
+    return o.pad ? i + 1 : also;
 }
 
 static void pool_forward(model_t *m, int i, const float *in, int B)
