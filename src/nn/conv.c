@@ -20,12 +20,13 @@
  *    as much as the arithmetic at ResNet's 16 to 64 channels. The input
  *    gradient is the same convolution of the padded output gradient with
  *    the weights flipped and transposed. With 3x3 taps both are computed
- *    in the Winograd F(2x2, 3x3) form instead (conv_wino.inc): 2.25 times
+ *    in the Winograd F(2x2, 3x3) form instead (conv_wino.inc, its host side
+ *    conv_wino.c): 2.25 times
  *    fewer multiplications, each 2x2 tile of outputs from its own 4x4 of
  *    input, so a sample's outputs do not depend on the thread or the set
  *    (beyond FMA contraction) but differ from the direct sums by a few ulp
  *    of their terms. With AVX-512 the weight gradient of a 3x3 layer is in
- *    the same form too (wino_weight_grad: output channels in the lanes,
+ *    the same form too (conv_wino.c: output channels in the lanes,
  *    sums per fixed piece of the batch). Elsewhere the weight gradient sums, for each
  *    tap, the padded output gradient against the input at that tap's
  *    offset, over the batch: a tile of 3 output channels × 9 taps stays in
@@ -57,6 +58,7 @@
 #include <string.h>
 
 #include "../util/par.h"
+#include "conv_kernels.h"
 #include "conv_layout.h"
 
 /* Σ x[0..n), in 8 lanes so that it vectorizes */
@@ -83,36 +85,6 @@ static float sum_floats(const float *x, long n)
 #define CONV_VSHUFFLE 0
 #endif
 
-typedef struct conv_kernels {
-    void (*im2col)(float *col, const float *Pb, const conv_geom_t *g, const conv_layout_t *L);
-    void (*col2im)(float *dinp, const float *end, const float *col, const conv_geom_t *g);
-    void (*pad_planes)(float *P, const float *inp, long n, int H, int W, int p, long HP, long WP);
-    void (*flat_unpack)(float *out, const float *y, int n, int OH, int OW, long WP, long FS, const float *b);
-    void (*direct_forward)(float *out, const float *P, const float *w, const float *b,
-                           const conv_geom_t *g, const conv_layout_t *L, int nt);
-    void (*direct_backward)(float *acc, const float *P, const float *dout,
-                            const conv_geom_t *g, const conv_layout_t *L, int nt, int oc0, int oc1);
-    void (*flat_conv)(float *y, long ys, const float *x, long xplane, const float *w, int Cin, int Cout,
-                      int KH, int KW, long WP, long nq);
-    void (*flat_dw)(float *dw, long dws, const float *d, long dbs, long dplane, const float *x, long xbs,
-                    long xplane, int B, int Cin, int Cout, int KH, int KW, long WP, long nvalid, long zeros);
-    void (*flat_dwt)(float *dwt, const float *dT, long nvalid, int OCp, const float *x, long xplane, long xbs,
-                     int nb, int C, long WP);
-    void (*dt_transpose)(float *T, long OCp, const float *D, long dplane, int OC, long n);
-    void (*wino_input)(float *V, long ps, const float *x, long xplane, int Cin, int OH, int OW, long WP, long p0);
-    void (*wino_product)(float *Y, const float *V, const float *U, int Cin, int Cout, long ps, long np);
-    void (*wino_output)(float *out, const float *Y, long ps, int Cout, int OH, int OW, long p0, const float *b,
-                        int add);
-    void (*wino_dz)(float *Z, long zs, const float *dT, int OCp, int OH, int OW, long WP, long p0);
-    void (*wino_dw_product)(float *dU, const float *V, long ps, const float *Z, long zs, int C, int OCp, long np,
-                            int add);
-    int nt;   /* direct path: column tiles per block */
-    int vl;   /* floats per vector */
-    int dwt;  /* flat 3x3 weight gradient with output channels in the lanes from this many vectors of
-               * them (0: never) */
-    int doc;  /* flat weight gradient: output channels per tile */
-    int wdw;  /* the weight gradient in the Winograd form (with 32 vector registers for its 16 sums) */
-} conv_kernels_t;
 
 #define KCAT2(a, b) a##_##b
 #define KCAT(a, b) KCAT2(a, b)
@@ -185,7 +157,7 @@ static void input_planes(const conv_kernels_t *k, float *P, const float *inp, lo
 
 /* The entry points with a given kernel set (tests run every set the CPU has). */
 /* moments of sample bb's output planes (just written: still in cache) */
-static void out_moments(double *moments, const float *out, const conv_geom_t *g, int bb)
+void conv_out_moments(double *moments, const float *out, const conv_geom_t *g, int bb)
 {
     if (!moments) return;
     const int OHW = g->OH * g->OW;
@@ -203,66 +175,7 @@ static void out_moments(double *moments, const float *out, const conv_geom_t *g,
 static int batch_pieces(int B) { return B < PAR_SLOTS ? B : PAR_SLOTS; }
 static int piece_lo(int B, int np, int i) { return (int)par_cut(B, np, i, 1); }
 
-/* U(16, Cin, Cout) = G·g·Gᵀ for each 3x3 g of w(Cout, Cin, 3, 3): the
- * Winograd form's weights (conv_wino.inc); the halves are exact */
-static void wino_weights(float *U, const float *w, int Cin, int Cout, int par)
-{
-    /* by input channel and 64 output channels at a time, each row of 64
-     * stored at once: the 16 rows of U are 4 kB multiples apart at 32 and
-     * 64 channels, and one store to each in turn misses the L1 cache */
-    PAR_FOR_IF(par && (long)Cin * Cout * 16 >= PAR_MIN_FLOATS)
-    for (int ic = 0; ic < Cin; ic++)
-        for (int o0 = 0; o0 < Cout; o0 += 64) {
-            const int no = Cout - o0 < 64 ? Cout - o0 : 64;
-            float r[16][64];
-            for (int o = 0; o < no; o++) {
-                const float *q = w + ((long)(o0 + o) * Cin + ic) * 9;
-                float t[4][3];
-                for (int c = 0; c < 3; c++) {
-                    t[0][c] = q[c];
-                    t[1][c] = 0.5f * (q[c] + q[3 + c] + q[6 + c]);
-                    t[2][c] = 0.5f * (q[c] - q[3 + c] + q[6 + c]);
-                    t[3][c] = q[6 + c];
-                }
-                for (int i = 0; i < 4; i++) {
-                    r[4 * i][o] = t[i][0];
-                    r[4 * i + 1][o] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-                    r[4 * i + 2][o] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-                    r[4 * i + 3][o] = t[i][2];
-                }
-            }
-            for (int e = 0; e < 16; e++)
-                memcpy(U + ((long)e * Cin + ic) * Cout + o0, r[e], sizeof(float) * (size_t)no);
-        }
-}
 
-/* A flat 3x3 convolution in the Winograd form: out(B, Cout, OH, OW) (+ b)
- * from the padded planes x(B, Cin, HP, WP) and U (wino_weights), a group
- * of L->wg samples at a time to whichever thread is free, each in its
- * slot of work. Each tile's arithmetic is its own: the same bits on any
- * thread. Forward passes its moments; the input gradient swaps Cin and
- * Cout. */
-static void wino_conv(const conv_kernels_t *k, float *out, const float *x, float *work, const float *U,
-                      const float *b, double *moments, int Cin, int Cout, const conv_geom_t *g,
-                      const conv_layout_t *L, int par, int add)
-{
-    const long plane = L->HP * L->WP, OHW = (long)g->OH * g->OW;
-    const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2);
-    const int ng = (g->B + L->wg - 1) / L->wg;
-    PAR_FOR_SLOTS_IF(par && ng > 1)
-    for (int q = 0; q < ng; q++) {
-        float *V = (float *)(((uintptr_t)(work + (long)par_slot() * L->wslot) + 63) & ~(uintptr_t)63);
-        float *Y = V + 16L * ((long)Cin * L->wps + FLAT_VEC);
-        const int b0 = q * L->wg, nb = g->B - b0 < L->wg ? g->B - b0 : L->wg;
-        for (int s = 0; s < nb; s++)
-            k->wino_input(V, L->wps, x + (long)(b0 + s) * Cin * plane, plane, Cin, g->OH, g->OW, L->WP, s * tiles);
-        k->wino_product(Y, V, U, Cin, Cout, L->wps, nb * tiles);
-        for (int s = 0; s < nb; s++) {
-            k->wino_output(out + (long)(b0 + s) * Cout * OHW, Y, L->wps, Cout, g->OH, g->OW, s * tiles, b, add);
-            out_moments(moments, out, g, b0 + s);
-        }
-    }
-}
 
 /* Forward: every sample is computed alone (the same bits on any thread). */
 static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, float *cb, const float *inp,
@@ -322,7 +235,7 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, OHW, CKK,
                         1.0f, w, CKK, col, OHW, b ? 1.0f : 0.0f, o, OHW);
         }
-        out_moments(moments, out, g, bb);
+        conv_out_moments(moments, out, g, bb);
     }
 }
 
@@ -344,69 +257,6 @@ static void backward_direct_dw(const conv_kernels_t *k, float *dw, float *db, co
     }
 }
 
-/* The Winograd form's weight gradient (conv_wino.inc) from the padded
- * output gradient D and input P: per group of samples (as forward's), its
- * input transformed as forward does (V), its output gradient transposed
- * (output channels in the lanes) and transformed (Z), and their products
- * summed over the tiles into dU (16, C, OCp). The batch's groups are cut
- * into PAR_SLOTS pieces whatever T, each summing its groups in order into
- * a dU of its own, which are then added in piece order: the same bits on
- * any number of threads. dw = Gᵀ·dU·G. */
-static void wino_weight_grad(const conv_kernels_t *k, float *dw, const float *D, const float *P, float *acc,
-                             float *work, const conv_geom_t *g, const conv_layout_t *L, int par)
-{
-    const long plane = L->HP * L->WP, OCp = L->OCp, dplane = plane;
-    const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), n2 = (long)((g->OH + 1) / 2) * 2 * L->WP;
-    const int ng = (g->B + L->wg - 1) / L->wg, npc = ng < PAR_SLOTS ? ng : PAR_SLOTS;
-    const long usz = 16L * g->C * OCp;
-    float *dU = (float *)(((uintptr_t)acc + 63) & ~(uintptr_t)63);
-    PAR_FOR_SLOTS_IF(par && npc > 1)
-    for (int pc = 0; pc < npc; pc++) {
-        float *V = (float *)(((uintptr_t)(work + (long)par_slot() * L->wslot) + 63) & ~(uintptr_t)63);
-        float *Z = V + 16L * ((long)g->C * L->wps + FLAT_VEC), *dT = V + L->wdt;
-        const int q1 = (int)par_cut(ng, npc, pc + 1, 1);
-        for (int q = (int)par_cut(ng, npc, pc, 1); q < q1; q++) {
-            const int b0 = q * L->wg, nb = g->B - b0 < L->wg ? g->B - b0 : L->wg;
-            for (int s = 0; s < nb; s++) {
-                const float *Db = D + (long)(b0 + s) * g->OC * dplane + g->pad * L->WP + g->pad;
-                float *Tb = dT + (long)s * n2 * OCp;
-                k->dt_transpose(Tb, OCp, Db, dplane, g->OC, n2);
-                k->wino_dz(Z, L->wzs, Tb, (int)OCp, g->OH, g->OW, L->WP, s * tiles);
-                k->wino_input(V, L->wps, P + (long)(b0 + s) * g->C * plane, plane, g->C, g->OH, g->OW, L->WP,
-                              s * tiles);
-            }
-            k->wino_dw_product(dU + pc * usz, V, L->wps, Z, L->wzs, g->C, (int)OCp, nb * tiles,
-                               q > (int)par_cut(ng, npc, pc, 1));
-        }
-    }
-    /* dw[oc][ic] = Gᵀ·(Σ over the pieces of dU[·][ic][oc])·G */
-    PAR_FOR_IF(par && (long)g->C * g->OC * 16 * npc >= PAR_MIN_FLOATS)
-    for (int ic = 0; ic < g->C; ic++)
-        for (int o0 = 0; o0 < g->OC; o0 += 64) {   /* 64 output channels at a time, in the lanes */
-            const int no = g->OC - o0 < 64 ? g->OC - o0 : 64;
-            float u[16][64], t[4][3][64], r[9][64];
-            for (int e = 0; e < 16; e++) {
-                const float *p = dU + ((long)e * g->C + ic) * OCp + o0;
-                for (int o = 0; o < no; o++) u[e][o] = p[o];
-                for (int pc = 1; pc < npc; pc++)
-                    for (int o = 0; o < no; o++) u[e][o] += p[pc * usz + o];
-            }
-            for (int i = 0; i < 4; i++)   /* dU·G */
-                for (int o = 0; o < no; o++) {
-                    t[i][0][o] = u[4 * i][o] + 0.5f * (u[4 * i + 1][o] + u[4 * i + 2][o]);
-                    t[i][1][o] = 0.5f * (u[4 * i + 1][o] - u[4 * i + 2][o]);
-                    t[i][2][o] = 0.5f * (u[4 * i + 1][o] + u[4 * i + 2][o]) + u[4 * i + 3][o];
-                }
-            for (int l = 0; l < 3; l++)   /* Gᵀ·(dU·G) */
-                for (int o = 0; o < no; o++) {
-                    r[l][o] = t[0][l][o] + 0.5f * (t[1][l][o] + t[2][l][o]);
-                    r[3 + l][o] = 0.5f * (t[1][l][o] - t[2][l][o]);
-                    r[6 + l][o] = 0.5f * (t[1][l][o] + t[2][l][o]) + t[3][l][o];
-                }
-            for (int o = 0; o < no; o++)
-                for (int j = 0; j < 9; j++) dw[((long)(o0 + o) * g->C + ic) * 9 + j] = r[j][o];
-        }
-}
 
 /* The flat 3x3 path's weight gradient from the padded output gradient D. */
 static void flat_weight_grad(const conv_kernels_t *k, float *dw, const float *D, const float *P, float *acc,
