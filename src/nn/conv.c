@@ -156,16 +156,6 @@ static void input_planes(const conv_kernels_t *k, float *P, const float *inp, lo
 }
 
 /* The entry points with a given kernel set (tests run every set the CPU has). */
-/* moments of sample bb's output planes (just written: still in cache) */
-void conv_out_moments(double *moments, const float *out, const conv_geom_t *g, int bb)
-{
-    if (!moments) return;
-    const int OHW = g->OH * g->OW;
-    for (int oc = 0; oc < g->OC; oc++) {
-        const long p = (long)bb * g->OC + oc;
-        bn_plane_moments(moments + 2 * p, out + p * OHW, OHW);
-    }
-}
 
 /* The im2col path's batch pieces (util/par.h), piece i holding samples
  * [piece_lo(B, np, i), piece_lo(B, np, i + 1)) and using workspace slot

@@ -37,9 +37,17 @@ typedef struct conv_kernels {
     int wdw;  /* the weight gradient in the Winograd form (with 32 vector registers for its 16 sums) */
 } conv_kernels_t;
 
-/* the moments of sample bb's output planes, for the normalization that
- * follows (NULL moments: none) */
-void conv_out_moments(double *moments, const float *out, const conv_geom_t *g, int bb);
+/* the moments of sample bb's output planes (just written: still in
+ * cache), for the normalization that follows (NULL moments: none) */
+static inline void conv_out_moments(double *moments, const float *out, const conv_geom_t *g, int bb)
+{
+    if (!moments) return;
+    const int OHW = g->OH * g->OW;
+    for (int oc = 0; oc < g->OC; oc++) {
+        const long p = (long)bb * g->OC + oc;
+        bn_plane_moments(moments + 2 * p, out + p * OHW, OHW);
+    }
+}
 
 /* U(16, Cin, Cout), the Winograd form's weights of w(Cout, Cin, 3, 3) */
 void wino_weights(float *U, const float *w, int Cin, int Cout, int par);
