@@ -192,7 +192,7 @@ static void conv2d_forward_with(const conv_kernels_t *k, float *out, float *P, f
     }
     if (L.wino) {
         float *U = cb + L.n_col + L.n_acc + (long)g->C * 9 * g->OC;
-        wino_weights(U, w, g->C, g->OC, par);
+        wino_weights(U, w, g->C, g->OC, k->wro, par);
         wino_conv(k, out, P, cb, U, b, moments, g->C, g->OC, g, &L, par, 0);
         return;
     }
@@ -382,7 +382,7 @@ static void backward_flat(const conv_kernels_t *k, float *dinp, float *dw, float
             for (int t = 0; t < KK; t++) wt[((long)c * g->OC + oc) * KK + KK - 1 - t] = w[((long)oc * g->C + c) * KK + t];
     if (L.wino) {   /* wt is the weights of a convolution from OC channels to C */
         float *U = wt + (long)g->C * KK * g->OC;
-        wino_weights(U, wt, g->OC, g->C, par);
+        wino_weights(U, wt, g->OC, g->C, k->wro, par);
         wino_conv(k, dinp, D, yd0, U, NULL, NULL, g->OC, g->C, g, &L, par, add);
         return;
     }

@@ -34,7 +34,8 @@ typedef struct conv_kernels {
     int dwt;  /* flat 3x3 weight gradient with output channels in the lanes from this many vectors of
                * them (0: never) */
     int doc;  /* flat weight gradient: output channels per tile */
-    int wdw;  /* the weight gradient in the Winograd form (with 32 vector registers for its 16 sums) */
+    int wro;  /* the Winograd product's output channels per block (U's blocks) */
+    int wdw;  /* the weight gradient in the Winograd form (AVX2 and AVX-512) */
 } conv_kernels_t;
 
 /* the moments of sample bb's output planes (just written: still in
@@ -50,7 +51,7 @@ static inline void conv_out_moments(double *moments, const float *out, const con
 }
 
 /* U(16, Cin, Cout), the Winograd form's weights of w(Cout, Cin, 3, 3) */
-void wino_weights(float *U, const float *w, int Cin, int Cout, int par);
+void wino_weights(float *U, const float *w, int Cin, int Cout, int ro, int par);
 /* out(B, Cout, OH, OW) (+ b; add: added to out) from the padded planes x
  * and U, with the moments of its planes */
 void wino_conv(const conv_kernels_t *k, float *out, const float *x, float *work, const float *U, const float *b,

@@ -11,7 +11,7 @@
 
 /* U(16, Cin, Cout) = G·g·Gᵀ for each 3x3 g of w(Cout, Cin, 3, 3): the
  * Winograd form's weights (conv_wino.inc); the halves are exact */
-void wino_weights(float *U, const float *w, int Cin, int Cout, int par)
+void wino_weights(float *U, const float *w, int Cin, int Cout, int ro, int par)
 {
     /* by input channel and 64 output channels at a time, each row of 64
      * stored at once: the 16 rows of U are 4 kB multiples apart at 32 and
@@ -37,8 +37,13 @@ void wino_weights(float *U, const float *w, int Cin, int Cout, int par)
                     r[4 * i + 3][o] = t[i][2];
                 }
             }
+            const int full = Cout - Cout % ro;   /* channels in whole blocks of ro */
             for (int e = 0; e < 16; e++)
-                memcpy(U + ((long)e * Cin + ic) * Cout + o0, r[e], sizeof(float) * (size_t)no);
+                for (int o = 0; o < no; o++) {
+                    const int oc = o0 + o;
+                    const long at = oc < full ? (long)(oc - oc % ro) * Cin + (long)ic * ro + oc % ro : (long)oc * Cin + ic;
+                    U[(long)e * Cin * Cout + at] = r[e][o];
+                }
         }
 }
 
