@@ -50,7 +50,9 @@ static inline void conv_out_moments(double *moments, const float *out, const con
     }
 }
 
-/* U(16, Cin, Cout), the Winograd form's weights of w(Cout, Cin, 3, 3) */
+/* U(16, Cin·Cout), the Winograd form's weights of w(Cout, Cin, 3, 3), its
+ * output channels by blocks of ro */
+enum { WINO_RO_MAX = 8 };   /* the widest set's wro */
 void wino_weights(float *U, const float *w, int Cin, int Cout, int ro, int par);
 /* out(B, Cout, OH, OW) (+ b; add: added to out) from the padded planes x
  * and U, with the moments of its planes */

@@ -9,42 +9,45 @@
 #include "../util/par.h"
 #include "conv_kernels.h"
 
-/* U(16, Cin, Cout) = G·g·Gᵀ for each 3x3 g of w(Cout, Cin, 3, 3): the
- * Winograd form's weights (conv_wino.inc); the halves are exact */
+/* U = G·g·Gᵀ for each 3x3 g of w(Cout, Cin, 3, 3): the Winograd form's
+ * weights (conv_wino.inc), the halves exact. U's 16 blocks of Cin·Cout
+ * hold the output channels by blocks of ro (the product's): block oc0's
+ * values at oc0·Cin + ic·ro + r; the last Cout mod ro channels one at a
+ * time (oc·Cin + ic). By blocks, each of its 16 rows written in order. */
 void wino_weights(float *U, const float *w, int Cin, int Cout, int ro, int par)
 {
-    /* by input channel and 64 output channels at a time, each row of 64
-     * stored at once: the 16 rows of U are 4 kB multiples apart at 32 and
-     * 64 channels, and one store to each in turn misses the L1 cache */
+    const int full = Cout / ro, nblk = full + Cout % ro;
+    const long es = (long)Cin * Cout;
     PAR_FOR_IF(par && (long)Cin * Cout * 16 >= PAR_MIN_FLOATS)
-    for (int ic = 0; ic < Cin; ic++)
-        for (int o0 = 0; o0 < Cout; o0 += 64) {
-            const int no = Cout - o0 < 64 ? Cout - o0 : 64;
-            float r[16][64];
-            for (int o = 0; o < no; o++) {
-                const float *q = w + ((long)(o0 + o) * Cin + ic) * 9;
-                float t[4][3];
-                for (int c = 0; c < 3; c++) {
-                    t[0][c] = q[c];
-                    t[1][c] = 0.5f * (q[c] + q[3 + c] + q[6 + c]);
-                    t[2][c] = 0.5f * (q[c] - q[3 + c] + q[6 + c]);
-                    t[3][c] = q[6 + c];
+    for (int bk = 0; bk < nblk; bk++) {
+        const int oc0 = bk < full ? bk * ro : full * ro + (bk - full), n = bk < full ? ro : 1;
+        /* 32 input channels at a time into r, then each of its 16 rows
+         * stored at once: U's rows are 4 kB multiples apart at 32 and 64
+         * channels, and one store to each in turn misses the L1 cache */
+        for (int ic0 = 0; ic0 < Cin; ic0 += 32) {
+            const int nc = Cin - ic0 < 32 ? Cin - ic0 : 32;
+            float r[16][32 * WINO_RO_MAX];
+            for (int c = 0; c < nc; c++)
+                for (int o = 0; o < n; o++) {
+                    const float *q = w + ((long)(oc0 + o) * Cin + ic0 + c) * 9;
+                    float t[4][3];
+                    for (int j = 0; j < 3; j++) {
+                        t[0][j] = q[j];
+                        t[1][j] = 0.5f * (q[j] + q[3 + j] + q[6 + j]);
+                        t[2][j] = 0.5f * (q[j] - q[3 + j] + q[6 + j]);
+                        t[3][j] = q[6 + j];
+                    }
+                    for (int i = 0; i < 4; i++) {
+                        r[4 * i][c * n + o] = t[i][0];
+                        r[4 * i + 1][c * n + o] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+                        r[4 * i + 2][c * n + o] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+                        r[4 * i + 3][c * n + o] = t[i][2];
+                    }
                 }
-                for (int i = 0; i < 4; i++) {
-                    r[4 * i][o] = t[i][0];
-                    r[4 * i + 1][o] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-                    r[4 * i + 2][o] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-                    r[4 * i + 3][o] = t[i][2];
-                }
-            }
-            const int full = Cout - Cout % ro;   /* channels in whole blocks of ro */
             for (int e = 0; e < 16; e++)
-                for (int o = 0; o < no; o++) {
-                    const int oc = o0 + o;
-                    const long at = oc < full ? (long)(oc - oc % ro) * Cin + (long)ic * ro + oc % ro : (long)oc * Cin + ic;
-                    U[(long)e * Cin * Cout + at] = r[e][o];
-                }
+                memcpy(U + e * es + (long)oc0 * Cin + (long)ic0 * n, r[e], sizeof(float) * (size_t)(nc * n));
         }
+    }
 }
 
 /* A flat 3x3 convolution in the Winograd form: out(B, Cout, OH, OW) (+ b)
