@@ -88,7 +88,14 @@ for s in "gossip --gossip pull --model mlp:256,256 --steps 4000 --timeout 1:4" "
         else bad "gossip with a dead peer (MPICH)" "exit codes [$rcs]: $(grep dsgd "$WORK/f.err" | head -3)"; fi
     elif [ "$rcs" = "$want" ] && ge "$acc" 0.9 && grep -q "dead\|evicting" "$WORK/f.err"; then
         ok "${args%% *}: a peer dies at step 50, the rest finish (exit codes $rcs, test_acc $acc)"
-    else bad "${args%% *} with a dead peer" "exit codes [$rcs] want [$want], acc $acc: $(grep dsgd "$WORK/f.err" | head -3)"; fi
+    elif [ "${args%% *}" = gossip ] && [[ "$rcs" =~ ^0\ [01]\ 3\ [01]\ $ ]] && ge "$acc" 0.9 &&
+        grep -q "dead" "$WORK/f.err" &&
+        [ "$(grep -c "cut off from the job" "$WORK/f.err")" = "$(tr ' ' '\n' <<< "$rcs" | grep -c '^1$')" ]; then
+        # the same stall as under MPICH above (seen once in the sanitizer
+        # build, 4 ranks on 2 loaded cores): a survivor that also counted a
+        # live peer dead stops with its one line; rank 0 finishes
+        ok "gossip: a peer dies at step 50, rank 0 finishes, a survivor that misjudged a stalled peer stops with one line (exit codes $rcs, test_acc $acc)"
+    else bad "${args%% *} with a dead peer" "exit codes [$rcs] want [$want], acc $acc: $(grep dsgd "$WORK/f.err" | head -3); other lines: $(grep dsgd "$WORK/f.err" | grep -v "exits at step\|is dead" | head -3)"; fi
 done
 
 # A peer frozen (SIGSTOP) past --timeout, then continued: the others declare
