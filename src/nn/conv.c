@@ -157,12 +157,11 @@ static void input_planes(const conv_kernels_t *k, float *P, const float *inp, lo
 
 /* The entry points with a given kernel set (tests run every set the CPU has). */
 
-/* The im2col path's batch pieces (util/par.h), piece i holding samples
- * [piece_lo(B, np, i), piece_lo(B, np, i + 1)) and using workspace slot
- * i: its weight gradient sums each piece's samples, so PAR_SLOTS pieces
- * whatever --threads. Elsewhere a sample is a piece, on the slot of the
- * thread that computes it. */
-static int batch_pieces(int B) { return B < PAR_SLOTS ? B : PAR_SLOTS; }
+/* The im2col path's batch pieces (util/par.h), piece i of L.np holding
+ * samples [piece_lo(B, np, i), piece_lo(B, np, i + 1)): its weight
+ * gradient sums each piece's samples, so the same pieces whatever
+ * --threads (conv_layout.c). Elsewhere a sample is a piece. Either runs on
+ * the workspace slot of the thread that computes it. */
 static int piece_lo(int B, int np, int i) { return (int)par_cut(B, np, i, 1); }
 
 
@@ -396,14 +395,14 @@ static void backward_flat(const conv_kernels_t *k, float *dinp, float *dw, float
 
 /* The im2col path, and the direct path's input gradient: the im2col path's
  * weight gradient sums fixed pieces of the batch; the direct path's input
- * gradient takes the same pieces, one slot each. */
+ * gradient takes the same pieces. */
 static void backward_im2col(const conv_kernels_t *k, float *dinp, float *dw, float *db, const float *P, float *cb,
                             const float *dout, const float *w, const conv_geom_t *g, const conv_layout_t *Lp, int par)
 {
     const conv_layout_t L = *Lp;
     const int OHW = g->OH * g->OW, CKK = g->C * g->KH * g->KW;
     const long plane = (long)g->C * L.HP * L.WP;
-    const int np = batch_pieces(g->B);
+    const int np = L.np;
     float *acc = cb + L.n_col;
     if (!L.direct && db) {   /* each channel over the batch in order */
         PAR_FOR_IF(par)
@@ -415,9 +414,9 @@ static void backward_im2col(const conv_kernels_t *k, float *dinp, float *dw, flo
     }
     if (L.direct && !dinp) return;
     const long sampl = (long)g->C * g->H * g->W, accn = (long)CKK * g->OC;
-    PAR_FOR_DYN_IF(par && np > 1)
+    PAR_FOR_SLOTS_IF(par && np > 1)
     for (int i = 0; i < np; i++) {
-        float *col = cb + (long)i * (L.n_col / PAR_SLOTS), *acci = acc + i * accn;
+        float *col = cb + (long)par_slot() * (L.n_col / PAR_SLOTS), *acci = acc + i * accn;
         const int b0 = piece_lo(g->B, np, i);
         for (int bb = b0; bb < piece_lo(g->B, np, i + 1); bb++) {
             const float *d = dout + (long)bb * g->OC * OHW;   /* (OC, OHW) */

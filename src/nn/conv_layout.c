@@ -22,8 +22,8 @@
  * weights (16, C, OC). The Winograd weight gradient's slot holds a group's
  * transformed input V (16, C, wps), the transformed output gradient Z
  * (16, wps, OCp) and the group's output gradient transposed (from offset
- * wdt), and acc its sums dU (16, C, OCp) for each of PAR_SLOTS pieces of
- * the batch. A 1x1 convolution at
+ * wdt), and acc its sums dU (16, C, OCp) for each of np pieces of the
+ * batch. A 1x1 convolution at
  * a stride above 1 without padding keeps its input subsampled instead of
  * padded, (B, C, OH, OW): the only values it reads, and its im2col.
  */
@@ -32,6 +32,20 @@
 #include <stddef.h>
 
 #include "../util/par.h"
+
+/* The pieces a weight gradient summed over the batch is cut into, each
+ * piece's sums its own and added in piece order (the same pieces whatever
+ * --threads): of `units` (samples or groups), per floats of sums each.
+ * More pieces than threads, so that the thread that finishes first waits
+ * less for the last piece: on 2 threads a step spent ~5% of its time in
+ * the ragged ends of 4 pieces. At most 16, and no more than fit 4M floats
+ * of sums unless that is fewer than PAR_SLOTS. */
+static int wgrad_pieces(long units, long per)
+{
+    long n = (4L << 20) / (per > 0 ? per : 1);
+    n = n > 16 ? 16 : n < PAR_SLOTS ? PAR_SLOTS : n;
+    return units < n ? (int)(units > 0 ? units : 1) : (int)n;
+}
 
 int conv_geom_init(conv_geom_t *g)
 {
@@ -81,11 +95,16 @@ conv_layout_t conv_layout(const conv_geom_t *g)
     const long plane = L.HP * L.WP;
     L.FS = round_up((long)g->OH * L.WP, FLAT_VEC);
     L.n_pad = (long)g->B * g->C * plane + slack;
-    /* one sample's im2col per piece of the batch (PAR_SLOTS of them, each
-     * computed by one thread) */
+    /* one sample's im2col per workspace slot (one per thread, at most
+     * PAR_SLOTS); the im2col path's weight gradient cuts the batch into np
+     * pieces, each with its sums in acc */
     L.n_col = PAR_SLOTS * ((long)g->C * KK * g->OH * g->OW + slack);
+    L.np = wgrad_pieces(g->B, (long)g->C * KK * g->OC);
     /* flat 3x3: the Winograd form. A group of samples holds about 128
-     * tiles (2x2 outputs), the lanes of its products; a slot holds a
+     * tiles (2x2 outputs), the lanes of its products, and at most 4
+     * samples: at 7x7 (16 tiles a sample) 4 samples' 64 tiles run as fast
+     * on one thread as 8 samples' 128, and a batch has twice the groups to
+     * share among threads (2, 32 tiles, was slower); a slot holds a
      * group's transformed input (16, C, wps) and outputs (4, OC, wps),
      * C and OC the larger of the two (the input gradient swaps them),
      * in place of the planes below */
@@ -93,7 +112,7 @@ conv_layout_t conv_layout(const conv_geom_t *g)
     L.wg = 0;
     L.wps = L.wslot = L.wzs = L.wdt = 0;
     if (L.wino) {
-        const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), wg = 128 / tiles;
+        const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), wg = 128 / tiles < 4 ? 128 / tiles : 4;
         L.wg = wg < 1 ? 1 : wg > g->B ? g->B : (int)wg;
         L.wps = round_up(L.wg * tiles, FLAT_VEC) + FLAT_VEC;
         L.wslot = 20 * (max_l(g->C, g->OC) * L.wps + FLAT_VEC) + FLAT_VEC;
@@ -113,7 +132,7 @@ conv_layout_t conv_layout(const conv_geom_t *g)
                         (long)g->B * g->OC * plane + slack + PAR_SLOTS * (L.wino ? L.wslot : (long)g->C * L.FS));
     /* + TW: room to align the direct path's vectors; im2col: a piece's
      * weight-gradient sums each */
-    L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : L.flat ? 0 : PAR_SLOTS * (long)g->C * KK * g->OC;
+    L.n_acc = L.direct ? (long)g->OC * (KK + 1) * TW + TW : L.flat ? 0 : L.np * (long)g->C * KK * g->OC;
     /* flat 3x3: the weight gradient's sums dwt (C, 9, OCp), and the
      * transposed output gradient of a chunk of samples (dchunk, OH·WP, OCp):
      * with the chunk's inputs, about 1 MB, to stay in cache across tiles.
@@ -126,8 +145,12 @@ conv_layout_t conv_layout(const conv_geom_t *g)
         const long fit = (1L << 20) / per;
         L.dchunk = fit < 1 ? 1 : fit > g->B ? g->B : (int)fit;
         L.n_acc = (long)g->C * 9 * L.OCp + (long)L.dchunk * g->OH * L.WP * L.OCp;
-        /* or the Winograd form's sums dU (16, C, OCp), one per piece of the batch */
-        L.n_acc = max_l(L.n_acc, PAR_SLOTS * 16L * g->C * L.OCp + FLAT_VEC);
+        /* or the Winograd form's sums dU (16, C, OCp), one per piece of the
+         * batch's groups */
+        if (L.wino) {
+            L.np = wgrad_pieces((g->B + L.wg - 1) / L.wg, 16L * g->C * L.OCp);
+            L.n_acc = max_l(L.n_acc, L.np * 16L * g->C * L.OCp + FLAT_VEC);
+        }
     }
     /* the flipped, transposed weights; the Winograd form's transformed
      * weights (16, C, OC) after them */

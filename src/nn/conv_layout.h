@@ -24,6 +24,7 @@ typedef struct conv_layout {
     int wg;               /* and the samples it transforms together (a group) */
     long wps;             /* floats per row of a group's transformed input or outputs */
     long wslot;           /* floats of a slot's transformed input and outputs, with room to align them */
+    int np;               /* the pieces a weight gradient summed over the batch is cut into (im2col, Winograd) */
     long wzs, wdt;        /* weight gradient: floats between Z's blocks; the transposed output gradient's offset */
     int sub;              /* 1x1 taps, no padding, stride above 1: P holds the input subsampled (its im2col) */
 } conv_layout_t;

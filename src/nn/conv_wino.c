@@ -83,15 +83,15 @@ void wino_conv(const conv_kernels_t *k, float *out, const float *x, float *work,
  * input transformed as forward does (V), its output gradient transposed
  * (output channels in the lanes) and transformed (Z), and their products
  * summed over the tiles into dU (16, C, OCp). The batch's groups are cut
- * into PAR_SLOTS pieces whatever T, each summing its groups in order into
- * a dU of its own, which are then added in piece order: the same bits on
- * any number of threads. dw = Gᵀ·dU·G. */
+ * into L->np pieces whatever T (conv_layout.c), each summing its groups
+ * in order into a dU of its own, which are then added in piece order: the
+ * same bits on any number of threads. dw = Gᵀ·dU·G. */
 void wino_weight_grad(const conv_kernels_t *k, float *dw, const float *D, const float *P, float *acc,
                              float *work, const conv_geom_t *g, const conv_layout_t *L, int par)
 {
     const long plane = L->HP * L->WP, OCp = L->OCp, dplane = plane;
     const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), n2 = (long)((g->OH + 1) / 2) * 2 * L->WP;
-    const int ng = (g->B + L->wg - 1) / L->wg, npc = ng < PAR_SLOTS ? ng : PAR_SLOTS;
+    const int ng = (g->B + L->wg - 1) / L->wg, npc = L->np;
     const long usz = 16L * g->C * OCp;
     float *dU = (float *)(((uintptr_t)acc + 63) & ~(uintptr_t)63);
     PAR_FOR_SLOTS_IF(par && npc > 1)
