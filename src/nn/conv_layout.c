@@ -37,13 +37,15 @@
  * piece's sums its own and added in piece order (the same pieces whatever
  * --threads): of `units` (samples or groups), per floats of sums each.
  * More pieces than threads, so that the thread that finishes first waits
- * less for the last piece: on 2 threads a step spent ~5% of its time in
- * the ragged ends of 4 pieces. At most 16, and no more than fit 4M floats
- * of sums unless that is fewer than PAR_SLOTS. */
+ * less for the last piece (on 2 threads a step spent ~5% of its time in
+ * the ragged ends of 4 pieces); but each piece's sums are written out and
+ * read back: a 64-channel Winograd weight gradient in 16 pieces (4 MB of
+ * sums) took 15% longer on one thread than in 4 or 8. At most 8, and no
+ * more than fit 1M floats of sums unless that is fewer than PAR_SLOTS. */
 static int wgrad_pieces(long units, long per)
 {
-    long n = (4L << 20) / (per > 0 ? per : 1);
-    n = n > 16 ? 16 : n < PAR_SLOTS ? PAR_SLOTS : n;
+    long n = (1L << 20) / (per > 0 ? per : 1);
+    n = n > 8 ? 8 : n < PAR_SLOTS ? PAR_SLOTS : n;
     return units < n ? (int)(units > 0 ? units : 1) : (int)n;
 }
 
