@@ -114,8 +114,8 @@ conv_layout_t conv_layout(const conv_geom_t *g)
     L.wg = 0;
     L.wps = L.wslot = L.wzs = L.wdt = 0;
     if (L.wino) {
-        const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), wg = 128 / tiles < 4 ? 128 / tiles : 4;
-        L.wg = wg < 1 ? 1 : wg > g->B ? g->B : (int)wg;
+        const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), most = g->B < 4 ? g->B : 4, wg = 128 / tiles;
+        L.wg = wg < 1 ? 1 : wg > most ? (int)most : (int)wg;
         L.wps = round_up(L.wg * tiles, FLAT_VEC) + FLAT_VEC;
         L.wslot = 20 * (max_l(g->C, g->OC) * L.wps + FLAT_VEC) + FLAT_VEC;
         /* the weight gradient's: V (16, C, wps), Z (16, wps, OCp) and the
@@ -142,17 +142,15 @@ conv_layout_t conv_layout(const conv_geom_t *g)
      * layout, and so a model's workspace, must not depend on the CPU */
     L.OCp = round_up(g->OC, 16);
     L.dchunk = 0;
-    if (L.flat && g->KH == 3 && g->KW == 3) {
+    if (L.wino) {   /* the flat path's 3x3 layers */
         const long per = ((long)g->OH * L.WP * L.OCp + (long)g->C * plane) * (long)sizeof(float);
         const long fit = (1L << 20) / per;
         L.dchunk = fit < 1 ? 1 : fit > g->B ? g->B : (int)fit;
         L.n_acc = (long)g->C * 9 * L.OCp + (long)L.dchunk * g->OH * L.WP * L.OCp;
         /* or the Winograd form's sums dU (16, C, OCp), one per piece of the
          * batch's groups */
-        if (L.wino) {
-            L.np = wgrad_pieces((g->B + L.wg - 1) / L.wg, 16L * g->C * L.OCp);
-            L.n_acc = max_l(L.n_acc, L.np * 16L * g->C * L.OCp + FLAT_VEC);
-        }
+        L.np = wgrad_pieces((g->B + L.wg - 1) / L.wg, 16L * g->C * L.OCp);
+        L.n_acc = max_l(L.n_acc, L.np * 16L * g->C * L.OCp + FLAT_VEC);
     }
     /* the flipped, transposed weights; the Winograd form's transformed
      * weights (16, C, OC) after them */
