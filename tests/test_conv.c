@@ -108,7 +108,8 @@ static void wino_group_case(const conv_kernels_t *k, const char *set)
         conv_geom_t g = { .B = r ? 3 : 10, .C = C, .H = H, .W = W, .OC = OC, .KH = 3, .KW = 3, .stride = 1, .pad = 1 };
         CHECK(conv_geom_init(&g) == 0, "geometry");
         const conv_layout_t L = conv_layout(&g);
-        CHECK(L.wino && L.wg == (r ? 3 : 4), "%s: groups of %d samples at batch %d", set, L.wg, g.B);
+        CHECK(L.wino && L.wg == (r ? 3 : 4) && L.ng == (r ? 1 : 3) && L.wtiles == 16,
+              "%s: %d groups of %d samples, %ld tiles a sample, at batch %d", set, L.ng, L.wg, L.wtiles, g.B);
         float *col = xalloc_floats(conv_col_size(&g));
         const long b0 = r ? 10 : 0;
         conv2d_forward_with(k, out + b0 * so, col, col + conv_pad_size(&g), x + b0 * sx, w, NULL, NULL, &g);

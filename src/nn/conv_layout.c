@@ -111,11 +111,13 @@ conv_layout_t conv_layout(const conv_geom_t *g)
      * C and OC the larger of the two (the input gradient swaps them),
      * in place of the planes below */
     L.wino = L.flat && g->KH == 3 && g->KW == 3;
-    L.wg = 0;
-    L.wps = L.wslot = L.wzs = L.wdt = 0;
+    L.wg = L.ng = 0;
+    L.wps = L.wslot = L.wzs = L.wdt = L.wtiles = L.wn2 = 0;
     if (L.wino) {
-        const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), most = g->B < 4 ? g->B : 4, wg = 128 / tiles;
+        const long tiles = L.wtiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), most = g->B < 4 ? g->B : 4,
+                   wg = 128 / tiles;
         L.wg = wg < 1 ? 1 : wg > most ? (int)most : (int)wg;
+        L.ng = (g->B + L.wg - 1) / L.wg;
         L.wps = round_up(L.wg * tiles, FLAT_VEC) + FLAT_VEC;
         L.wslot = 20 * (max_l(g->C, g->OC) * L.wps + FLAT_VEC) + FLAT_VEC;
         /* the weight gradient's: V (16, C, wps), Z (16, wps, OCp) and the
@@ -123,8 +125,8 @@ conv_layout_t conv_layout(const conv_geom_t *g)
         const long OCp = round_up(g->OC, 16);
         L.wzs = L.wps * OCp + FLAT_VEC;
         L.wdt = 16 * ((long)g->C * L.wps + FLAT_VEC) + 16 * L.wzs;
-        const long n2 = (long)((g->OH + 1) / 2) * 2 * L.WP;   /* positions a sample's tiles read */
-        L.wslot = max_l(L.wslot, L.wdt + L.wg * n2 * OCp + FLAT_VEC);
+        L.wn2 = (long)((g->OH + 1) / 2) * 2 * L.WP;
+        L.wslot = max_l(L.wslot, L.wdt + L.wg * L.wn2 * OCp + FLAT_VEC);
     }
     /* flat path, no im2col: forward's output planes (OC, FS) per piece; in
      * backward the padded output gradient of the batch (B, OC, HP, WP) and
@@ -149,7 +151,7 @@ conv_layout_t conv_layout(const conv_geom_t *g)
         L.n_acc = (long)g->C * 9 * L.OCp + (long)L.dchunk * g->OH * L.WP * L.OCp;
         /* or the Winograd form's sums dU (16, C, OCp), one per piece of the
          * batch's groups */
-        L.np = wgrad_pieces((g->B + L.wg - 1) / L.wg, 16L * g->C * L.OCp);
+        L.np = wgrad_pieces(L.ng, 16L * g->C * L.OCp);
         L.n_acc = max_l(L.n_acc, L.np * 16L * g->C * L.OCp + FLAT_VEC);
     }
     /* the flipped, transposed weights; the Winograd form's transformed

@@ -22,6 +22,9 @@ typedef struct conv_layout {
     int direct, flat;
     int wino;             /* flat 3x3: forward and input gradient in the Winograd form (conv_wino.inc) */
     int wg;               /* and the samples it transforms together (a group) */
+    int ng;               /* the groups in the batch, ceil(B / wg); group q holds samples [q·wg, min(B, q·wg + wg)) */
+    long wtiles;          /* a sample's tiles (2x2 outputs) */
+    long wn2;             /* the positions of a plane row-padded to WP that a sample's tiles read, 2·ceil(OH/2)·WP */
     long wps;             /* floats per row of a group's transformed input or outputs */
     long wslot;           /* floats of a slot's transformed input and outputs, with room to align them */
     int np;               /* the pieces a weight gradient summed over the batch is cut into (im2col, Winograd) */

@@ -60,9 +60,8 @@ void wino_conv(const conv_kernels_t *k, float *out, const float *x, float *work,
                       const float *b, double *moments, int Cin, int Cout, const conv_geom_t *g,
                       const conv_layout_t *L, int par, int add)
 {
-    const long plane = L->HP * L->WP, OHW = (long)g->OH * g->OW;
-    const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2);
-    const int ng = (g->B + L->wg - 1) / L->wg;
+    const long plane = L->HP * L->WP, OHW = (long)g->OH * g->OW, tiles = L->wtiles;
+    const int ng = L->ng;
     PAR_FOR_SLOTS_IF(par && ng > 1)
     for (int q = 0; q < ng; q++) {
         float *V = (float *)(((uintptr_t)(work + (long)par_slot() * L->wslot) + 63) & ~(uintptr_t)63);
@@ -90,8 +89,8 @@ void wino_weight_grad(const conv_kernels_t *k, float *dw, const float *D, const 
                              float *work, const conv_geom_t *g, const conv_layout_t *L, int par)
 {
     const long plane = L->HP * L->WP, OCp = L->OCp, dplane = plane;
-    const long tiles = (long)((g->OH + 1) / 2) * ((g->OW + 1) / 2), n2 = (long)((g->OH + 1) / 2) * 2 * L->WP;
-    const int ng = (g->B + L->wg - 1) / L->wg, npc = L->np;
+    const long tiles = L->wtiles, n2 = L->wn2;
+    const int ng = L->ng, npc = L->np;
     const long usz = 16L * g->C * OCp;
     float *dU = (float *)(((uintptr_t)acc + 63) & ~(uintptr_t)63);
     PAR_FOR_SLOTS_IF(par && npc > 1)
