@@ -110,7 +110,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libdsgd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libdsgd.a $(LDFLAGS) $(LDLIBS)
 
-test: all $(TEST_BIN) $(BUILD)/bench/ps_bench
+test: all $(TEST_BIN) $(BUILD)/bench/ps_bench $(BUILD)/bench/par_bench
 ifeq ($(SANITIZE)$(SIM)$(MPI),00openmpi)
 	@$(MAKE) --no-print-directory sim
 	@$(MAKE) --no-print-directory fuzz-build

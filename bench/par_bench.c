@@ -16,12 +16,25 @@
  * by the thread that wrote it (its own cache):
  *   par handoff line_round_trip_ns=X
  *   par handoff kb=K own_gb_s=X other_gb_s=Y own/other=Z
- * Usage: par_bench [T] [CALLS]
+ *
+ * Last, what the host takes from the two cores: both threads read the
+ * clock in a loop for a while, and every gap above 20 us between two
+ * readings is time the core was taken from them (an interrupt, another
+ * task, or, in a virtual machine, the host running something else on the
+ * virtual CPU's core). A two-thread step waits at every join for the
+ * slower core, so its rate falls with the sum of both cores' pauses where
+ * one process's falls with one core's:
+ *   par pauses secs=S lost_pct=A,B over_100us=N,M longest_ms=X together_pct=Y
+ * (lost_pct per thread; together_pct: the share of thread 0's lost time
+ * during which thread 1 was also paused, 100 when the host pauses the whole
+ * machine at once). `par_bench pauses S` prints only that line.
+ * Usage: par_bench [T] [CALLS] | par_bench pauses [SECS]
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/par.h"
 #include "util/util.h"
@@ -53,6 +66,52 @@ static double line_round_trip_ns(long rounds)
         if (me == 0) t = (now_s() - t0) / (double)rounds * 1e9;
     }
     return t;
+}
+
+enum { GAPS_MAX = 1 << 16 };
+typedef struct gap { double t0, t1; } gap_t;
+
+/* Both threads read the clock for secs seconds, each keeping its gaps
+ * above 20 us (at most GAPS_MAX): the pauses line of the header. */
+static void host_pauses(double secs)
+{
+    gap_t *gaps[2] = { xmalloc(sizeof(gap_t) * GAPS_MAX), xmalloc(sizeof(gap_t) * GAPS_MAX) };
+    long n[2] = { 0, 0 }, over[2] = { 0, 0 };
+    double lost[2] = { 0, 0 }, longest = 0;
+    #pragma omp parallel num_threads(2)
+    {
+        const int me = omp_get_thread_num();
+        #pragma omp barrier
+        const double start = now_s();
+        double last = start;
+        for (;;) {
+            const double t = now_s(), d = t - last;
+            if (d > 20e-6 && n[me] < GAPS_MAX) {
+                gaps[me][n[me]++] = (gap_t){ last, t };
+                lost[me] += d;
+                over[me] += d > 100e-6;
+            }
+            last = t;
+            if (t - start > secs) break;
+        }
+    }
+    double both = 0;   /* thread 0's gaps' overlap with thread 1's (both in time order) */
+    for (long i = 0, j = 0; i < n[0]; i++) {
+        longest = gaps[0][i].t1 - gaps[0][i].t0 > longest ? gaps[0][i].t1 - gaps[0][i].t0 : longest;
+        while (j < n[1] && gaps[1][j].t1 <= gaps[0][i].t0) j++;
+        for (long k = j; k < n[1] && gaps[1][k].t0 < gaps[0][i].t1; k++) {
+            const double a = gaps[0][i].t0 > gaps[1][k].t0 ? gaps[0][i].t0 : gaps[1][k].t0;
+            const double b = gaps[0][i].t1 < gaps[1][k].t1 ? gaps[0][i].t1 : gaps[1][k].t1;
+            both += b - a;
+        }
+    }
+    for (long k = 0; k < n[1]; k++)
+        longest = gaps[1][k].t1 - gaps[1][k].t0 > longest ? gaps[1][k].t1 - gaps[1][k].t0 : longest;
+    printf("par pauses secs=%g lost_pct=%.2f,%.2f over_100us=%ld,%ld longest_ms=%.2f together_pct=%.0f\n", secs,
+           100 * lost[0] / secs, 100 * lost[1] / secs, over[0], over[1], 1e3 * longest,
+           lost[0] > 0 ? 100 * both / lost[0] : 0);
+    free(gaps[0]);
+    free(gaps[1]);
 }
 
 static float sum_buf(const float *b, long n)
@@ -121,6 +180,14 @@ static void pool_run(void)
 
 int main(int argc, char **argv)
 {
+#ifdef _OPENMP
+    if (argc > 1 && strcmp(argv[1], "pauses") == 0) {
+        const double secs = argc > 2 ? atof(argv[2]) : 1;
+        if (!(secs > 0 && secs <= 600)) { fprintf(stderr, "usage: par_bench pauses [SECS in (0, 600]]\n"); return 2; }
+        host_pauses(secs);
+        return 0;
+    }
+#endif
     const int T = argc > 1 ? atoi(argv[1]) : 2;
     const long N = argc > 2 ? atol(argv[2]) : 200000;
     if (T < 1 || N < 1) { fprintf(stderr, "usage: par_bench [T] [CALLS]\n"); return 2; }
@@ -162,6 +229,7 @@ int main(int argc, char **argv)
                    oth > 0 ? own / oth : 0);
         }
         free(buf);
+        host_pauses(1);
     }
 #endif
     return 0;

@@ -359,9 +359,12 @@ bench_mp() {
 # core wrote (what a kernel pays when a region reads what the previous
 # region's pieces left on the other core). On a host with other work on
 # its cores a second thread helps far less (a thread descheduled holds
-# up every join): read the load average printed first.
+# up every join): read the load average printed first, and the host's
+# pauses (par_bench pauses: the share of 2 s that each core was taken from
+# a thread spinning on the clock) measured before the runs and after them.
 bench_threads() {
     section "one rank, --threads 2 against --threads 1 ($REPEATS repeats, interleaved; load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    "$BUILD/bench/par_bench" pauses 2 | sed 's/^/before the runs: /'
     local torch=1 i cfg
     "$PY" -c 'import torch' 2>/dev/null || { torch=0; echo "bench: PyTorch not found; dsgd only"; }
     local R=(--data fashion-mnist --eval-every 1000000 --test-subset 100 --quiet)
@@ -415,6 +418,7 @@ bench_threads() {
         fi
     done
     run_clean "$logdir/par.log" "$BUILD/bench/par_bench" 2 > /dev/null && grep '^par ' "$logdir/par.log"
+    "$BUILD/bench/par_bench" pauses 2 | sed 's/^/after the runs: /'
 }
 
 # DSGD_BENCH_SECTIONS="ps mp" runs only those sections (default: all, in this order)

@@ -7,7 +7,8 @@
 # batch of 37 that no piece divides evenly either) equals T = 1's byte for
 # byte; a T = 2 run resumed from a T = 1 checkpoint equals the T = 1 run
 # that went on; the start-up line and the config event say the count and
-# where it came from; dsgd eval gives the same figures with 1 and 2 threads.
+# where it came from; dsgd eval gives the same figures with 1 and 2 threads;
+# make bench's probe of the host's pauses prints its line.
 # Usage: tests/threads.sh BUILD_DIR   (prints "threads: N passed, M failed")
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -90,5 +91,15 @@ e1=$("$DSGD" eval --checkpoint "$WORK/resnet_8,8_64.t1.st" --data fashion-mnist 
 e2=$("$DSGD" eval --checkpoint "$WORK/resnet_8,8_64.t1.st" --data fashion-mnist --test-subset 300 --threads 2 2>&1)
 if [ -n "$e1" ] && [ "$e1" = "$e2" ]; then ok "dsgd eval --threads 2 prints what --threads 1 does: $e1"
 else bad "dsgd eval with 2 threads" "'$e1' vs '$e2'"; fi
+
+# ---- make bench's probe of the host's pauses (bench/par_bench pauses) ----
+PB=$(dirname "$DSGD")/bench/par_bench
+l=$("$PB" pauses 0.2 2>&1)
+if [[ $l =~ ^par\ pauses\ secs=0.2\ lost_pct=[0-9.]+,[0-9.]+\ over_100us=[0-9]+,[0-9]+\ longest_ms=[0-9.]+\ together_pct=[0-9]+$ ]]
+then ok "par_bench pauses 0.2: one line of both cores' pauses ($l)"
+else bad "par_bench pauses" "printed '$l'"; fi
+"$PB" pauses 0 > "$WORK/pb.out" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "usage: par_bench pauses" "$WORK/pb.out"; then ok "par_bench pauses 0: usage, exit 2"
+else bad "par_bench pauses 0" "rc=$rc: $(head -1 "$WORK/pb.out")"; fi
 
 summary threads
