@@ -36,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mpi.h>
+
 #include "util/par.h"
 #include "util/util.h"
 
@@ -178,7 +180,7 @@ static void pool_run(void)
     while (atomic_load_explicit(&P.left, memory_order_acquire) > 0) { }
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
 #ifdef _OPENMP
     if (argc > 1 && strcmp(argv[1], "pauses") == 0) {
@@ -233,4 +235,20 @@ int main(int argc, char **argv)
     }
 #endif
     return 0;
+}
+
+/* The clock is util's now_s, MPI_Wtime, which MPICH allows only between
+ * MPI_Init and MPI_Finalize (Open MPI at any time): one process, no
+ * launcher needed, every thread reading it. */
+int main(int argc, char **argv)
+{
+    setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);   /* no runtime daemon for one process */
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "par_bench: MPI_Init_thread failed\n");
+        return 1;
+    }
+    const int rc = run(argc, argv);
+    MPI_Finalize();
+    return rc;
 }
