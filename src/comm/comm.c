@@ -480,6 +480,11 @@ void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what)
     c->bytes_sent += (uint64_t)n * sizeof(int);
     c->msgs_sent++;
     c->collectives++;
+    comm_allreduce_int_uncounted(c, buf, n, op, what);
+}
+
+void comm_allreduce_int_uncounted(comm_t *c, int *buf, int n, MPI_Op op, const char *what)
+{
     /* the blocking call of the simulated build is the whole wait: it is
      * communication too (uncounted, a bounded localsgd run's stop decisions
      * went missing from its accounting) */

@@ -236,6 +236,11 @@ static inline double comm_deadline(const comm_t *c, live_deadline_t which) { ret
 /* Sum-all-reduce of floats / ints with the timeout above; counted. */
 void comm_allreduce_sum(comm_t *c, float *buf, size_t n, const char *what);
 void comm_allreduce_int(comm_t *c, int *buf, int n, MPI_Op op, const char *what);
+/* The same, with its time in comm_s but not in the traffic counters
+ * (bytes, messages, collectives): for a decision taken by the clock, whose
+ * number differs from run to run (the preemption decision), so that two
+ * runs of one configuration count the same traffic. */
+void comm_allreduce_int_uncounted(comm_t *c, int *buf, int n, MPI_Op op, const char *what);
 /* Start a nonblocking in-place sum-all-reduce (completed by comm_waitall). */
 /* The most floats one nonblocking all-reduce takes (an MPI count is an int). */
 #define COMM_MAX_SPAN ((size_t)1 << 30)

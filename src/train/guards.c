@@ -124,25 +124,50 @@ const char *preempt_source(void)
     return comm_preempt_signal() ? comm_preempt_name() : "a signal to another rank of the job";
 }
 
-int preempt_due(run_t *r, const bounds_t *b, double *probed, int *told, double *waited)
+int preempt_due(run_t *r, const bounds_t *b, preempt_watch_t *w, double *waited)
 {
     if (sim_build()) return 0;   /* nobody is preempted in simulation */
     comm_t *c = r->comm;
     if (!comm_preempt_signal() && c->stop_heard != COMM_STOP_PREEMPT && r->lead && c->size > 1 &&
-        diverge_check_due(probed, now_s()) && comm_preempt_heard(c))
+        diverge_check_due(&w->probed, now_s()) && comm_preempt_heard(c))
         c->stop_heard = COMM_STOP_PREEMPT;
     int f = comm_preempt_signal() != 0 || c->stop_heard == COMM_STOP_PREEMPT;
+    if (f && w->seen_step < 0) {
+        w->seen_step = r->step;
+        w->seen_t = now_s();
+    }
     comm_t *g = b->mode == STOP_AGREE && c->size > 1 ? c : b->mode == STOP_OWN_CLOCK && r->mp_size > 1 ? &r->mp_comm : NULL;
     if (g) {
-        if (r->step % PREEMPT_EVERY) return 0;
+        if (r->step < w->next) return 0;
+        /* this rank's proposal: the steps its last ones took PREEMPT_AGREE_S for */
+        int n = 1;
+        if (w->checks > 0 && r->step > w->agreed_step) {
+            const double per_step = (now_s() - w->agreed_t) / (double)(r->step - w->agreed_step);
+            n = per_step * PREEMPT_EVERY <= PREEMPT_AGREE_S ? PREEMPT_EVERY : (int)(PREEMPT_AGREE_S / per_step);
+            if (n < 1) n = 1;
+        }
+        int v[2] = { f, -n };   /* one all-reduce: the flag's maximum, the proposals' minimum */
         const double c0 = g->comm_s;
-        comm_allreduce_int(g, &f, 1, MPI_MAX, g == c ? "the preemption decision all-reduce" : "the replica's preemption decision all-reduce");
+        comm_allreduce_int_uncounted(g, v, 2, MPI_MAX,
+                                     g == c ? "the preemption decision all-reduce" : "the replica's preemption decision all-reduce");
+        w->checks++;
         *waited += g->comm_s - c0;
+        f = v[0];
+        w->next = r->step - v[1];
+        w->agreed_step = r->step;
+        w->agreed_t = now_s();
+    }
+    if (f) {
+        w->stop_t = now_s();
+        if (w->seen_step < 0) {   /* another rank's signal, learnt in the agreement */
+            w->seen_step = r->step;
+            w->seen_t = w->stop_t;
+        }
     }
     /* an asynchronous paradigm's other workers learn of it from the shards */
-    if (f && !*told && b->mode == STOP_OWN_CLOCK && r->ops->announce_stop) {
+    if (f && !w->announced && b->mode == STOP_OWN_CLOCK && r->ops->announce_stop) {
         r->ops->announce_stop(r, COMM_STOP_PREEMPT);
-        *told = 1;
+        w->announced = 1;
     }
     return f;
 }

@@ -53,20 +53,37 @@ int  params_finite(const model_t *m);
  * worker agrees on; the paradigm's final synchronization and the
  * checkpoint follow, and the metrics close with status "preempted",
  * without a final evaluation (a launcher kills soon after it passes a
- * signal on); the process exits with PREEMPT_EXIT. Lockstep workers agree
- * every PREEMPT_EVERY steps (a one-integer all-reduce), so a signal is
- * acted on within that many steps; asynchronous ones learn of another
- * rank's signal from the paradigm's stop announcement (the shards'
- * replies); the lead looks every 50 ms for a serving rank's notice
- * (Sandblaster's shards and replicas). */
+ * signal on: Open MPI's mpirun 1 s later); the process exits with
+ * PREEMPT_EXIT. Lockstep workers agree in a two-integer all-reduce about
+ * every PREEMPT_AGREE_S seconds of steps: each proposes how many steps
+ * that is by its own clock, and the fewest is taken (at least 1, at most
+ * PREEMPT_EVERY), so a signal is acted on within about that time or one
+ * step, however long a step takes (a fixed 16 steps of 60 ms, as under
+ * the sanitizers, outlasted mpirun's second). Their number follows the
+ * clock, so they stay out of the traffic counters (preempt_checks in the
+ * done event counts them). Asynchronous workers learn
+ * of another rank's signal from the paradigm's stop announcement (the
+ * shards' replies); the lead looks every 50 ms for a serving rank's
+ * notice (Sandblaster's shards and replicas). */
+#define PREEMPT_AGREE_S 0.05
 enum { PREEMPT_EVERY = 16, PREEMPT_EXIT = 143 };
 /* Where the preemption came from, for the lead's lines. */
 const char *preempt_source(void);
+/* A worker's preemption bookkeeping (zeroed at the loop's start, seen_step -1). */
+typedef struct preempt_watch {
+    double probed;     /* the lead: when it last looked for another rank's preemption notice */
+    int announced;     /* the paradigm's stop has been announced for a preemption */
+    long next;         /* lockstep: the step after which the workers next agree */
+    long agreed_step;  /* ... and the step and time of the last agreement (if checks > 0) */
+    double agreed_t;
+    long checks;       /* lockstep: the agreements taken (outside the traffic counters: their number follows the clock) */
+    long seen_step;    /* the step after which this rank first knew of a preemption (-1: not yet) */
+    double seen_t, stop_t;   /* ... when, and when the loop's stop was agreed */
+} preempt_watch_t;
 /* After step r->step: 1 if the loop stops for a preemption signal (every
- * worker of a lockstep paradigm returns the same). *probed: when the lead
- * last looked for a notice; *told: the paradigm's stop has been announced;
- * *waited: seconds in the decision's all-reduce, added. */
-int  preempt_due(run_t *r, const bounds_t *b, double *probed, int *told, double *waited);
+ * worker of a lockstep paradigm returns the same). *waited: seconds in
+ * the decision's all-reduce, added. */
+int  preempt_due(run_t *r, const bounds_t *b, preempt_watch_t *w, double *waited);
 
 /* A checkpoint that could not be written: the record is kept, closed with
  * status "checkpoint_failed" (record.h), and every rank stops. */

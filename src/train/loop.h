@@ -29,8 +29,7 @@ typedef struct loop {
     double c_carry;              /* run_comm_seconds then */
     double t_stop;               /* when the rank left the loop, if it left at a step's end */
     int preempted;
-    double preempt_probed;       /* the lead: when it last looked for another rank's preemption notice */
-    int preempt_announced;       /* the paradigm's stop has been announced for a preemption */
+    preempt_watch_t pw;
     diverge_watch_t dw;
 } loop_t;
 

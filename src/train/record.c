@@ -199,6 +199,7 @@ void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, const e
     /* of which within the training time, and of that the stop decisions */
     metrics_double(mx, "train_comm_s", L->step_comm_s);
     metrics_double(mx, "stop_check_s", bd->check_s);
+    if (L->pw.checks) metrics_long(mx, "preempt_checks", L->pw.checks);
     /* the regime: computing against communicating (or waiting for it), per
      * step of the lead; a paradigm whose step draws its own samples
      * (Sandblaster's coordinator) computes nothing here */
@@ -240,7 +241,12 @@ void record_done(run_t *r, metrics_t *mx, const loop_t *L, bounds_t *bd, const e
     metrics_double(mx, "test_acc", ev->acc);
     metrics_double(mx, "test_loss", ev->loss);
     if (ev->step >= 0) metrics_long(mx, "eval_step", ev->step);   /* the evaluation test_acc is from */
-    if (L->preempted) metrics_str(mx, "final_eval", "skipped: preempted (the checkpoint went first)");
+    if (L->preempted) {
+        metrics_str(mx, "final_eval", "skipped: preempted (the checkpoint went first)");
+        /* how soon the workers agreed to stop after this one knew */
+        metrics_long(mx, "preempt_seen_step", L->pw.seen_step);
+        metrics_double(mx, "preempt_wait_s", L->pw.stop_t - L->pw.seen_t);
+    }
     bounds_write_done(bd, r, mx);
     sync_stat_t st[16];
     int nst = r->ops->stats ? r->ops->stats(r, st, 16, 0) : 0;

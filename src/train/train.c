@@ -38,6 +38,7 @@ static void loop_start(loop_t *L, run_t *r, double t0)
     L->leading = r->lead;
     L->t_carry = L->t_stop = -1;
     L->dw = (diverge_watch_t){ .since = -1 };
+    L->pw.seen_step = -1;
 }
 
 /* The next batch's loss and gradient, from ts (the step's start; cs:
@@ -129,7 +130,7 @@ static int after_step(run_t *r, metrics_t *mx, loop_t *L, bounds_t *bd, evaluato
     const double ce = run_comm_seconds(r);   /* the step's end, its stop decision included */
     L->step_comm_s += ce - cs;
     double pw = 0;   /* the preemption decision: the next step's, if it starts at te */
-    if (!stop && preempt_due(r, bd, &L->preempt_probed, &L->preempt_announced, &pw)) {
+    if (!stop && preempt_due(r, bd, &L->pw, &pw)) {
         stop = L->preempted = 1;
         if (r->lead)
             fprintf(stderr, "dsgd: %s: stopping after step %ld, saving what the run has%s; send it again to stop at once\n",
