@@ -111,6 +111,7 @@ conv_layout_t conv_layout(const conv_geom_t *g)
      * C and OC the larger of the two (the input gradient swaps them),
      * in place of the planes below */
     L.wino = L.flat && g->KH == 3 && g->KW == 3;
+    L.OCp = round_up(g->OC, 16);   /* the output channels as the flat 3x3 sums hold them */
     L.wg = L.ng = 0;
     L.wps = L.wslot = L.wzs = L.wdt = L.wtiles = L.wn2 = 0;
     if (L.wino) {
@@ -122,11 +123,10 @@ conv_layout_t conv_layout(const conv_geom_t *g)
         L.wslot = 20 * (max_l(g->C, g->OC) * L.wps + FLAT_VEC) + FLAT_VEC;
         /* the weight gradient's: V (16, C, wps), Z (16, wps, OCp) and the
          * group's output gradient transposed, (wg, 2·th·WP, OCp) */
-        const long OCp = round_up(g->OC, 16);
-        L.wzs = L.wps * OCp + FLAT_VEC;
+        L.wzs = L.wps * L.OCp + FLAT_VEC;
         L.wdt = 16 * ((long)g->C * L.wps + FLAT_VEC) + 16 * L.wzs;
         L.wn2 = (long)((g->OH + 1) / 2) * 2 * L.WP;
-        L.wslot = max_l(L.wslot, L.wdt + L.wg * L.wn2 * OCp + FLAT_VEC);
+        L.wslot = max_l(L.wslot, L.wdt + L.wg * L.wn2 * L.OCp + FLAT_VEC);
     }
     /* flat path, no im2col: forward's output planes (OC, FS) per piece; in
      * backward the padded output gradient of the batch (B, OC, HP, WP) and
@@ -142,7 +142,6 @@ conv_layout_t conv_layout(const conv_geom_t *g)
      * with the chunk's inputs, about 1 MB, to stay in cache across tiles.
      * Reserved whatever the kernel set, though only AVX-512's uses it: a
      * layout, and so a model's workspace, must not depend on the CPU */
-    L.OCp = round_up(g->OC, 16);
     L.dchunk = 0;
     if (L.wino) {   /* the flat path's 3x3 layers */
         const long per = ((long)g->OH * L.WP * L.OCp + (long)g->C * plane) * (long)sizeof(float);
