@@ -227,8 +227,9 @@ else bad "second signal" "$twice_bad"; fi
 # The steps are slow (--slowdown: ~0.14 s here, ~0.05 s a step under the
 # sanitizers without it): lockstep workers agreed to stop only every 16
 # steps, 2.2 s of them, and a CI run under the sanitizers lost the
-# checkpoint to mpirun's kill; they now agree about every 0.05 s of steps
-# (at least every step), so the stop comes one step after the signal.
+# checkpoint to mpirun's kill; they now agree about every 0.2 s of steps
+# (at least every step), so the stop comes within 0.2 s or one step of the
+# signal.
 F=25
 [ "${SANITIZE:-0}" = 1 ] && F=1
 rm -f "$WORK/launch".*
@@ -253,12 +254,12 @@ d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 if "preempt_seen_step" not in d: sys.exit("the done event does not say when the signal was seen (preempt_seen_step)")
 per = d["train_s"] / d["steps"]
 if per < 0.03: sys.exit("steps of %.3f s: too fast to tell" % per)
-late = d["steps"] - d["preempt_seen_step"]
-if not (0 <= late <= 1 and d["preempt_wait_s"] < 2 * per + 0.1):
-    sys.exit("stopped at step %d, %d after the signal was seen (%.3f s later; steps of %.3f s)" % (d["steps"], late, d["preempt_wait_s"], per))
-print("%d step after the signal was seen, %.2f s later (steps of %.2f s)" % (late, d["preempt_wait_s"], per))
+late, wait = d["steps"] - d["preempt_seen_step"], d["preempt_wait_s"]
+if not (late >= 0 and wait < max(0.2, per) + 0.1):
+    sys.exit("stopped at step %d, %d after the signal was seen, %.3f s later (steps of %.3f s)" % (d["steps"], late, wait, per))
+print("%d steps after the signal was seen, %.2f s later (steps of %.2f s)" % (late, wait, per))
 PY
-); then ok "the workers agree to stop within a step of the signal when a step is slow: $why"
+); then ok "the workers agree to stop within 0.2 s or a step of the signal when a step is slow: $why"
 else bad "preemption agreement with slow steps" "$why $(tail -c 300 "$WORK/launch.jsonl")"; fi
 
 # ---- divergence ----

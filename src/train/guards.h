@@ -59,13 +59,17 @@ int  params_finite(const model_t *m);
  * that is by its own clock, and the fewest is taken (at least 1, at most
  * PREEMPT_EVERY), so a signal is acted on within about that time or one
  * step, however long a step takes (a fixed 16 steps of 60 ms, as under
- * the sanitizers, outlasted mpirun's second). Their number follows the
- * clock, so they stay out of the traffic counters (preempt_checks in the
- * done event counts them). Asynchronous workers learn
+ * the sanitizers, outlasted mpirun's second), leaving most of the second
+ * to the save. An agreement is a point where the workers wait for each
+ * other, as every step of a bounded run is: paradigms whose workers drift
+ * apart between synchronizations (localsgd, selsync) are held together
+ * there too, so it is not more often than it needs to be. Their number
+ * follows the clock, so they stay out of the traffic counters
+ * (preempt_checks in the done event counts them). Asynchronous workers learn
  * of another rank's signal from the paradigm's stop announcement (the
  * shards' replies); the lead looks every 50 ms for a serving rank's
  * notice (Sandblaster's shards and replicas). */
-#define PREEMPT_AGREE_S 0.05
+#define PREEMPT_AGREE_S 0.2
 enum { PREEMPT_EVERY = 16, PREEMPT_EXIT = 143 };
 /* Where the preemption came from, for the lead's lines. */
 const char *preempt_source(void);
