@@ -110,6 +110,9 @@ static void wino_group_case(const conv_kernels_t *k, const char *set)
         const conv_layout_t L = conv_layout(&g);
         CHECK(L.wino && L.wg == (r ? 3 : 4) && L.ng == (r ? 1 : 3) && L.wtiles == 16,
               "%s: %d groups of %d samples, %ld tiles a sample, at batch %d", set, L.ng, L.wg, L.wtiles, g.B);
+        int nb_last, b_last = conv_wino_group(&L, g.B, L.ng - 1, &nb_last);   /* the last group: 8-9 of 10, 0-2 of 3 */
+        CHECK(b_last == (r ? 0 : 8) && nb_last == (r ? 3 : 2), "%s: the last group at batch %d starts at %d, %d samples",
+              set, g.B, b_last, nb_last);
         float *col = xalloc_floats(conv_col_size(&g));
         const long b0 = r ? 10 : 0;
         conv2d_forward_with(k, out + b0 * so, col, col + conv_pad_size(&g), x + b0 * sx, w, NULL, NULL, &g);

@@ -36,4 +36,12 @@ typedef struct conv_layout {
  * the CPU or --threads, so that a model's workspace is the same everywhere */
 conv_layout_t conv_layout(const conv_geom_t *g);
 
+/* Winograd group q of a batch of B: its first sample, and in *nb its size */
+static inline int conv_wino_group(const conv_layout_t *L, int B, int q, int *nb)
+{
+    const int b0 = q * L->wg;
+    *nb = B - b0 < L->wg ? B - b0 : L->wg;
+    return b0;
+}
+
 #endif

@@ -66,7 +66,8 @@ void wino_conv(const conv_kernels_t *k, float *out, const float *x, float *work,
     for (int q = 0; q < ng; q++) {
         float *V = (float *)(((uintptr_t)(work + (long)par_slot() * L->wslot) + 63) & ~(uintptr_t)63);
         float *Y = V + 16L * ((long)Cin * L->wps + FLAT_VEC);
-        const int b0 = q * L->wg, nb = g->B - b0 < L->wg ? g->B - b0 : L->wg;
+        int nb;
+        const int b0 = conv_wino_group(L, g->B, q, &nb);
         for (int s = 0; s < nb; s++)
             k->wino_input(V, L->wps, x + (long)(b0 + s) * Cin * plane, plane, Cin, g->OH, g->OW, L->WP, s * tiles);
         k->wino_product(Y, V, U, Cin, Cout, L->wps, nb * tiles);
@@ -99,7 +100,8 @@ void wino_weight_grad(const conv_kernels_t *k, float *dw, const float *D, const 
         float *Z = V + 16L * ((long)g->C * L->wps + FLAT_VEC), *dT = V + L->wdt;
         const int q1 = (int)par_cut(ng, npc, pc + 1, 1);
         for (int q = (int)par_cut(ng, npc, pc, 1); q < q1; q++) {
-            const int b0 = q * L->wg, nb = g->B - b0 < L->wg ? g->B - b0 : L->wg;
+            int nb;
+            const int b0 = conv_wino_group(L, g->B, q, &nb);
             for (int s = 0; s < nb; s++) {
                 const float *Db = D + (long)(b0 + s) * g->OC * dplane + g->pad * L->WP + g->pad;
                 float *Tb = dT + (long)s * n2 * OCp;
